@@ -1,0 +1,171 @@
+"""Synthetic trajectory tasks on which the self-pretraining effect is measured.
+
+Generative process (every draw comes from one ``numpy.random.Generator`` seeded by
+``TaskConfig.seed``, so a config names its data exactly):
+
+* A clean trajectory has ``T`` points in R^dim. Coordinate ``c`` at time ``t = 0..T-1`` is
+  ``a_c * cos(2*pi*f_c*t/T + phi_c)`` with amplitude ``a_c ~ U(amp_range)``, phase
+  ``phi_c ~ U(0, 2*pi)`` and frequency ``f_c`` (cycles per sequence) drawn per family.
+  The uniform phase makes every time step's marginal distribution the same.
+* ``local_shuffle`` (default): ``f_c ~ U(freq_range)``. Class 0 keeps the time order.
+  Class 1 reorders time locally: positions are sorted by ``t + shuffle_width * U(0, 1)``,
+  so points move about ``shuffle_width / 2`` steps. The set of points and every point's
+  marginal distribution are identical in both classes; only which point sits next to
+  which in time carries the label.
+* ``freq_band``: class 0 draws integer frequencies from ``band0``, class 1 from ``band1``;
+  no shuffling. A contrast in which content (not order) separates the classes.
+* Observation noise ``N(0, noise^2)`` is added to every coordinate last.
+
+Labels are balanced (alternating, then shuffled). Splits are drawn from the same stream;
+features are standardised per channel with the train split's mean and std only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+FAMILIES = ("local_shuffle", "freq_band")
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    family: str = "local_shuffle"  # "local_shuffle" (order carries the label) or "freq_band"
+    T: int = 32  # points per sequence
+    dim: int = 2  # coordinates per point
+    n_train: int = 1000  # training sequences
+    n_val: int = 500  # validation sequences (model selection)
+    n_test: int = 1000  # held-out test sequences
+    freq_range: tuple[float, float] = (1.0, 3.0)  # local_shuffle: cycles per sequence, U(lo, hi)
+    amp_range: tuple[float, float] = (0.5, 1.5)  # amplitude of each coordinate, U(lo, hi)
+    noise: float = 0.05  # std of additive Gaussian observation noise
+    shuffle_width: float = 3.0  # local_shuffle: class 1 sorts positions by t + width * U(0,1)
+    band0: tuple[int, ...] = (1, 2, 3, 4)  # freq_band: integer frequencies of class 0
+    band1: tuple[int, ...] = (5, 6, 7, 8)  # freq_band: integer frequencies of class 1
+    seed: int = 0  # seeds every draw of the data
+
+    def __post_init__(self):
+        if self.family not in FAMILIES:
+            raise ValueError(f"family: unknown task family {self.family!r}; choose one of {FAMILIES}")
+        if self.T < 2:
+            raise ValueError(f"T: sequences need at least 2 points, got T={self.T}")
+        for name in ("dim", "n_train", "n_val", "n_test"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}: must be positive, got {getattr(self, name)}")
+        for name in ("freq_range", "amp_range"):
+            lo, hi = getattr(self, name)
+            if not (0 < lo <= hi):
+                raise ValueError(f"{name}: need 0 < lo <= hi, got {(lo, hi)}")
+        if self.noise < 0:
+            raise ValueError(f"noise: must be >= 0, got {self.noise}")
+        if self.shuffle_width < 0:
+            raise ValueError(f"shuffle_width: must be >= 0, got {self.shuffle_width}")
+        for name in ("band0", "band1"):
+            band = getattr(self, name)
+            if len(band) == 0:
+                raise ValueError(f"{name}: frequency set is empty")
+            if any(f <= 0 for f in band):
+                raise ValueError(f"{name}: frequencies must be positive, got {band}")
+
+
+@dataclass(frozen=True)
+class Split:
+    """One split: inputs ``x`` (N, T, dim) float32 and labels ``y`` (N,) int64."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+
+@dataclass(frozen=True)
+class TaskData:
+    """Train/val/test splits of one task, standardised with train statistics."""
+
+    config: TaskConfig
+    train: Split
+    val: Split
+    test: Split
+    mean: torch.Tensor  # (dim,) train mean used for standardisation
+    std: torch.Tensor  # (dim,) train std used for standardisation
+
+
+def _draw(cfg: TaskConfig, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Draw ``n`` raw sequences and balanced labels: (n, T, dim), (n,)."""
+    T, D = cfg.T, cfg.dim
+    y = np.arange(n) % 2
+    rng.shuffle(y)
+    t = np.arange(T, dtype=np.float64)
+    amp = rng.uniform(*cfg.amp_range, size=(n, D))
+    phase = rng.uniform(0, 2 * np.pi, size=(n, D))
+    if cfg.family == "local_shuffle":
+        freq = rng.uniform(*cfg.freq_range, size=(n, D))
+    else:
+        f0 = rng.choice(np.asarray(cfg.band0, dtype=np.float64), size=(n, D))
+        f1 = rng.choice(np.asarray(cfg.band1, dtype=np.float64), size=(n, D))
+        freq = np.where(y[:, None] == 1, f1, f0)
+    x_NxTxD = amp[:, None, :] * np.cos(
+        2 * np.pi * freq[:, None, :] * t[None, :, None] / T + phase[:, None, :]
+    )
+    if cfg.family == "local_shuffle":
+        keys = t[None, :] + cfg.shuffle_width * rng.uniform(size=(n, T))
+        perm = np.argsort(keys, axis=1, kind="stable")
+        shuffled = np.take_along_axis(x_NxTxD, perm[:, :, None], axis=1)
+        x_NxTxD = np.where(y[:, None, None] == 1, shuffled, x_NxTxD)
+    x_NxTxD = x_NxTxD + cfg.noise * rng.standard_normal(size=x_NxTxD.shape)
+    return x_NxTxD, y
+
+
+def make_task(cfg: TaskConfig | None = None) -> TaskData:
+    """Generate the splits of ``cfg`` (default config when None)."""
+    cfg = cfg or TaskConfig()
+    rng = np.random.default_rng(cfg.seed)
+    raw = [_draw(cfg, n, rng) for n in (cfg.n_train, cfg.n_val, cfg.n_test)]
+    mean = raw[0][0].mean(axis=(0, 1))
+    std = raw[0][0].std(axis=(0, 1)) + 1e-8
+    splits = [
+        Split(torch.tensor((x - mean) / std, dtype=torch.float32), torch.tensor(y, dtype=torch.long))
+        for x, y in raw
+    ]
+    return TaskData(cfg, *splits, mean=torch.tensor(mean, dtype=torch.float32),
+                    std=torch.tensor(std, dtype=torch.float32))
+
+
+# ---------------------------------------------------------------------------------------
+# SPT masking: the scheme of the LRA self-pretraining code (values zeroed, indicator added)
+
+def sample_mask(n: int, T: int, rate: float, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Bernoulli(rate) mask of shape (n, T), True = masked. At least one position per row."""
+    if not 0.0 < rate <= 1.0:
+        raise ValueError(f"mask rate must be in (0, 1], got {rate}")
+    m = torch.rand(n, T, generator=generator) < rate
+    empty = ~m.any(dim=1)
+    if empty.any():  # a row with nothing masked gives no reconstruction signal: mask one
+        idx = torch.randint(T, (int(empty.sum()),), generator=generator)
+        m[empty.nonzero(as_tuple=True)[0], idx] = True
+    return m
+
+
+def mask_inputs(x_BxTxD: torch.Tensor, mask_BxT: torch.Tensor | None) -> torch.Tensor:
+    """Zero masked values and append the mask-indicator channel: (B, T, D+1)."""
+    if mask_BxT is None:
+        mask_BxT = torch.zeros(x_BxTxD.shape[:2], dtype=torch.bool, device=x_BxTxD.device)
+    if mask_BxT.shape != x_BxTxD.shape[:2]:
+        raise ValueError(f"mask shape {tuple(mask_BxT.shape)} does not match inputs {tuple(x_BxTxD.shape[:2])}")
+    m = mask_BxT.to(x_BxTxD.dtype).unsqueeze(-1)
+    return torch.cat([x_BxTxD * (1 - m), m], dim=-1)
+
+
+def recon_loss(pred_BxTxD: torch.Tensor, x_BxTxD: torch.Tensor, mask_BxT: torch.Tensor,
+               kind: str = "l1") -> torch.Tensor:
+    """Reconstruction loss on masked positions only: mean over masked entries (L1 or MSE)."""
+    if kind == "l1":
+        err = (pred_BxTxD - x_BxTxD).abs()
+    elif kind == "mse":
+        err = (pred_BxTxD - x_BxTxD).pow(2)
+    else:
+        raise ValueError(f"recon loss kind must be 'l1' or 'mse', got {kind!r}")
+    m = mask_BxT.to(err.dtype).unsqueeze(-1)
+    return (err * m).sum() / (m.sum() * err.shape[-1]).clamp_min(1.0)
