@@ -1,0 +1,89 @@
+"""Named experiment arms: a recipe plus config overrides, written as short strings.
+
+Grammar: ``recipe[:key=value[,key=value...]]``, e.g. ``spt``, ``scratch:pos=alibi``,
+``spt:spt_attention=no_self``, ``data_swap:swap.family=freq_band``. Keys are config field
+names (``task.X``, ``model.X``, ``train.X`` or ``swap.X`` when a name is ambiguous).
+Aliases name the common ablations (see :data:`ALIASES`).
+"""
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from typing import Any
+
+from .runs import RunSpec, with_overrides
+from .tasks import TaskConfig
+from .train import RECIPES
+
+ALIASES = {
+    "alibi": "scratch:pos=alibi",
+    "rope": "scratch:pos=rope",
+    "fire": "scratch:pos=fire",
+    "learned_pe": "scratch:pos=learned",
+    "no_pe": "scratch:pos=none",
+    "depth2": "scratch:n_layers=2",
+    "spt_depth2": "spt:n_layers=2",
+    "spt_no_self": "spt:spt_attention=no_self",
+    "spt_no_masked_keys": "spt:spt_attention=no_masked_keys",
+}
+
+
+def parse_value(text: str, like: Any) -> Any:
+    """Convert ``text`` to the type of the field default ``like``."""
+    if isinstance(like, bool):
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"expected a boolean, got {text!r}")
+    if isinstance(like, tuple):
+        kind = type(like[0]) if like else float
+        return tuple(kind(v) for v in text.split(",") if v)
+    if like is None:  # optional numeric fields
+        return None if text.lower() == "none" else float(text)
+    return type(like)(text)
+
+
+def default_swap(task: TaskConfig) -> TaskConfig:
+    """The data_swap default: SPT on the other family, drawn with another seed."""
+    other = "freq_band" if task.family == "local_shuffle" else "local_shuffle"
+    return replace(task, family=other, seed=task.seed + 1)
+
+
+def _field_default(cfg, name: str):
+    for f in fields(cfg):
+        if f.name == name:
+            return getattr(cfg, name)
+    raise ValueError(f"unknown config field {name!r} of {type(cfg).__name__}")
+
+
+def arm_spec(arm: str, base: RunSpec) -> RunSpec:
+    """The spec of one arm on top of ``base`` (whose recipe is replaced)."""
+    text = ALIASES.get(arm, arm)
+    recipe, _, rest = text.partition(":")
+    if recipe not in RECIPES:
+        raise ValueError(f"arm {arm!r}: unknown recipe {recipe!r}; recipes are {RECIPES}, "
+                         f"aliases {sorted(ALIASES)}")
+    spec = replace(base, recipe=recipe)
+    swap = {}
+    overrides = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise ValueError(f"arm {arm!r}: expected key=value, got {item!r}")
+        if key.startswith("swap."):
+            name = key[5:]
+            swap[name] = parse_value(value, _field_default(base.task, name))
+            continue
+        part, dot, name = key.rpartition(".")
+        cfgs = dict(task=spec.task, model=spec.model, train=spec.train)
+        owners = [part] if dot else [p for p, c in cfgs.items() if any(f.name == name for f in fields(c))]
+        if len(owners) != 1 or owners[0] not in cfgs:
+            raise ValueError(f"arm {arm!r}: cannot place key {key!r}; use task.X, model.X or train.X")
+        like = _field_default(cfgs[owners[0]], name)
+        overrides[f"{owners[0]}__{name}"] = parse_value(value, like)
+    spec = with_overrides(spec, **overrides)
+    if recipe == "data_swap":
+        spec = replace(spec, swap_task=replace(spec.swap_task or default_swap(spec.task), **swap))
+    elif swap:
+        raise ValueError(f"arm {arm!r}: swap.* keys only apply to data_swap")
+    return spec

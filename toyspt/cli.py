@@ -1,0 +1,131 @@
+"""``toyspt`` command line: train one recipe, compare arms over seeds, and the subcommands
+of the other parts (probe, lra, ucr) where present.
+
+Config fields are flags: ``--task.T 64``, ``--model.pos alibi``, ``--train.epochs 10``.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+from .arms import ALIASES, parse_value
+from .model import ModelConfig
+from .runs import DEFAULT_CACHE, RunCache, RunSpec, get_run
+from .tasks import TaskConfig
+from .train import TrainConfig
+
+CONFIGS = (("task", TaskConfig), ("model", ModelConfig), ("train", TrainConfig))
+# subcommands that live beside their part: module path -> register(subparsers)
+PLUGINS = ("toyspt.probe_cli", "toyspt.lra.cli", "toyspt.ucr_cli")
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"0-4"`` -> [0..4]; ``"0,3,7"`` -> [0, 3, 7]."""
+    seeds: list[int] = []
+    try:
+        for part in text.split(","):
+            lo, dash, hi = part.partition("-")
+            seeds += list(range(int(lo), int(hi) + 1)) if dash else [int(lo)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seeds must look like 0-4 or 0,2,5; got {text!r}") from None
+    if not seeds:
+        raise argparse.ArgumentTypeError("no seeds given")
+    return seeds
+
+
+def add_config_flags(p: argparse.ArgumentParser) -> None:
+    """One ``--part.field`` flag per config field (values parsed like the default)."""
+    for part, cls in CONFIGS:
+        g = p.add_argument_group(f"{part} config")
+        for f in fields(cls):
+            g.add_argument(f"--{part}.{f.name}", dest=f"{part}.{f.name}", default=None,
+                           metavar=type(getattr(cls(), f.name)).__name__.upper(),
+                           help=f"(default {getattr(cls(), f.name)!r})")
+
+
+def base_spec(args: argparse.Namespace, recipe: str = "scratch", seed: int = 0) -> RunSpec:
+    """The spec the config flags describe."""
+    cfgs = {}
+    for part, cls in CONFIGS:
+        default = cls()
+        kw = {f.name: parse_value(v, getattr(default, f.name))
+              for f in fields(cls) if (v := getattr(args, f"{part}.{f.name}")) is not None}
+        try:
+            cfgs[part] = cls(**kw)
+        except ValueError as e:
+            raise SystemExit(f"error: {part} config: {e}") from None
+    return RunSpec(recipe=recipe, seed=seed, **cfgs)
+
+
+def cmd_train(args) -> int:
+    from .arms import arm_spec
+
+    spec = arm_spec(args.recipe, base_spec(args, seed=args.seed))
+    res = get_run(spec, RunCache(args.cache), recompute=args.recompute, progress=True)
+    for h in res.history:
+        print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in h.items()}))
+    print(json.dumps({"recipe": args.recipe, "seed": args.seed, **res.summary}, indent=1))
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from .compare import compare, write_table
+
+    arms = [a for a in args.recipes.split(",") if a]
+    table, per_seed = compare(arms, args.seeds, base_spec(args), RunCache(args.cache),
+                              workers=args.workers, recompute=args.recompute)
+    print(table.to_string(index=False))
+    if args.out:
+        write_table(table, per_seed, Path(args.out))
+        print(f"wrote {args.out}/compare.csv, compare.json, per_seed.csv")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="toyspt", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def common(sp):
+        sp.add_argument("--cache", default=str(DEFAULT_CACHE), help="run cache directory")
+        sp.add_argument("--recompute", action="store_true", help="ignore cached runs")
+        add_config_flags(sp)
+
+    t = sub.add_parser("train", help="train one recipe (or arm) with one seed")
+    t.add_argument("--recipe", default="spt", help="recipe or arm, e.g. spt, scratch:pos=alibi")
+    t.add_argument("--seed", type=int, default=0)
+    common(t)
+    t.set_defaults(func=cmd_train)
+
+    c = sub.add_parser("compare", help="compare arms over seeds: mean ± std table, CSV and JSON")
+    c.add_argument("--recipes", default="scratch,spt,scratch_matched",
+                   help=f"comma-separated arms; aliases: {', '.join(sorted(ALIASES))}")
+    c.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-4"), help="e.g. 0-4 or 0,2")
+    c.add_argument("--workers", type=int, default=1, help="parallel training processes")
+    c.add_argument("--out", default=None, help="directory for compare.csv / compare.json")
+    common(c)
+    c.set_defaults(func=cmd_compare)
+
+    for mod in PLUGINS:
+        try:
+            importlib.import_module(mod).register(sub)
+        except ModuleNotFoundError as e:  # a part that is not installed adds no subcommand
+            if e.name is None or not mod.startswith(e.name):
+                raise
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, FileNotFoundError, KeyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
