@@ -16,6 +16,7 @@ from .train import RECIPES
 
 ALIASES = {
     "alibi": "scratch:pos=alibi",
+    "alibi_steep": "scratch:pos=alibi,alibi_base=1",
     "rope": "scratch:pos=rope",
     "fire": "scratch:pos=fire",
     "learned_pe": "scratch:pos=learned",

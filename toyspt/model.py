@@ -35,6 +35,7 @@ class ModelConfig:
     qk_init_scale: float = 1.0  # multiplies the default init of W_Q, W_K; 0 = uniform attention
     final_norm: bool = True  # LayerNorm before pooling; False (+ d_mlp=0) is theory.md's T1 setting
     fire_hidden: int = 32  # hidden width of FIRE's bias MLP
+    alibi_base: float = 8.0  # ALiBi slopes 2^(-base*h/H); 8 is standard (1/256 for one head)
 
     def __post_init__(self):
         check_kind(self.pos)
@@ -47,6 +48,8 @@ class ModelConfig:
             raise ValueError(f"n_heads: d_model={self.d_model} is not divisible by {self.n_heads}")
         if self.pos == "rope" and (self.d_model // self.n_heads) % 2:
             raise ValueError("pos: rope needs an even head dimension")
+        if self.alibi_base <= 0:
+            raise ValueError(f"alibi_base: must be positive, got {self.alibi_base}")
         if self.qk_init_scale < 0:
             raise ValueError(f"qk_init_scale: must be >= 0, got {self.qk_init_scale}")
 
@@ -84,7 +87,7 @@ class ToyTransformer(nn.Module):
         self.embed = nn.Linear(cfg.d_in + 1, cfg.d_model)
         self.pe = AbsolutePE(cfg.pos, cfg.max_len, cfg.d_model) if cfg.pos in ABSOLUTE else None
         if cfg.pos == "alibi":
-            self.pos_bias = ALiBi(cfg.n_heads)
+            self.pos_bias = ALiBi(cfg.n_heads, cfg.alibi_base)
         elif cfg.pos == "fire":
             self.pos_bias = FIRE(cfg.n_heads, cfg.fire_hidden, init_L=float(cfg.max_len))
         else:

@@ -48,17 +48,18 @@ class AbsolutePE(nn.Module):
         return x_BxTxD + self.table[:T].to(x_BxTxD.dtype)
 
 
-def alibi_slopes(n_heads: int) -> torch.Tensor:
-    """Slopes m_h = 2^(-8 h / H), h = 1..H (the ALiBi paper's geometric sequence)."""
-    return torch.pow(2.0, -8.0 * torch.arange(1, n_heads + 1, dtype=torch.float64) / n_heads)
+def alibi_slopes(n_heads: int, base: float = 8.0) -> torch.Tensor:
+    """Slopes m_h = 2^(-base h / H), h = 1..H; base 8 is the ALiBi paper's sequence (which
+    gives a single head the weak slope 1/256)."""
+    return torch.pow(2.0, -base * torch.arange(1, n_heads + 1, dtype=torch.float64) / n_heads)
 
 
 class ALiBi(nn.Module):
     """Symmetric (encoder) ALiBi: bias_h(i, j) = -m_h |i - j|."""
 
-    def __init__(self, n_heads: int):
+    def __init__(self, n_heads: int, base: float = 8.0):
         super().__init__()
-        self.register_buffer("slopes", alibi_slopes(n_heads).float())
+        self.register_buffer("slopes", alibi_slopes(n_heads, base).float())
 
     def forward(self, T: int, dtype=torch.float32) -> torch.Tensor:
         pos = torch.arange(T, device=self.slopes.device)

@@ -34,7 +34,7 @@ class TaskConfig:
     family: str = "local_shuffle"  # "local_shuffle" (order carries the label) or "freq_band"
     T: int = 32  # points per sequence
     dim: int = 2  # coordinates per point
-    n_train: int = 1000  # training sequences
+    n_train: int = 3000  # training sequences
     n_val: int = 500  # validation sequences (model selection)
     n_test: int = 1000  # held-out test sequences
     freq_range: tuple[float, float] = (1.0, 3.0)  # local_shuffle: cycles per sequence, U(lo, hi)

@@ -1,0 +1,326 @@
+"""Lightning ``.ckpt`` files of the LRA self-pretraining code: safe reading, trusted reading,
+and writing in the same format.
+
+A checkpoint is a pickled dict (``state_dict``, ``hyper_parameters``, ``epoch``, ...) whose
+``hyper_parameters`` is an OmegaConf ``DictConfig``. Plain ``weights_only=True`` loading
+refuses that object, and ``weights_only=False`` would run whatever the pickle says. By
+default we use torch's weights-only unpickler and admit, besides tensors and plain
+containers, only the OmegaConf container/node/metadata class *names*, each mapped to an
+inert stand-in of ours that merely stores the state it is given. The config is then read as
+plain data; anything else in the pickle (``os.system``, ``builtins.eval``, an unknown
+class) is refused before it can run. ``trust=True`` (the CLI's ``--trust-checkpoint``) uses
+``torch.load(weights_only=False)`` and needs ``omegaconf`` installed.
+
+Writing emits the same pickle layout as OmegaConf 2.x (``NEWOBJ`` of
+``omegaconf.dictconfig.DictConfig`` etc. with ``_metadata``/``_parent``/``_content``
+state) without importing omegaconf, so files written here load with the real library too.
+"""
+from __future__ import annotations
+
+import collections
+import copyreg
+import os
+import pickle
+import re
+import tempfile
+import typing
+import zipfile
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+LIGHTNING_VERSION = "1.5.10"  # the version string written into checkpoints made here
+
+
+class CheckpointError(ValueError):
+    """A file that cannot be read as an LRA checkpoint; the message names the problem."""
+
+
+class CheckpointRefused(CheckpointError):
+    """The file's pickle names something beyond tensors and plain config data; nothing ran."""
+
+
+# ---------------------------------------------------------------- inert stand-ins (reading)
+
+class _Inert:
+    """Stands in for a class named in a checkpoint's pickle: stores its state, runs nothing."""
+
+    global_name = "?"
+
+    def __new__(cls, *args):
+        obj = object.__new__(cls)
+        obj.__dict__["args"] = args
+        return obj
+
+    def __setstate__(self, state):
+        self.__dict__["state"] = state
+
+    def __repr__(self):
+        return f"<inert {self.global_name}>"
+
+
+class _TypeRef:
+    """Stands in for a type named as a value in the pickle (``typing.Any``, ``dict``)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self):
+        return self.name
+
+
+def _plain_defaultdict(*args):
+    """``collections.defaultdict(factory)`` read as an empty plain dict (OmegaConf's
+    resolver cache; the factory is never called)."""
+    return {}
+
+
+_OMEGACONF_CLASSES = (
+    "omegaconf.dictconfig.DictConfig", "omegaconf.listconfig.ListConfig",
+    "omegaconf.base.ContainerMetadata", "omegaconf.base.Metadata",
+    "omegaconf.nodes.AnyNode", "omegaconf.nodes.ValueNode", "omegaconf.nodes.StringNode",
+    "omegaconf.nodes.IntegerNode", "omegaconf.nodes.FloatNode", "omegaconf.nodes.BooleanNode",
+    "omegaconf.nodes.BytesNode", "omegaconf.nodes.PathNode", "omegaconf.nodes.EnumNode",
+)
+_TYPE_NAMES = ("typing.Any", "typing.Dict", "typing.List", "typing.Union", "typing.Optional",
+               "builtins.dict", "builtins.list", "builtins.int", "builtins.float",
+               "builtins.str", "builtins.bool", "builtins.bytes", "builtins.tuple")
+_INERT = {name: type(name.rsplit(".", 1)[1], (_Inert,), {"global_name": name})
+          for name in _OMEGACONF_CLASSES}
+_TYPES = {name: _TypeRef(name) for name in _TYPE_NAMES}
+
+
+def _safe_globals() -> list:
+    """(stand-in, full name) pairs admitted by the restricted reader."""
+    pairs = [(cls, name) for name, cls in _INERT.items()]
+    pairs += [(ref, name) for name, ref in _TYPES.items()]
+    pairs.append((_plain_defaultdict, "collections.defaultdict"))
+    return pairs
+
+
+def to_plain(obj: Any) -> Any:
+    """OmegaConf objects (stand-ins or real) -> plain dicts/lists/values; interpolations
+    such as ``${..dropout}`` and ``???`` stay as strings (nothing is resolved)."""
+    if isinstance(obj, _Inert):
+        name, state = obj.global_name, obj.__dict__.get("state") or {}
+        if name.endswith(("DictConfig", "ListConfig")):
+            return to_plain(state.get("_content"))
+        if ".nodes." in name:
+            return to_plain(state.get("_val"))
+        return {k: to_plain(v) for k, v in state.items() if k != "_parent"}
+    if isinstance(obj, _TypeRef):
+        return obj.name
+    if isinstance(obj, type) and issubclass(obj, _Inert):
+        return obj.global_name
+    if isinstance(obj, type):
+        return f"{obj.__module__}.{obj.__qualname__}"
+    if isinstance(obj, dict):
+        return {k: to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_plain(v) for v in obj)
+    if type(obj).__module__.startswith("omegaconf"):  # real OmegaConf (trusted path)
+        from omegaconf import OmegaConf  # noqa: PLC0415 - only present when trusted loading
+        return OmegaConf.to_container(obj, resolve=False)
+    return obj
+
+
+# ------------------------------------------------------------------------------- reading
+
+@dataclass
+class RawCheckpoint:
+    """What a checkpoint file holds, as plain data."""
+    path: str
+    state_dict: dict[str, torch.Tensor]  # parameter name -> tensor, in file order
+    config: dict | None  # the run config (hyper_parameters) as plain dicts/lists, if any
+    meta: dict = field(default_factory=dict)  # epoch, global_step, versions, other top-level keys
+    trusted: bool = False  # True when read with weights_only=False
+
+
+def _check_container(path: str) -> None:
+    """Clear errors for a missing, empty, non-torch or truncated file, before unpickling."""
+    if not os.path.exists(path):
+        raise CheckpointError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise CheckpointError(f"{path}: is a directory, not a checkpoint file")
+    size = os.path.getsize(path)
+    if size == 0:
+        raise CheckpointError(f"{path}: empty file, not a checkpoint")
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head[:2] == b"PK":
+        try:
+            with zipfile.ZipFile(path) as zf:
+                names = zf.namelist()
+        except zipfile.BadZipFile as e:
+            raise CheckpointError(f"{path}: truncated or corrupt checkpoint ({size} bytes; the zip "
+                                  f"archive is unreadable: {e})") from None
+        if not any(n.endswith("/data.pkl") or n == "data.pkl" for n in names):
+            raise CheckpointError(f"{path}: a zip archive but not a torch checkpoint (no data.pkl)")
+    elif head[:1] != b"\x80":
+        raise CheckpointError(f"{path}: not a checkpoint (starts with {head!r}; expected a torch "
+                              "zip archive or a pickle)")
+
+
+def _last_line(msg: str) -> str:
+    lines = [ln.strip() for ln in msg.splitlines() if ln.strip()]
+    return lines[-1] if lines else "an object the safe reader does not admit"
+
+
+def _torch_load(path: str, trust: bool):
+    try:
+        if trust:
+            return torch.load(path, map_location="cpu", weights_only=False)
+        with torch.serialization.safe_globals(_safe_globals()):
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        if trust:
+            raise CheckpointError(f"{path}: cannot unpickle: {e}") from None
+        found = re.search(r"GLOBAL ([\w.]+)", str(e))
+        what = f"the global {found.group(1)}" if found else _last_line(str(e))
+        raise CheckpointRefused(
+            f"{path}: refused: its pickle asks for {what}, beyond tensors and plain config "
+            "data. Nothing from the file was executed. Load it with trust=True "
+            "(--trust-checkpoint) only if you trust where it came from.") from None
+    except ModuleNotFoundError as e:
+        raise CheckpointError(f"{path}: trusted loading needs the module {e.name!r} "
+                              f"(pip install {e.name}); the default safe loading does not") from None
+    except (EOFError, RuntimeError, zipfile.BadZipFile) as e:
+        raise CheckpointError(f"{path}: truncated or corrupt checkpoint ({type(e).__name__}: "
+                              f"{str(e).splitlines()[0] if str(e) else ''})") from None
+
+
+def read_checkpoint(path: str | os.PathLike, trust: bool = False) -> RawCheckpoint:
+    """Read a Lightning ``.ckpt`` (or a bare ``torch.save``-d state dict) without executing
+    code from it, unless ``trust``; see the module docstring."""
+    path = os.fspath(path)
+    _check_container(path)
+    obj = _torch_load(path, trust)
+    if not isinstance(obj, dict):
+        raise CheckpointError(f"{path}: unknown format: top level is {type(obj).__name__}, "
+                              "expected a dict with 'state_dict'")
+    if "state_dict" in obj:
+        sd = obj["state_dict"]
+        if not isinstance(sd, dict):
+            raise CheckpointError(f"{path}: 'state_dict' is a {type(sd).__name__}, not a dict")
+        config = obj.get("hyper_parameters")
+        meta = {k: to_plain(v) for k, v in obj.items()
+                if k not in ("state_dict", "hyper_parameters", "optimizer_states")}
+    elif obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
+        sd, config, meta = obj, None, {"format": "bare state dict"}
+    else:
+        keys = sorted(map(str, obj))[:12]
+        raise CheckpointError(f"{path}: unknown format: no 'state_dict' among top-level keys {keys}")
+    bad = [k for k, v in sd.items() if not isinstance(v, torch.Tensor)]
+    if bad:
+        raise CheckpointError(f"{path}: state_dict entries that are not tensors: {bad[:5]}")
+    config = to_plain(config) if config is not None else None
+    if config is not None and not isinstance(config, dict):
+        config = {"value": config}
+    return RawCheckpoint(path, dict(sd), config, meta, trusted=trust)
+
+
+# ------------------------------------------------------------------------------- writing
+
+class _Emu:
+    """Base of the write-side stand-ins: pickles as ``NEWOBJ(cls) + BUILD(state)``, the
+    layout OmegaConf 2.x objects have (their __getstate__ drops ``_flags_cache``)."""
+
+    pickle_global: tuple[str, str] = ("", "")
+
+    def __init__(self, state: dict):
+        self._state = state
+
+    def __reduce_ex__(self, protocol):
+        return (copyreg.__newobj__, (type(self),), self._state)
+
+
+def _emu_class(full_name: str) -> type:
+    module, name = full_name.rsplit(".", 1)
+    return type(name, (_Emu,), {"pickle_global": (module, name)})
+
+
+_EMU = {name: _emu_class(name) for name in (
+    "omegaconf.dictconfig.DictConfig", "omegaconf.listconfig.ListConfig",
+    "omegaconf.base.ContainerMetadata", "omegaconf.base.Metadata", "omegaconf.nodes.AnyNode")}
+
+
+class _Pickler(pickle._Pickler):
+    """Pure-Python pickler that writes the write-side stand-ins under OmegaConf's names."""
+
+    def save_global(self, obj, name=None):
+        tag = obj.__dict__.get("pickle_global") if isinstance(obj, type) else None
+        if not tag:
+            return super().save_global(obj, name)
+        module, qual = tag
+        self.write(pickle.GLOBAL + f"{module}\n{qual}\n".encode("utf-8"))
+        self.memoize(obj)
+
+
+class _PickleModule:
+    """What ``torch.save(pickle_module=...)`` needs: a ``Pickler`` class."""
+    Pickler = _Pickler
+    Unpickler = pickle.Unpickler
+    __name__ = "toyspt_lra_pickle"
+
+
+def _metadata(key, container: str | None):
+    common = {"ref_type": typing.Any, "object_type": None, "optional": True, "key": key,
+              "flags": {}, "flags_root": False, "resolver_cache": collections.defaultdict(dict)}
+    if container is None:
+        return _EMU["omegaconf.base.Metadata"](common)
+    common["object_type"] = dict if container == "dict" else list
+    common["key_type"] = typing.Any if container == "dict" else int
+    common["element_type"] = typing.Any
+    return _EMU["omegaconf.base.ContainerMetadata"](common)
+
+
+def as_dictconfig(value: Any, key=None, parent=None) -> Any:
+    """A plain dict/list tree as write-side OmegaConf stand-ins (untyped, like Hydra's)."""
+    if isinstance(value, dict):
+        node = _EMU["omegaconf.dictconfig.DictConfig"]({})
+        content = {k: as_dictconfig(v, k, node) for k, v in value.items()}
+        node._state.update(_metadata=_metadata(key, "dict"), _parent=parent, _content=content)
+        return node
+    if isinstance(value, (list, tuple)):
+        node = _EMU["omegaconf.listconfig.ListConfig"]({})
+        content = [as_dictconfig(v, i, node) for i, v in enumerate(value)]
+        node._state.update(_metadata=_metadata(key, "list"), _parent=parent, _content=content)
+        return node
+    if value is not None and not isinstance(value, (bool, int, float, str)):
+        raise TypeError(f"config value {value!r} at key {key!r} is not a plain type")
+    return _EMU["omegaconf.nodes.AnyNode"]({"_metadata": _metadata(key, None), "_parent": parent,
+                                            "_val": value})
+
+
+def write_checkpoint(path: str | os.PathLike, state_dict: dict[str, torch.Tensor],
+                     config: dict | None, *, epoch: int = 0, global_step: int = 0,
+                     extra: dict | None = None) -> None:
+    """Write ``state_dict`` (+ ``config`` as a pickled DictConfig) as a Lightning 1.5
+    checkpoint, atomically (temp file + rename)."""
+    path = os.fspath(path)
+    ckpt = {"epoch": int(epoch), "global_step": int(global_step),
+            "pytorch-lightning_version": LIGHTNING_VERSION,
+            "state_dict": collections.OrderedDict((k, v.detach().cpu().contiguous())
+                                                  for k, v in state_dict.items()),
+            "callbacks": {}, "optimizer_states": [], "lr_schedulers": []}
+    if config is not None:
+        ckpt["hparams_name"] = "config"
+        ckpt["hyper_parameters"] = as_dictconfig(config)
+        ckpt["hparams_type"] = _EMU["omegaconf.dictconfig.DictConfig"]
+    ckpt.update(extra or {})
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp_", suffix=".ckpt")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(ckpt, f, pickle_module=_PickleModule, pickle_protocol=2)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+__all__ = ["CheckpointError", "CheckpointRefused", "RawCheckpoint", "read_checkpoint",
+           "write_checkpoint", "as_dictconfig", "to_plain", "LIGHTNING_VERSION"]
