@@ -26,6 +26,11 @@ row-constant direction ``1 1^T``. Projections (orthogonal, Frobenius inner produ
 * visible: ``D -> 1 (colmean(D) - mean(D))^T``;
 * blind: ``D -> D - visible(D)``.
 
+Every circulant direction is blind (its column sums and row sums are all equal). A banded
+Toeplitz kernel ``toep_w{w}`` is not: its ``kappa`` is constant on the interior columns and
+differs only on the first and last ``w`` columns, so a row-identical gradient ``1 g^T``
+(``sum g = 0``) sees it only through the sequence boundary, ``<1 g^T, D> = <g, kappa(D)>``.
+
 All functions act on the last two dimensions, so stacks ``(..., T, T)`` work.
 """
 from __future__ import annotations
