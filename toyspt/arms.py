@@ -2,7 +2,8 @@
 
 Grammar: ``recipe[:key=value[,key=value...]]``, e.g. ``spt``, ``scratch:pos=alibi``,
 ``spt:spt_attention=no_self``, ``data_swap:swap.family=freq_band``. Keys are config field
-names (``task.X``, ``model.X``, ``train.X`` or ``swap.X`` when a name is ambiguous).
+names (``task.X``, ``model.X``, ``train.X`` or ``swap.X`` when a name is ambiguous); tuple
+values are written with ``/`` inside an arm (``band0=1/2/3``).
 Aliases name the common ablations (see :data:`ALIASES`).
 """
 from __future__ import annotations
@@ -38,7 +39,7 @@ def parse_value(text: str, like: Any) -> Any:
         raise ValueError(f"expected a boolean, got {text!r}")
     if isinstance(like, tuple):
         kind = type(like[0]) if like else float
-        return tuple(kind(v) for v in text.split(",") if v)
+        return tuple(kind(v) for v in text.replace("/", ",").split(",") if v)
     if like is None:  # optional numeric fields
         return None if text.lower() == "none" else float(text)
     return type(like)(text)
