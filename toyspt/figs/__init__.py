@@ -1,0 +1,56 @@
+"""The figure registry: one module per paper figure.
+
+A figure module defines
+* ``NAME`` (str) and ``TITLE`` (one line);
+* ``COLUMNS``: the documented columns of the CSV of plotted numbers;
+* ``specs(ctx) -> list[RunSpec]``: the runs it needs (trained through the cache);
+* ``draw(ctx, runs) -> pandas.DataFrame``: draws ``NAME.png``/``NAME.pdf`` into ``ctx.out``
+  from ``runs`` (spec key -> RunResult) and returns the plotted numbers, which the
+  registry writes as ``NAME.csv``. It may put extra metadata in ``ctx.meta[NAME]``.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..model import ModelConfig
+from ..runs import RunCache, RunSpec
+from ..tasks import TaskConfig
+from ..train import TrainConfig
+
+FIGURES = ("task", "accuracy", "proximity", "displacement", "blindness", "theory", "ablations",
+           "lra", "ucr")
+
+
+@dataclass
+class FigContext:
+    """What every figure gets: where to write, which seeds, quick or full, the cache."""
+
+    out: Path
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    quick: bool = False
+    cache: RunCache = field(default_factory=RunCache)
+    workers: int = 1
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def base(self) -> RunSpec:
+        """The default run (full), or a small fast one (quick)."""
+        if not self.quick:
+            return RunSpec("scratch")
+        return RunSpec("scratch", task=replace(TaskConfig(), n_train=400, n_val=200, n_test=200),
+                       model=ModelConfig(), train=TrainConfig(epochs=4, pre_epochs=3))
+
+    def spec(self, arm: str, seed: int, **overrides) -> RunSpec:
+        from ..arms import arm_spec
+
+        return arm_spec(arm, replace(self.base, seed=seed, **overrides))
+
+
+def load(name: str):
+    """The figure module ``name``."""
+    if name not in FIGURES:
+        raise ValueError(f"unknown figure {name!r}; figures are {FIGURES}")
+    return importlib.import_module(f"{__name__}.{name}")

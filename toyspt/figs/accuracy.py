@@ -1,0 +1,61 @@
+"""Figure 2: train and test accuracy over label epochs, mean and band (± 1 sd) over seeds,
+for scratch, spt (after its SPT phase) and scratch_matched (same total epochs as spt)."""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from ..plots import color, save_figure
+
+NAME = "accuracy"
+TITLE = "Self-pretraining vs training from scratch on the local-shuffle task"
+COLUMNS = ["arm", "split", "epoch", "mean", "std", "n"]
+ARMS = ("scratch", "spt", "scratch_matched")
+
+
+def specs(ctx):
+    return [ctx.spec(a, s) for a in ARMS for s in ctx.seeds]
+
+
+def history_frame(ctx, runs, arms) -> pd.DataFrame:
+    """Per (arm, seed, label epoch) accuracies from cached runs."""
+    rows = []
+    for a in arms:
+        for s in ctx.seeds:
+            res = runs[ctx.spec(a, s).key()]
+            for h in res.history:
+                if h["phase"] == "finetune":
+                    rows += [dict(arm=a, seed=s, epoch=h["epoch"], split=split, acc=h[f"{split}_acc"])
+                             for split in ("train", "val", "test")]
+    return pd.DataFrame(rows)
+
+
+def draw(ctx, runs) -> pd.DataFrame:
+    hist = history_frame(ctx, runs, ARMS)
+    agg = (hist.groupby(["arm", "split", "epoch"], sort=False)["acc"]
+           .agg(mean="mean", std="std", n="count").reset_index())
+    agg["std"] = agg["std"].fillna(0.0)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+    lines = {}
+    for ax, split in zip(axes, ("train", "test")):
+        for a in ARMS:
+            g = agg[(agg.arm == a) & (agg.split == split)]
+            lines[split, a], = ax.plot(g.epoch, g["mean"], color=color(a), label=a)
+            ax.fill_between(g.epoch, g["mean"] - g["std"], g["mean"] + g["std"], color=color(a), alpha=0.2)
+        ax.set_title(f"{split} accuracy")
+        ax.set_xlabel("label epoch (spt: after its SPT epochs)")
+        ax.axhline(0.5, color="0.5", lw=0.8, ls=":")
+    axes[0].set_ylabel("accuracy")
+    peaks = {}
+    for a in ARMS:
+        summ = [runs[ctx.spec(a, s).key()].summary for s in ctx.seeds]
+        peaks[a] = dict(test_at_peak=sum(x["test_at_peak"] for x in summ) / len(summ),
+                        final_train_acc=sum(x["final_train_acc"] for x in summ) / len(summ))
+    axes[1].legend([lines["test", a] for a in ARMS],
+                   [f"{a}: test@peak-val {peaks[a]['test_at_peak']:.3f}" for a in ARMS], loc="lower right")
+    axes[0].legend([lines["train", a] for a in ARMS],
+                   [f"{a}: final train {peaks[a]['final_train_acc']:.3f}" for a in ARMS], loc="lower right")
+    fig.suptitle(f"{TITLE} ({len(ctx.seeds)} seeds, band = ±1 sd)")
+    save_figure(fig, ctx.out, NAME, ctx.quick)
+    ctx.meta[NAME] = dict(peaks=peaks)
+    return agg
