@@ -1,0 +1,184 @@
+"""LRA inputs and losses: pixel arrays normalised as the LRA code does, SPT masking, and
+the label and reconstruction losses that the probes differentiate.
+
+Pixels (user-supplied ``.npy``, raw 0..255 values): ``image`` = grayscale CIFAR10, RGB
+converted with PIL's integer luma ``(19595 R + 38470 G + 7471 B + 2^15) >> 16``, then
+``(x/255 - 122.6/255) / (61/255)``; ``pathfinder`` (also Path-X) = ``(x/255 - 0.5) / 0.5``.
+Images are flattened row by row into sequences of length H*W.
+
+SPT in that code: each valid position is masked i.i.d. with probability ``p`` (0.5 in
+its examples; padding is never masked). Token tasks: masked ids become ``<mask>`` = 0 and
+the loss is cross-entropy on masked positions only. Pixel tasks: the input is
+``[value * (1 - m), m]`` and the loss is L1 on masked positions only.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .listops import MASK_ID
+from .model import LRATransformer
+
+PIXEL_TASKS = ("image", "pathfinder")
+CIFAR_GRAY_MEAN, CIFAR_GRAY_STD = 122.6 / 255.0, 61.0 / 255.0
+
+
+def _luma(rgb: np.ndarray) -> np.ndarray:
+    r, g, b = (rgb[..., i].astype(np.int64) for i in range(3))
+    return ((19595 * r + 38470 * g + 7471 * b + 0x8000) >> 16).astype(np.float64)
+
+
+def normalize_pixels(arr: np.ndarray, task: str) -> torch.Tensor:
+    """(N, H, W), (N, H, W, 3) or (N, L) raw 0..255 pixels -> (N, L, 1) float32 values."""
+    if task not in PIXEL_TASKS:
+        raise ValueError(f"pixel task must be one of {PIXEL_TASKS}, got {task!r}")
+    a = np.asarray(arr)
+    if a.dtype.kind not in "uif":
+        raise ValueError(f"pixel array has dtype {a.dtype}; expected numbers 0..255")
+    if a.ndim == 4:
+        if a.shape[-1] != 3:
+            raise ValueError(f"4-d pixel array must be (N, H, W, 3) RGB, got {a.shape}")
+        a = _luma(a)
+    if a.ndim not in (2, 3):
+        raise ValueError(f"pixel array must be (N, L), (N, H, W) or (N, H, W, 3), got {a.shape}")
+    a = a.astype(np.float64).reshape(a.shape[0], -1)
+    if not np.isfinite(a).all() or a.min() < 0 or a.max() > 255:
+        raise ValueError("pixel values must be finite and lie in 0..255 (raw pixels)")
+    if np.asarray(arr).dtype.kind == "f" and a.max() <= 1.0:
+        raise ValueError("pixel values all lie in [0, 1]; pass raw 0..255 pixels")
+    x = a / 255.0
+    x = (x - CIFAR_GRAY_MEAN) / CIFAR_GRAY_STD if task == "image" else (x - 0.5) / 0.5
+    return torch.from_numpy(x).float()[..., None]
+
+
+def _load_npy(path: str) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except ValueError as e:
+        raise ValueError(f"{path}: not a plain .npy array ({e}); pickled object arrays are "
+                         "refused") from None
+
+
+def load_pixels(x_path: str, task: str, y_path: str | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Normalised pixels (N, L, 1) and labels (N,) from ``.npy`` files (no pickles)."""
+    x = _load_npy(x_path)
+    y = None
+    if y_path is not None:
+        y = torch.from_numpy(_load_npy(y_path).astype(np.int64)).reshape(-1)
+        if y.shape[0] != x.shape[0]:
+            raise ValueError(f"{y_path}: {y.shape[0]} labels for {x.shape[0]} images")
+    return normalize_pixels(x, task), y
+
+
+# --------------------------------------------------------------------------- SPT masking
+
+def spt_mask(shape: tuple[int, int], p: float, lengths: torch.Tensor | None = None,
+             generator: torch.Generator | None = None) -> torch.Tensor:
+    """(B, T) bool, each valid position masked i.i.d. with probability ``p``."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"mask probability must lie in (0, 1), got {p}")
+    B, T = shape
+    m = torch.rand(B, T, generator=generator) < p
+    if lengths is not None:
+        m &= torch.arange(T)[None] < lengths[:, None]
+    return m
+
+
+def mask_tokens(ids_BxT: torch.Tensor, mask_BxT: torch.Tensor) -> torch.Tensor:
+    return ids_BxT.masked_fill(mask_BxT, MASK_ID)
+
+
+def mask_pixels(values_BxTx1: torch.Tensor, mask_BxT: torch.Tensor) -> torch.Tensor:
+    """[value * (1 - m), m] (B, T, 2)."""
+    m = mask_BxT[..., None].to(values_BxTx1.dtype)
+    return torch.cat([values_BxTx1 * (1 - m), m], dim=-1)
+
+
+def _check_mask(mask_BxT):
+    if not bool(mask_BxT.any()):
+        raise ValueError("the SPT mask selects no position; the reconstruction loss is undefined")
+
+
+def token_recon_loss(logits_BxTxV: torch.Tensor, ids_BxT: torch.Tensor,
+                     mask_BxT: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over masked positions (targets: the original ids)."""
+    _check_mask(mask_BxT)
+    return F.cross_entropy(logits_BxTxV[mask_BxT], ids_BxT[mask_BxT])
+
+
+def pixel_recon_loss(pred_BxTx1: torch.Tensor, values_BxTx1: torch.Tensor,
+                     mask_BxT: torch.Tensor) -> torch.Tensor:
+    """Mean absolute error over masked positions."""
+    _check_mask(mask_BxT)
+    return (pred_BxTx1[..., 0] - values_BxTx1[..., 0].to(pred_BxTx1.dtype))[mask_BxT].abs().mean()
+
+
+# ------------------------------------------------------------------------------ batches
+# A batch is a dict of tensors with one leading batch dimension (what toyspt.probes takes):
+# "inputs" (B, T) ids or (B, T, 1) pixel values, "lengths" (B,), "mask" (B, T) bool SPT
+# mask, and "y" (B,) labels when known.
+
+Batch = dict
+
+
+def make_batch(inputs: torch.Tensor, y: torch.Tensor | None, lengths: torch.Tensor | None = None,
+               p_mask: float = 0.5, seed: int = 0) -> Batch:
+    """A probe batch with a fixed SPT mask drawn from ``seed`` (valid positions only)."""
+    B, T = inputs.shape[:2]
+    if lengths is None:
+        lengths = torch.full((B,), T, dtype=torch.long)
+    if lengths.shape != (B,) or int(lengths.min()) < 1 or int(lengths.max()) > T:
+        raise ValueError(f"lengths must be (B,) = ({B},) in [1, {T}], got {tuple(lengths.shape)}")
+    g = torch.Generator().manual_seed(seed)
+    batch = dict(inputs=inputs, lengths=lengths.long(), mask=spt_mask((B, T), p_mask, lengths, g))
+    if y is not None:
+        if y.shape != (B,):
+            raise ValueError(f"y must have shape ({B},), got {tuple(y.shape)}")
+        batch["y"] = y.long()
+    return batch
+
+
+def select(batch: Batch, idx) -> Batch:
+    """Rows ``idx`` (slice or index tensor), padding trimmed to their longest valid length."""
+    T = int(batch["lengths"][idx].max())
+    return {k: (v[idx][:, :T] if k in ("inputs", "mask") else v[idx]) for k, v in batch.items()}
+
+
+def _pixel_input(model: LRATransformer, values_BxTx1, mask_BxT=None):
+    d_in = model.cfg.d_input
+    if mask_BxT is None:  # classification: clean values (+ an all-zero indicator if present)
+        zeros = torch.zeros_like(values_BxTx1)
+        return values_BxTx1 if d_in == 1 else torch.cat([values_BxTx1, zeros], -1)
+    if d_in != 2:
+        raise ValueError("pixel reconstruction needs a 2-channel encoder (value + mask indicator)")
+    return mask_pixels(values_BxTx1, mask_BxT)
+
+
+def label_loss(model: LRATransformer, batch: Batch) -> torch.Tensor:
+    """Mean cross-entropy of the classifier on clean inputs."""
+    if "y" not in batch:
+        raise KeyError("the label loss needs labels: the batch has no 'y'")
+    x = batch["inputs"]
+    inputs = x if model.cfg.token_task else _pixel_input(model, x)
+    return F.cross_entropy(model.classify(inputs, batch["lengths"]), batch["y"])
+
+
+def recon_loss(model: LRATransformer, batch: Batch) -> torch.Tensor:
+    """The SPT loss of that code on the batch's fixed mask."""
+    x, m = batch["inputs"], batch["mask"]
+    if model.cfg.token_task:
+        return token_recon_loss(model.reconstruct(mask_tokens(x, m)), x, m)
+    pred = model.reconstruct(_pixel_input(model, x, m))
+    if pred.shape[-1] != 1:
+        raise ValueError(f"pixel reconstruction expects one output per token (L1), got {pred.shape[-1]}")
+    return pixel_recon_loss(pred, x, m)
+
+
+LOSSES = {"label": label_loss, "recon": recon_loss}  # the bridge's adapters for toyspt.probes
+
+
+__all__ = ["PIXEL_TASKS", "normalize_pixels", "load_pixels", "spt_mask", "mask_tokens",
+           "mask_pixels", "token_recon_loss", "pixel_recon_loss", "make_batch", "select",
+           "label_loss", "recon_loss", "LOSSES"]

@@ -1,0 +1,242 @@
+"""The LRA Transformer of the self-pretraining code, rebuilt on toyspt's own Attention.
+
+Input encoder (``nn.Embedding`` for token tasks, ``nn.Linear`` for pixel tasks), plus a
+fixed sinusoidal table, no sqrt(d) scaling of the embedding; ``n_layers`` pairs of
+pre-norm residual blocks (``x + attn(LN(x))``, then ``x + W2 GELU(W1 LN(x))``); a final
+LayerNorm; pooling over the valid length (mean by default) and a classifier (linear, MLP,
+or the retrieval head on ``[a, b, a-b, a*b]``), or a per-token decoder for SPT.
+
+Module names mirror :class:`toyspt.model.ToyTransformer` (``embed``, ``pe.table``,
+``blocks.{l}.ln1|attn|ln2|mlp``, ``ln_f``, ``head_cls``, ``head_rec``), so the probes and
+hook filters (``blocks.{l}.attn.hook_attn_scores`` ...) work unchanged. Attention scores are
+explicit; ``impl="sdpa"`` runs the same weights through torch's fused
+``scaled_dot_product_attention`` instead (the parity reference, no hook points for scores).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..attention import Attention, HookPoint
+from ..positional import sinusoidal_table
+
+ENCODERS = ("embedding", "linear")
+HEADS = ("linear", "mlp", "retrieval", "none")
+POOLS = ("mean", "max", "last", "first")
+IMPLS = ("explicit", "sdpa")
+
+
+@dataclass(frozen=True)
+class LRAConfig:
+    n_layers: int = 6  # attention + feed-forward block pairs (the code's n_layers)
+    d_model: int = 512  # residual width
+    n_heads: int = 8  # heads per attention layer (contiguous row blocks of d_model / n_heads)
+    d_ff: int = 2048  # feed-forward hidden width (expand * d_model)
+    encoder: str = "embedding"  # embedding (token ids) | linear (pixel values)
+    n_tokens: int = 19  # embedding rows (token tasks): 4 specials + 15 ListOps symbols
+    d_input: int = 1  # linear encoder inputs (pixel tasks): 1 value, or 2 = value + mask indicator
+    max_len: int = 16384  # rows of the positional table
+    prenorm: bool = True  # pre-norm blocks + final norm (every LRA config); False = post-norm
+    causal: bool = False  # causal attention mask (False in every LRA config)
+    window: int = 0  # block-local attention with look-around 1 (Path-X); 0 = global
+    head: str = "linear"  # classifier: linear | mlp | retrieval | none
+    n_classes: int = 10  # classifier outputs
+    head_hidden: int = 0  # hidden width of the mlp / retrieval head (0 = d_model)
+    head_activation: str = "relu"  # activation inside the mlp / retrieval head: relu | gelu
+    rec_out: int = 0  # outputs per token of the SPT decoder (vocab size, 1 for L1 pixels); 0 = none
+    pool: str = "mean"  # mean | max | last | first over positions
+    use_lengths: bool = True  # pool over each sequence's valid length only (padding excluded)
+    ln_eps: float = 1e-5  # LayerNorm epsilon (torch default, as in the code)
+
+    def __post_init__(self):
+        for name in ("n_layers", "d_model", "n_heads", "d_ff", "n_tokens", "d_input", "max_len",
+                     "n_classes"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}: must be positive, got {getattr(self, name)}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"n_heads: d_model={self.d_model} is not divisible by {self.n_heads}")
+        for name, allowed in (("encoder", ENCODERS), ("head", HEADS), ("pool", POOLS),
+                              ("head_activation", ("relu", "gelu"))):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name}: must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.window < 0 or self.rec_out < 0 or self.head_hidden < 0:
+            raise ValueError("window, rec_out and head_hidden must be >= 0")
+
+    @property
+    def token_task(self) -> bool:
+        return self.encoder == "embedding"
+
+
+class PositionTable(nn.Module):
+    """The positional table (a buffer, as in the code) added to the embeddings."""
+
+    def __init__(self, max_len: int, d: int):
+        super().__init__()
+        self.register_buffer("table", sinusoidal_table(max_len, d))
+
+    def forward(self, x_BxTxD: torch.Tensor) -> torch.Tensor:
+        T = x_BxTxD.shape[1]
+        if T > self.table.shape[0]:
+            raise ValueError(f"sequence length {T} exceeds the positional table ({self.table.shape[0]})")
+        return x_BxTxD + self.table[:T].to(x_BxTxD.dtype)
+
+
+def sdpa_attention(attn: Attention, x_BxTxD: torch.Tensor,
+                   allowed_TxT: torch.Tensor | None = None) -> torch.Tensor:
+    """The same weights as ``attn`` through torch's fused attention (parity reference)."""
+    B, T, D = x_BxTxD.shape
+    q, k, v = (attn._heads(lin(x_BxTxD)) for lin in (attn.W_Q, attn.W_K, attn.W_V))
+    z_BxHxTxK = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed_TxT)
+    return attn.W_O(z_BxHxTxK.transpose(1, 2).reshape(B, T, D))
+
+
+class LRABlock(nn.Module):
+    """One attention + feed-forward pair (two residual blocks of the code)."""
+
+    def __init__(self, cfg: LRAConfig):
+        super().__init__()
+        self.prenorm = cfg.prenorm
+        self.ln1 = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)
+        self.attn = Attention(cfg.d_model, cfg.n_heads, bias=True)
+        self.ln2 = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)
+        self.mlp = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(),
+                                 nn.Linear(cfg.d_ff, cfg.d_model))
+        self.hook_resid_pre, self.hook_resid_mid = HookPoint(), HookPoint()
+
+    def _attend(self, x, allowed_TxT, impl):
+        if impl == "sdpa":
+            return sdpa_attention(self.attn, x, allowed_TxT)
+        return self.attn(x, None, None if allowed_TxT is None else allowed_TxT[None])
+
+    def forward(self, x, allowed_TxT=None, impl="explicit"):
+        x = self.hook_resid_pre(x)
+        if self.prenorm:
+            x = self.hook_resid_mid(x + self._attend(self.ln1(x), allowed_TxT, impl))
+            return x + self.mlp(self.ln2(x))
+        x = self.hook_resid_mid(self.ln1(x + self._attend(x, allowed_TxT, impl)))
+        return self.ln2(x + self.mlp(x))
+
+
+def _mlp_head(d_in: int, hidden: int, out: int, act: str) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(d_in, hidden), nn.ReLU() if act == "relu" else nn.GELU(),
+                         nn.Linear(hidden, out))
+
+
+class LRATransformer(nn.Module):
+    """See the module docstring. Inputs: token ids (B, T) long, or pixels (B, T, d_input)."""
+
+    def __init__(self, cfg: LRAConfig):
+        super().__init__()
+        self.cfg = cfg
+        d = cfg.d_model
+        self.embed = nn.Embedding(cfg.n_tokens, d) if cfg.token_task else nn.Linear(cfg.d_input, d)
+        self.pe = PositionTable(cfg.max_len, d)
+        self.blocks = nn.ModuleList(LRABlock(cfg) for _ in range(cfg.n_layers))
+        self.ln_f = nn.LayerNorm(d, eps=cfg.ln_eps) if cfg.prenorm else nn.Identity()
+        self.hook_pooled = HookPoint()
+        hidden = cfg.head_hidden or d
+        if cfg.head == "linear":
+            self.head_cls = nn.Linear(d, cfg.n_classes)
+        elif cfg.head == "mlp":
+            self.head_cls = _mlp_head(d, hidden, cfg.n_classes, cfg.head_activation)
+        elif cfg.head == "retrieval":
+            self.head_cls = _mlp_head(4 * d, hidden, cfg.n_classes, cfg.head_activation)
+        else:
+            self.head_cls = None
+        self.head_rec = nn.Linear(d, cfg.rec_out) if cfg.rec_out else None
+
+    @property
+    def attentions(self) -> list[Attention]:
+        return [blk.attn for blk in self.blocks]
+
+    def allowed(self, T: int) -> torch.Tensor | None:
+        """(T, T) bool keys-allowed mask for causal / block-local attention, else None."""
+        cfg = self.cfg
+        if not cfg.causal and not cfg.window:
+            return None
+        i = torch.arange(T, device=self.pe.table.device)
+        ok = torch.ones(T, T, dtype=torch.bool, device=i.device)
+        if cfg.causal:
+            ok &= i[None, :] <= i[:, None]
+        if cfg.window:
+            ok &= (i[:, None] // cfg.window - i[None, :] // cfg.window).abs() <= 1
+        return ok
+
+    def embed_inputs(self, inputs: torch.Tensor) -> torch.Tensor:
+        cfg = self.cfg
+        if cfg.token_task:
+            if inputs.dim() != 2 or inputs.dtype not in (torch.long, torch.int32, torch.int64):
+                raise ValueError(f"token model expects ids (B, T) of integer dtype, got "
+                                 f"{tuple(inputs.shape)} {inputs.dtype}")
+            if inputs.numel() and (int(inputs.min()) < 0 or int(inputs.max()) >= cfg.n_tokens):
+                raise ValueError(f"token ids must lie in [0, {cfg.n_tokens}), got range "
+                                 f"[{int(inputs.min())}, {int(inputs.max())}]")
+            return self.embed(inputs.long())
+        if inputs.dim() == 2 and cfg.d_input == 1:
+            inputs = inputs[..., None]
+        if inputs.dim() != 3 or inputs.shape[-1] != cfg.d_input:
+            raise ValueError(f"pixel model expects (B, T, {cfg.d_input}) values, got {tuple(inputs.shape)}")
+        return self.embed(inputs.to(self.embed.weight.dtype))
+
+    def encode(self, inputs: torch.Tensor, impl: str = "explicit") -> torch.Tensor:
+        """Hidden states (B, T, d_model) after the final norm."""
+        if impl not in IMPLS:
+            raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+        x = self.pe(self.embed_inputs(inputs))
+        allowed = self.allowed(x.shape[1])
+        for blk in self.blocks:
+            x = blk(x, allowed, impl)
+        return self.ln_f(x)
+
+    def pool(self, h_BxTxD: torch.Tensor, lengths: torch.Tensor | None) -> torch.Tensor:
+        """Pool positions as the code's sequence decoder does (valid length only if use_lengths)."""
+        B, T, _ = h_BxTxD.shape
+        if lengths is None or not self.cfg.use_lengths:
+            lengths = torch.full((B,), T, dtype=torch.long, device=h_BxTxD.device)
+        if lengths.shape != (B,) or int(lengths.min()) < 1 or int(lengths.max()) > T:
+            raise ValueError(f"lengths must be (B,) = ({B},) in [1, {T}], got {tuple(lengths.shape)}")
+        valid_BxT = torch.arange(T, device=h_BxTxD.device)[None] < lengths[:, None]
+        mode = self.cfg.pool
+        if mode == "mean":
+            return (h_BxTxD * valid_BxT[..., None]).sum(1) / lengths[:, None].to(h_BxTxD.dtype)
+        if mode == "max":
+            return h_BxTxD.masked_fill(~valid_BxT[..., None], float("-inf")).amax(1)
+        if mode == "last":
+            return h_BxTxD[torch.arange(B), lengths - 1]
+        return h_BxTxD[:, 0]
+
+    def classify(self, inputs: torch.Tensor, lengths: torch.Tensor | None = None,
+                 impl: str = "explicit") -> torch.Tensor:
+        """Class logits. Retrieval: ``inputs`` stacks the first documents of the B pairs,
+        then the second ones (2B rows, as the code's collate does); returns (B, classes)."""
+        if self.head_cls is None:
+            raise ValueError("this model has no classifier head (an SPT checkpoint?)")
+        pooled = self.hook_pooled(self.pool(self.encode(inputs, impl), lengths))
+        if self.cfg.head == "retrieval":
+            if pooled.shape[0] % 2:
+                raise ValueError("retrieval inputs must stack 2B documents (pairs)")
+            a, b = pooled.chunk(2, dim=0)
+            pooled = torch.cat([a, b, a - b, a * b], dim=-1)
+        return self.head_cls(pooled)
+
+    forward = classify
+
+    def reconstruct(self, inputs: torch.Tensor, impl: str = "explicit") -> torch.Tensor:
+        """Per-token SPT decoder outputs (B, T, rec_out) on already-masked inputs."""
+        if self.head_rec is None:
+            raise ValueError("this model has no per-token decoder (rec_out = 0)")
+        return self.head_rec(self.encode(inputs, impl))
+
+
+def build_lra(cfg: LRAConfig, seed: int = 0) -> LRATransformer:
+    """A model whose initial weights depend only on (cfg, seed) (torch default inits)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return LRATransformer(cfg)
+
+
+__all__ = ["LRAConfig", "LRATransformer", "LRABlock", "build_lra", "sdpa_attention",
+           "ENCODERS", "HEADS", "POOLS"]
