@@ -91,6 +91,9 @@ def test_per_example_gradients_equal_a_python_loop(batch, loss):
         assert torch.allclose(res.G_per_example[b], ref.G, rtol=1e-10, atol=1e-14)
         assert torch.allclose(res.grad_W_Q_per_example[b], ref.grad_W_Q, rtol=1e-10, atol=1e-14)
         assert torch.allclose(res.grad_W_K_per_example[b], ref.grad_W_K, rtol=1e-10, atol=1e-14)
+    pe = probes.per_example_grads(model, small, loss)
+    assert torch.equal(pe.scores[SITE], res.G_per_example)
+    assert torch.equal(pe.weights["blocks.0.attn.W_Q.weight"], res.grad_W_Q_per_example)
     if loss == "label":  # cross-entropy is a mean over examples
         assert torch.allclose(res.G_per_example.mean(0), res.G, rtol=1e-10, atol=1e-14)
 

@@ -442,6 +442,43 @@ def _per_example(wrapper, work, inst, sites, qk_flat, batch, shapes, dtype):
     return gD, gQK, X
 
 
+@dataclass(frozen=True)
+class PerExampleGrads:
+    """Gradients of each example's own loss (a batch of one), from one vmap(grad) call."""
+
+    scores: dict[str, torch.Tensor]  # score hook -> (B, H, T, T) dl_b/dS_b
+    weights: dict[str, torch.Tensor]  # "<attention>.W_Q.weight" / W_K -> (B, d, d)
+    inputs: dict[str, torch.Tensor]  # score hook -> (B, T, d) attention input X_b
+
+
+def per_example_grads(model: nn.Module, batch, loss: "str | LossFn" = "label", *,
+                      losses: Mapping[str, LossFn] | None = None,
+                      dtype: torch.dtype | None = torch.float64) -> PerExampleGrads:
+    """Per-example score and W_Q/W_K gradients only (what :func:`probe` computes with
+    ``per_example=True``), via ``torch.func.vmap(grad(...))`` over ``functional_call``."""
+    sites = score_sites(model)
+    _, loss_fn = resolve_loss(loss, losses)
+    if _batch_size(batch) == 0:
+        raise ValueError("empty batch")
+    with working_model(model, dtype) as work:
+        batch = _cast(batch, dtype)
+        wrapper = _LossModule(work, loss_fn)
+        inst = _Instrument(work, sites)
+        qk_flat = [n for pair in _qk_names(work, sites).values() for n in pair]
+        with inst.active():
+            inst.lazy = True  # shapes from one example, without gradients
+            with torch.no_grad():
+                L = wrapper(_tree_map(lambda t: t[:1], batch))
+            inst.lazy = False
+            shapes = {h: d.shape[1:] for h, d in inst.delta.items()}
+            missing = [s.hook for s in sites if s.hook not in shapes]
+            if missing:
+                raise RuntimeError(f"score hooks {missing} were not reached by the loss")
+            inst.delta = {}
+            gS, gW, X = _per_example(wrapper, work, inst, sites, qk_flat, batch, shapes, L.dtype)
+    return PerExampleGrads(gS, {n[len("model."):]: g for n, g in gW.items()}, X)
+
+
 def _jvp_derivs(wrapper, work, inst, sites, batch, shapes, D, chunk):
     """(H, K) forward-mode derivatives per site: jvp of L(delta) along head h, direction k."""
     params = _params(work)
@@ -569,4 +606,5 @@ def blindness(model: nn.Module, batch, directions=None, *, label: "str | LossFn"
 
 __all__ = ["make_batch", "label_loss", "recon", "TOY_LOSSES", "resolve_loss", "ScoreSite",
            "score_sites", "working_model", "LayerProbe", "ProbeResult", "probe", "directional_fd",
+           "PerExampleGrads", "per_example_grads",
            "Blindness", "blindness"]
