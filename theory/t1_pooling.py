@@ -88,7 +88,7 @@ def check_pooling_toy(quick: bool = False) -> Result:
     the attention pattern (added at hook_pattern)."""
     T = 12 if quick else 24
     model = toy.toy_model(toy.T1_MODEL, seed=0)
-    x, _ = toy.toy_batch(T, 32, seed=0)
+    x = toy.toy_batch(T, 32, seed=0)["x"]
     E = balanced_perturbation(32, T, seed=4)
     E = 0.5 * E / (T * E.abs().amax())  # uniform A = 1/T: A + E stays positive
     with torch.no_grad():
@@ -111,7 +111,7 @@ def measure_pooling_default(quick: bool = False) -> Result:
     how much the same balanced pattern change moves its logits."""
     T = 12 if quick else 24
     model = toy.toy_model(toy.DEFAULT_UNIFORM, seed=0)
-    x, _ = toy.toy_batch(T, 32, seed=0)
+    x = toy.toy_batch(T, 32, seed=0)["x"]
     E = balanced_perturbation(32, T, seed=4)
     E = 0.5 * E / (T * E.abs().amax())
     with torch.no_grad():

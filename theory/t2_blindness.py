@@ -12,9 +12,11 @@ constant, which G cannot see because sum(g) = 0).
 
 Decay with T (derived here, checked by T2.7): with i.i.d. Gaussian token content, P gamma
 (P the centring matrix) is, given the mean token, Gaussian with covariance proportional to
-P, so E<G, D^>^2 / E||G||_F^2 = ||kappa(D^)||^2 / (T (T - 1)) for D^ = unit(D). For the
-nearest-neighbour Toeplitz direction ||kappa||^2 = 2(T-2)/T and ||row_center(D)||_F^2 =
-2T - 6 + 6/T, so the normalised derivative falls like T^(-3/2).
+P, so E<G, D^>^2 / E||G||_F^2 = ||kappa(D^)||^2 / (T (T - 1)) for D^ = normalise(D). For
+toep_w1 (D_ij = 1[|i-j| <= 1]) kappa equals that of the neighbour band (the identity is
+circulant, hence blind): ||kappa||^2 = 2(T-2)/T, while ||row_centre(D)||_F^2 = 3T - 11 + 10/T,
+so the ratio is 2(T-2) / (T^2 (T-1) (3T - 11 + 10/T)) ~ 2/(3 T^3) and the normalised
+derivative falls like T^(-3/2).
 
 Growth with init scale (T2.8): with W_Q, W_K of scale sigma, S = O(sigma^2) and the blind
 part of G is J[S] + O(S^2), so it grows like sigma^2.
@@ -27,6 +29,9 @@ import numpy as np
 import sympy as sp
 import torch
 from scipy import stats
+
+from toyspt import directions as dr
+from toyspt import probes
 
 from . import geometry as geo
 from . import onehead as oh
@@ -67,14 +72,14 @@ def symbolic_blind_dim(T: int) -> int:
 
 
 def symbolic_direction(kind: str, T: int) -> sp.Matrix:
-    """A direction with symbolic entries: circulant f((j-i) mod T), Toeplitz f(|i-j|),
-    column v_j, or generic d_ij."""
+    """A direction with symbolic entries for a kind of name: ``circ*`` circulant
+    f((j-i) mod T), ``toep*`` Toeplitz f(|i-j|), ``column*`` f_j, anything else generic d_ij."""
     f = sp.symbols(f"f0:{T}")
-    if kind.startswith("circulant"):
+    if kind.startswith("circ"):
         return sp.Matrix(T, T, lambda i, j: f[(j - i) % T])
-    if kind.startswith("toeplitz"):
+    if kind.startswith("toep"):
         return sp.Matrix(T, T, lambda i, j: f[abs(i - j)])
-    if kind == "column":
+    if kind.startswith("column"):
         return sp.Matrix(T, T, lambda i, j: f[j])
     return sp.Matrix(T, T, lambda i, j: sp.Symbol(f"d{i}_{j}"))
 
@@ -120,7 +125,7 @@ def check_row_identity(quick: bool = False) -> Result:
     cfg, p, X, y = _instances(T, B, seed=0)
     S = identical_row_scores(B, T, seed=1)
     G = oh.score_grad(lambda s: oh.label_losses(p, X, y, s), S)
-    het = geo.row_heterogeneity(G).amax().item()
+    het = dr.row_heterogeneity(G).amax().item()
     tol, n = _grad_tol(T, cfg.d, cfg.n_classes)
     return checked_result(
         "T2.1", STATEMENT_ROWS,
@@ -169,17 +174,18 @@ def check_blind_dim(quick: bool = False) -> Result:
         "(10 x 64^2 u taken)", blind_dims={str(k): v for k, v in dims.items()})
 
 
-def check_blind_direction(quick: bool = False, kind: str = "circulant_nn") -> Result:
+def check_blind_direction(quick: bool = False, kind: str = "circ_w1") -> Result:
     """T2.4: a direction of the given kind is blind: kappa(D) = 0 symbolically and
     <G, D^> = 0 numerically at identical-row scores. Holds for circulant kinds; for
-    ``toeplitz_nn``, ``random`` or ``column`` the claim is false and the check fails."""
+    ``toep_w1``, ``prev``, ``random_s0`` or ``column_s0`` the claim is false and the check
+    fails (a negative control: the check can fail)."""
     Ts = range(2, 7) if quick else range(2, 9)
     symbolic = "holds" if all(symbolic_kappa_zero(kind, T) for T in Ts) else "fails"
     T, B = 10, 64
     cfg, p, X, y = _instances(T, B, seed=4)
     S = identical_row_scores(B, T, seed=5)
     G = oh.score_grad(lambda s: oh.label_losses(p, X, y, s), S)
-    cos = geo.cosine(G, geo.direction(kind, T, seed=6)).abs().amax().item()
+    cos = geo.cosine(G, geo.direction(kind, T)).abs().amax().item()
     tol, n = _grad_tol(T, cfg.d, cfg.n_classes)
     return checked_result(
         "T2.4", f"{kind} directions lie in the blind subspace: kappa(D) = 0 and dL_label[D] = 0",
@@ -189,65 +195,66 @@ def check_blind_direction(quick: bool = False, kind: str = "circulant_nn") -> Re
 
 
 def check_toy_blind(quick: bool = False) -> Result:
-    """T2.5: on the real toy model in the T1 setting (hooks), G has identical rows and the
-    circulant neighbour direction is blind; the hook gradient agrees with a central
-    difference taken at the same hook point."""
+    """T2.5: on the real toy model in the T1 setting (toyspt.probes at the score hook), the
+    per-example G has identical rows and the circulant neighbour direction is blind; the
+    probe's derivative agrees with a central difference taken at the same hook."""
     T = 12 if quick else 32
     model = toy.toy_model(toy.T1_MODEL, seed=0)
-    x, y = toy.toy_batch(T, 32, seed=0)
-    loss = toy.label_losses(x, y)
-    S, G = toy.score_grad(model, loss)
-    het = geo.row_heterogeneity(G).amax().item()
-    Dc = geo.direction("circulant_nn", T)
-    cos = geo.cosine(G, Dc).abs().amax().item()
-    Dr = geo.direction("random", T, seed=1)
-    auto = (G * Dr).flatten(1).sum(-1)
+    batch = toy.toy_batch(T, 32, seed=0)
+    lp = toy.layer_probe(model, batch, "label", ("circ_w1", "random_s1"))
+    G = lp.G_per_example[:, 0]
+    het = dr.row_heterogeneity(G).amax().item()
+    cos = geo.cosine(G, dr.direction("circ_w1", T)).abs().amax().item()
+    # batch-loss derivative along random_s1 vs probes.directional_fd at h and 2h
+    D = dr.normalise(dr.direction("random_s1", T))
+    auto = lp.deriv[0, 1].item()
     h = FD_STEP
-    fd = lambda hh: (toy.losses_with(model, loss, toy.HOOK_S, hh * Dr)  # noqa: E731
-                     - toy.losses_with(model, loss, toy.HOOK_S, -hh * Dr)) / (2 * hh)
-    ratio = fd_agreement(auto, fd(h), fd(2 * h), loss(model).detach(), h)
+    fd = [probes.directional_fd(model, batch, "label", toy.HOOK_S, 0, D, eps=e) for e in (h, 2 * h)]
+    L = probes.label_loss(model, batch).item()
+    ratio = fd_agreement([auto], [fd[0]], [fd[1]], [L], h)
     d = model.cfg.d_model
     n = 2 * T * T + 3 * d + 2 * T + model.cfg.n_classes
-    fig = max(het, cos)
+    tol = rounding_tol(n)
+    fig = max(het, cos, 0.0 if ratio <= 1.0 else float("inf"))
     return checked_result(
         "T2.5", "toy model, T1 setting, S = 0: G has identical rows; dL_label[circulant] = 0",
-        f"hook {toy.HOOK_S}: max(row heterogeneity, |cos(G, circulant_nn)|) over 32 task "
-        f"sequences, T={T}; hook gradient vs FD at the hook: {ratio:.2f} x fd_tol",
-        "n.a.", fig, "max(heterogeneity, |cos|)", rounding_tol(n), "le",
+        f"toyspt.probes at {toy.HOOK_S}: max(row heterogeneity, |cos(G, circ_w1)|) of the "
+        f"per-example G, 32 task sequences, T={T}; probe derivative vs FD at the hook: "
+        f"{ratio:.2f} x fd_tol (must be <= 1)", "n.a.", fig, "max(heterogeneity, |cos|)", tol, "le",
         f"float64: 10 x n u, n = 2T^2 + 3 d_model + 2T + C = {n}",
-        row_heterogeneity=het, circulant_cos=cos, fd_ratio=ratio, fd_ok=ratio <= 1.0)
+        row_heterogeneity=het, circulant_cos=cos, fd_ratio=ratio)
 
 
 def measure_toy_default(quick: bool = False) -> Result:
     """T2.6: the default toy model (MLP + final LayerNorm): how far from row-identical G is,
     at uniform attention and at the default random init."""
     T = 12 if quick else 32
-    x, y = toy.toy_batch(T, 32, seed=0)
+    batch = toy.toy_batch(T, 32, seed=0)
     out = {}
     for name, cfg in (("uniform", toy.DEFAULT_UNIFORM), ("default_init", toy.ModelConfig())):
-        model = toy.toy_model(cfg, seed=0)
-        _, G = toy.score_grad(model, toy.label_losses(x, y))
-        out[name] = dict(row_heterogeneity=geo.row_heterogeneity(G).mean().item(),
+        lp = toy.layer_probe(toy.toy_model(cfg, seed=0), batch, "label", ("circ_w1",))
+        G = lp.G_per_example[:, 0]
+        out[name] = dict(row_heterogeneity=dr.row_heterogeneity(G).mean().item(),
                          blind_fraction=geo.blind_fraction(G).mean().item(),
-                         circulant_cos=geo.cosine(G, geo.direction("circulant_nn", T)).abs().mean().item())
+                         circulant_cos=geo.cosine(G, dr.direction("circ_w1", T)).abs().mean().item())
     return measured_result(
         "T2.6", "default toy model (MLP + final LayerNorm): row identity is not expected",
-        f"mean row heterogeneity of G at S = 0 (qk_init_scale=0), T={T}, 32 task sequences; "
-        f"at the default init: {out['default_init']['row_heterogeneity']:.3f}",
+        f"mean per-example row heterogeneity of G at S = 0 (qk_init_scale=0), T={T}, 32 task "
+        f"sequences; at the default init: {out['default_init']['row_heterogeneity']:.3f}",
         out["uniform"]["row_heterogeneity"], "measured heterogeneity", **out)
 
 
 def toeplitz_terms(T: int, B: int, seed: int, pos: bool = False
                    ) -> tuple[np.ndarray, np.ndarray, float]:
-    """Per-example <G, D^>^2 and ||G||_F^2 at S = 0 for D = toeplitz_nn, and the predicted
+    """Per-example <G, D^>^2 and ||G||_F^2 at S = 0 for D = toep_w1, and the predicted
     ratio of their expectations ||kappa(D^)||^2 / (T (T - 1))."""
     cfg, p, X, y = _instances(T, B, seed=seed, d=4, pos=pos)
     G = oh.score_grad(lambda s: oh.label_losses(p, X, y, s),
                       torch.zeros(B, T, T, dtype=oh.DTYPE))
-    Du = geo.unit(geo.direction("toeplitz_nn", T))
+    Du = dr.normalise(geo.direction("toep_w1", T))
     num = ((G * Du).flatten(1).sum(-1) ** 2).numpy()
     den = (G.flatten(1) ** 2).sum(-1).numpy()
-    pred = ((geo.kappa(Du) ** 2).sum() / (T * (T - 1))).item()
+    pred = ((dr.kappa(Du) ** 2).sum() / (T * (T - 1))).item()
     return num, den, pred
 
 
@@ -325,18 +332,18 @@ def check_sigma_growth(quick: bool = False) -> Result:
         smax = max(smax, S.abs().amax().item())
         G = oh.score_grad(lambda t: oh.label_losses(p, X, y, t), S)
         blind.append(geo.blind_fraction(G).numpy())
-        cosc.append(geo.cosine(G, geo.direction("circulant_nn", T)).abs().numpy())
+        cosc.append(geo.cosine(G, geo.direction("circ_w1", T)).abs().numpy())
     lb = np.log(np.array(blind))  # (n_sigma, B)
     slopes = np.polyfit(np.log(sigmas), lb, 1)[0]
     mean = slopes.mean()
     half = stats.t.ppf(0.975, B - 1) * slopes.std(ddof=1) / math.sqrt(B)
     # toy model: blind fraction over qk_init_scale (measured)
     Tt = 12 if quick else 32
-    x, yy = toy.toy_batch(Tt, 32, seed=0)
+    batch = toy.toy_batch(Tt, 32, seed=0)
     toy_blind = {}
     for s in (0.01, 0.1, 0.3, 1.0):
         model = toy.toy_model(toy.ModelConfig(d_mlp=0, final_norm=False, qk_init_scale=s), seed=0)
-        _, G = toy.score_grad(model, toy.label_losses(x, yy))
+        G = toy.layer_probe(model, batch, "label", ("circ_w1",)).G_per_example[:, 0]
         toy_blind[str(s)] = geo.blind_fraction(G).mean().item()
     # the log-slope of a*S + b*S^2 deviates from 2 by ~ 2 |b/a| max|S|; |b/a| ~ 1 for softmax
     # (its Taylor coefficients are O(1)), taken 2x.

@@ -5,81 +5,41 @@ W_Q = W_K = 0 (so the scores are exactly 0 and attention is uniform). The defaul
 has an MLP and a final LayerNorm, so T1/T2's identities are *not* expected there; the
 checks report it as a measured figure.
 
-Score gradients are read at the hook point ``blocks.0.attn.hook_attn_scores`` (retain_grad
-on the hooked tensor); perturbations are added at the same point, or at ``hook_pattern``.
+Score gradients (per example), directional derivatives, finite differences and dL/dM come
+from :mod:`toyspt.probes`, which perturbs ``blocks.0.attn.hook_attn_scores``; changes of
+the attention *pattern* (T1) are added here at ``hook_pattern``.
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import torch
-import torch.nn.functional as F
 
+from toyspt import probes
 from toyspt.attention import hooks
 from toyspt.model import ModelConfig, ToyTransformer, build_model
-from toyspt.tasks import TaskConfig, make_task, mask_inputs
+from toyspt.tasks import TaskConfig, make_task
 
 HOOK_S = "blocks.0.attn.hook_attn_scores"
 HOOK_A = "blocks.0.attn.hook_pattern"
 T1_MODEL = ModelConfig(d_mlp=0, final_norm=False, qk_init_scale=0.0)
 DEFAULT_UNIFORM = ModelConfig(qk_init_scale=0.0)  # MLP + final norm, uniform attention
 
-LossOfModel = Callable[[ToyTransformer], torch.Tensor]  # per-example losses, shape (B,)
-
 
 def toy_model(cfg: ModelConfig, seed: int = 0) -> ToyTransformer:
     return build_model(cfg, seed).double().eval()
 
 
-def toy_batch(T: int, n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """n training sequences of the default task family at length T, float64."""
+def toy_batch(T: int, n: int, seed: int = 0, mask_rate: float = 0.5) -> dict[str, torch.Tensor]:
+    """n training sequences of the default task family at length T (float64), their
+    labels and an SPT mask: the batch format of :mod:`toyspt.probes`."""
     data = make_task(TaskConfig(T=T, n_train=n, n_val=1, n_test=1, seed=seed))
-    return data.train.x.double(), data.train.y
+    return probes.make_batch(data.train.x.double(), data.train.y, mask_rate, seed)
 
 
-def label_losses(x: torch.Tensor, y: torch.Tensor) -> LossOfModel:
-    return lambda model: F.cross_entropy(model.classify(x), y, reduction="none")
-
-
-def recon_losses(x: torch.Tensor, mask: torch.Tensor, attend: str = "all") -> LossOfModel:
-    """Per-example mean squared error on masked positions (recon_loss 'mse' per sequence)."""
-    def fn(model):
-        err = (model.reconstruct(x, mask, attend) - x) ** 2
-        m = mask.to(x.dtype)
-        return (err.mean(-1) * m).sum(-1) / m.sum(-1)
-    return fn
-
-
-def score_grad(model: ToyTransformer, loss: LossOfModel, head: int = 0
-               ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(scores, dL_b/dS_b) of layer 0, one head, per example: both (B, T, T)."""
-    kept = {}
-
-    def keep(t, name):
-        t.retain_grad()
-        kept["S"] = t
-        return t
-
-    model.zero_grad(set_to_none=True)
-    with torch.enable_grad(), hooks(model, [(HOOK_S, keep)]):
-        loss(model).sum().backward()
-    S = kept["S"]
-    if S.grad is None:
-        raise RuntimeError("no gradient reached the attention scores")
-    model.zero_grad(set_to_none=True)
-    return S.detach()[:, head], S.grad.detach()[:, head]
-
-
-def losses_with(model: ToyTransformer, loss: LossOfModel, point: str, delta: torch.Tensor,
-                head: int = 0) -> torch.Tensor:
-    """Per-example losses with ``delta`` (T x T or B x T x T) added to one head at ``point``."""
-    def add(t, name):
-        t = t.clone()
-        t[:, head] = t[:, head] + delta
-        return t
-
-    with torch.no_grad(), hooks(model, [(point, add)]):
-        return loss(model)
+def layer_probe(model: ToyTransformer, batch, loss: str = "label",
+                directions=("circ_w1", "toep_w1")) -> probes.LayerProbe:
+    """toyspt.probes on layer 0 with per-example gradients; ``loss``: label | recon_mse."""
+    fn = probes.recon("mse") if loss == "recon_mse" else loss
+    return probes.probe(model, batch, fn, list(directions), per_example=True, use_jvp=False)[HOOK_S]
 
 
 def logits_with_pattern(model: ToyTransformer, x: torch.Tensor, delta: torch.Tensor,
@@ -93,13 +53,49 @@ def logits_with_pattern(model: ToyTransformer, x: torch.Tensor, delta: torch.Ten
         return model.classify(x)
 
 
-def first_ln_input(model: ToyTransformer, x: torch.Tensor) -> torch.Tensor:
-    """H = ln1(embed + PE) of block 0, (B, T, d_model): the scores are H M H^T when the
-    Q/K biases are zero (M = W_Q^T W_K / sqrt(d_head))."""
-    h = model.embed(mask_inputs(x, None))
-    if model.pe is not None:
-        h = model.pe(h)
-    return model.blocks[0].ln1(h)
+def effective_gain(model: ToyTransformer, batch, head: int = 0, attend: str = "all") -> float:
+    """The toy model's analogue of T3's scalar gain beta, at its current weights.
+
+    In the scalar model dyhat_m/dA_mj = beta x~_j. Here J_mj = dyhat_m/dA_mj (a d_in
+    vector) is regressed on the clean value x_j over masked queries m and unmasked keys
+    j != m, both centred per query: beta_eff = sum <J_mj - mean_j J_m., x_j - mean_j x> /
+    sum ||x_j - mean_j x||^2. With one layer, row m of the pattern only reaches yhat_m, so a
+    forward-mode derivative along the column-j tangent e_j 1^T (added at ``hook_pattern``)
+    gives J_mj for every m at once: T jvps in all (vmapped).
+    """
+    from torch.func import jvp, vmap
+
+    if model.cfg.n_layers != 1:
+        raise ValueError("effective_gain: defined for one-layer models (later layers mix rows)")
+    x, mask = batch["x"], batch["mask"]
+    B, T, _ = x.shape
+
+    def f(delta):
+        def add(t, name):
+            sel = torch.zeros(t.shape[1], dtype=t.dtype)
+            sel[head] = 1.0
+            return t + sel[None, :, None, None] * delta
+
+        with hooks(model, [(HOOK_A, add)]):
+            return model.reconstruct(x, mask, attend)  # (B, T, d_in)
+
+    zeros = torch.zeros(T, T, dtype=x.dtype)
+    tangents = torch.eye(T, dtype=x.dtype)[:, None, :].expand(T, T, T)  # j -> column j ones
+    with torch.no_grad():
+        Jcol = vmap(lambda t: jvp(f, (zeros,), (t,))[1])(tangents)  # (j, B, m, d_in)
+    J = Jcol.permute(1, 2, 0, 3)  # (B, m, j, d_in)
+    eye = torch.eye(T, dtype=torch.bool)
+    keys = (~mask)[:, None, :] & ~eye[None]  # (B, m, j): unmasked keys other than m
+    rows = mask & (keys.sum(-1) >= 2)  # masked queries with at least two such keys
+    w = (keys & rows[..., None]).to(x.dtype)[..., None]  # (B, m, j, 1)
+    cnt = w.sum(2, keepdim=True).clamp_min(1.0)
+    Jc = J - (J * w).sum(2, keepdim=True) / cnt
+    xj = x[:, None, :, :].expand(B, T, T, x.shape[-1])
+    xc = xj - (xj * w).sum(2, keepdim=True) / cnt
+    den = float((xc * xc * w).sum())
+    if den == 0:
+        raise ValueError("no masked query with at least two unmasked keys in the batch")
+    return float((Jc * xc * w).sum()) / den
 
 
 def positional_scores(model: ToyTransformer, T: int, head: int = 0) -> torch.Tensor:
@@ -126,5 +122,5 @@ def neighbour_contrast(S: torch.Tensor) -> float:
 
 
 __all__ = ["HOOK_S", "HOOK_A", "T1_MODEL", "DEFAULT_UNIFORM", "toy_model", "toy_batch",
-           "label_losses", "recon_losses", "score_grad", "losses_with", "logits_with_pattern",
-           "first_ln_input", "positional_scores", "neighbour_contrast"]
+           "layer_probe", "logits_with_pattern", "effective_gain", "positional_scores",
+           "neighbour_contrast"]
