@@ -197,3 +197,20 @@ def test_frame_is_tidy(batch):
     assert {"row_heterogeneity", "blind_share", "column_share", "cos", "deriv", "deriv_jvp",
             "cos_rms_per_example", "dLdM_sv1"} <= set(f.metric)
     assert f.query("metric == 'cos'").direction.tolist() == ["prev", "next"]
+
+
+def test_probe_cli_prints_the_blindness_table(capsys, tmp_path):
+    from toyspt.cli import main
+
+    rc = main(["probe", "--at", "init", "--n", "16", "--directions", "circ_w1,prev",
+               "--task.T", "12", "--task.n_train", "32", "--task.n_val", "8", "--task.n_test", "8",
+               "--model.d_model", "16", "--model.d_mlp", "0", "--model.final_norm", "false",
+               "--model.qk_init_scale", "0", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0 and "circ_w1" in out and "prev" in out and "row_heterogeneity" in out
+    import pandas as pd
+
+    t = pd.read_csv(tmp_path / "blindness.csv")
+    assert list(t.direction) == ["circ_w1", "prev"]
+    assert abs(t.cos_label[0]) < ZERO and abs(t.cos_recon[0]) > 1e-4
+    assert main(["probe", "--at", "pretrained", "--recipe", "scratch", "--n", "4"]) == 2
