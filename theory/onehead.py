@@ -4,8 +4,8 @@ Label path (theory.md T1 setting): tokens X (T x d), values V = X W_V, head outp
 O = A V with A = softmax_row(S), a residual that is affine per token
 (Y = O W_O + X), mean pooling z = mean_i Y_i and a linear classifier with cross-entropy.
 
-Reconstruction path (T3/T4): tokens X~ in which masked rows are replaced by a mask
-embedding e (content removed), yhat = (A X~ W_V W_O + X~) W_r + b_r per token, and
+Reconstruction path (T3/T4): tokens X~ in which masked rows' content is replaced by a mask
+embedding e (positions, when used, are added after masking), yhat = (A X~ W_V W_O + X~) W_r + b_r per token, and
 L_rec = (1/|M|) sum_{m masked} ||yhat_m - x_m||^2 with x_m the first d_out coordinates of
 the clean token.
 
@@ -62,13 +62,22 @@ def init_params(cfg: OneHeadConfig) -> dict[str, torch.Tensor]:
 
 
 def sample_tokens(cfg: OneHeadConfig, B: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Tokens X (B, T, d): i.i.d. N(0, 1) content (+ positions if cfg.pos), labels y (B,)."""
+    """Token *content* X (B, T, d), i.i.d. N(0, 1), and labels y (B,). Positions are added
+    by :func:`positions` (label path) or after masking (:func:`masked_tokens`)."""
     g = torch.Generator().manual_seed(seed)
     X = torch.randn(B, cfg.T, cfg.d, generator=g, dtype=DTYPE)
-    if cfg.pos:
-        X = X + sinusoidal_table(cfg.T, cfg.d, DTYPE)
     y = torch.randint(cfg.n_classes, (B,), generator=g)
     return X, y
+
+
+def positions(cfg: OneHeadConfig) -> torch.Tensor | None:
+    """The sinusoidal table (T, d) when cfg.pos, else None."""
+    return sinusoidal_table(cfg.T, cfg.d, DTYPE) if cfg.pos else None
+
+
+def with_positions(cfg: OneHeadConfig, X: torch.Tensor) -> torch.Tensor:
+    pe = positions(cfg)
+    return X if pe is None else X + pe
 
 
 def sample_mask(B: int, T: int, rate: float, seed: int) -> torch.Tensor:
@@ -94,19 +103,26 @@ def label_losses(p: dict, X: torch.Tensor, y: torch.Tensor, S: torch.Tensor) -> 
     return F.cross_entropy(label_logits(p, X, torch.softmax(S, dim=-1)), y, reduction="none")
 
 
-def masked_tokens(p: dict, X: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def masked_tokens(p: dict, X: torch.Tensor, mask: torch.Tensor, pe: torch.Tensor | None = None
+                  ) -> torch.Tensor:
+    """Masked rows' content replaced by the mask embedding; then positions (as in the toy
+    model, where the mask zeroes the content and the positional table is added after)."""
     m = mask.to(X.dtype)[..., None]
-    return X * (1 - m) + m * p["e_mask"]
+    Xt = X * (1 - m) + m * p["e_mask"]
+    return Xt if pe is None else Xt + pe
 
 
 def recon_preds(p: dict, Xt: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
     return ((A @ (Xt @ p["W_V"])) @ p["W_O"] + Xt) @ p["W_r"] + p["b_r"]
 
 
-def recon_losses(p: dict, X: torch.Tensor, mask: torch.Tensor, S: torch.Tensor) -> torch.Tensor:
-    """Per-example (1/|M|) sum_{m in M} ||yhat_m - x_m||^2 (squared error on masked rows)."""
+def recon_losses(p: dict, X: torch.Tensor, mask: torch.Tensor, S: torch.Tensor,
+                 pe: torch.Tensor | None = None) -> torch.Tensor:
+    """Per-example (1/|M|) sum_{m in M} ||yhat_m - x_m||^2 (squared error on masked rows;
+    x_m the first d_out content coordinates)."""
     d_out = p["W_r"].shape[1]
-    err = (recon_preds(p, masked_tokens(p, X, mask), torch.softmax(S, dim=-1)) - X[..., :d_out]) ** 2
+    err = (recon_preds(p, masked_tokens(p, X, mask, pe), torch.softmax(S, dim=-1))
+           - X[..., :d_out]) ** 2
     m = mask.to(X.dtype)
     return (err.sum(-1) * m).sum(-1) / m.sum(-1)
 
@@ -132,5 +148,5 @@ def directional_fd(loss_fn: LossOfScores, S: torch.Tensor, D: torch.Tensor, h: f
 
 
 __all__ = ["OneHeadConfig", "init_params", "sample_tokens", "sample_mask", "scores",
-           "label_logits", "label_losses", "masked_tokens", "recon_preds", "recon_losses",
+           "positions", "with_positions", "label_logits", "label_losses", "masked_tokens", "recon_preds", "recon_losses",
            "score_grad", "directional_fd", "DTYPE"]

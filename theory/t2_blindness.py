@@ -97,7 +97,7 @@ def _instances(T: int, B: int, seed: int, d: int = 6, pos: bool = False):
     cfg = oh.OneHeadConfig(T=T, d=d, pos=pos, seed=seed)
     p = oh.init_params(cfg)
     X, y = oh.sample_tokens(cfg, B, seed=seed + 100)
-    return cfg, p, X, y
+    return cfg, p, oh.with_positions(cfg, X), y
 
 
 def identical_row_scores(B: int, T: int, seed: int) -> torch.Tensor:

@@ -16,7 +16,7 @@ import torch
 from toyspt import probes
 from toyspt.attention import hooks
 from toyspt.model import ModelConfig, ToyTransformer, build_model
-from toyspt.tasks import TaskConfig, make_task
+from toyspt.tasks import TaskConfig, make_task, mask_inputs
 
 HOOK_S = "blocks.0.attn.hook_attn_scores"
 HOOK_A = "blocks.0.attn.hook_pattern"
@@ -40,6 +40,18 @@ def layer_probe(model: ToyTransformer, batch, loss: str = "label",
     """toyspt.probes on layer 0 with per-example gradients; ``loss``: label | recon_mse."""
     fn = probes.recon("mse") if loss == "recon_mse" else loss
     return probes.probe(model, batch, fn, list(directions), per_example=True, use_jvp=False)[HOOK_S]
+
+
+def attention_input(model: ToyTransformer, x: torch.Tensor) -> torch.Tensor:
+    """H = ln1(embed + PE) of block 0 (one-layer models), (B, T, d_model): the scores are
+    H M H^T when the Q/K biases are zero (M = W_Q^T W_K / sqrt(d_head))."""
+    if model.cfg.n_layers != 1:
+        raise ValueError("attention_input: defined for one-layer models")
+    with torch.no_grad():
+        h = model.embed(mask_inputs(x, None))
+        if model.pe is not None:
+            h = model.pe(h)
+        return model.blocks[0].ln1(h)
 
 
 def logits_with_pattern(model: ToyTransformer, x: torch.Tensor, delta: torch.Tensor,
@@ -122,5 +134,5 @@ def neighbour_contrast(S: torch.Tensor) -> float:
 
 
 __all__ = ["HOOK_S", "HOOK_A", "T1_MODEL", "DEFAULT_UNIFORM", "toy_model", "toy_batch",
-           "layer_probe", "logits_with_pattern", "effective_gain", "positional_scores",
+           "layer_probe", "attention_input", "logits_with_pattern", "effective_gain", "positional_scores",
            "neighbour_contrast"]
