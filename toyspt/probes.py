@@ -136,6 +136,16 @@ def _tree_map(fn, obj):
     raise TypeError(f"batch leaves must be tensors, got {type(obj).__name__}")
 
 
+def _stack_tree(items: list):
+    """Stack a list of equally structured dicts/tuples of tensors along a new first dim."""
+    first = items[0]
+    if isinstance(first, torch.Tensor):
+        return torch.stack(items)
+    if isinstance(first, Mapping):
+        return {k: _stack_tree([it[k] for it in items]) for k in first}
+    return type(first)(_stack_tree(list(vs)) for vs in zip(*items))
+
+
 def _batch_size(batch) -> int:
     sizes = set()
     _tree_map(lambda t: sizes.add(t.shape[0] if t.dim() else -1), batch)
@@ -433,8 +443,17 @@ def _per_example(wrapper, work, inst, sites, qk_flat, batch, shapes, dtype):
         return L, {h: inst.x[h][0] for h in x_hooks}
 
     zeros = {h: torch.zeros(shp, dtype=dtype) for h, shp in shapes.items()}
+    g1 = grad(one, argnums=(0, 1), has_aux=True)
     try:
-        (gD, gQK), X = vmap(grad(one, argnums=(0, 1), has_aux=True), in_dims=(None, None, 0))(zeros, qk0, batch)
+        try:
+            (gD, gQK), X = vmap(g1, in_dims=(None, None, 0))(zeros, qk0, batch)
+        except RuntimeError as e:  # a model op without a batching rule (e.g. boolean-mask indexing)
+            if "vmap" not in str(e):
+                raise
+            warnings.warn(f"per-example gradients: vmap failed ({e}); falling back to a loop over examples",
+                          RuntimeWarning, stacklevel=3)
+            outs = [g1(zeros, qk0, _tree_map(lambda t: t[b], batch)) for b in range(_batch_size(batch))]
+            (gD, gQK), X = _stack_tree([o[0] for o in outs]), _stack_tree([o[1] for o in outs])
     finally:
         inst.delta, inst.x = {}, {}
     gD = {h: _check_grad(g, f"the per-example scores at {h}") for h, g in gD.items()}
@@ -480,40 +499,36 @@ def per_example_grads(model: nn.Module, batch, loss: "str | LossFn" = "label", *
 
 
 def _jvp_derivs(wrapper, work, inst, sites, batch, shapes, D, chunk):
-    """(H, K) forward-mode derivatives per site: jvp of L(delta) along head h, direction k."""
+    """(H, K) forward-mode derivatives per site: jvp of L(delta) along head h, direction k.
+    One vmap over the K directions per (site, head), so memory is K x (H, T, T) at most."""
     params = _params(work)
-    hooks_ = [s.hook for s in sites]
-    K = D.shape[0]
-    tangents = {h: [] for h in hooks_}
-    index = []
-    for h in hooks_:
-        H = shapes[h][0]
-        for head in range(H):
-            for k in range(K):
-                for h2 in hooks_:
-                    t = torch.zeros(shapes[h2], dtype=D.dtype)
-                    if h2 == h:
-                        t[head] = D[k]
-                    tangents[h2].append(t)
-                index.append((h, head, k))
-    tangents = {h: torch.stack(v) for h, v in tangents.items()}
-    zeros = {h: torch.zeros(shapes[h], dtype=D.dtype) for h in hooks_}
+    zeros = {s.hook: torch.zeros(shapes[s.hook], dtype=D.dtype) for s in sites}
 
     def f(delta):
         inst.delta = delta
         return functional_call(wrapper, params, (batch,))
 
+    res = {}
     try:
         with warnings.catch_warnings():  # torch's forward-AD decompositions load via torch.jit once
             warnings.filterwarnings("ignore", message=".*torch.jit.script.*deprecated", category=DeprecationWarning)
-            out = vmap(lambda t: jvp(f, (zeros,), (t,))[1], chunk_size=chunk)(tangents)
+            for s in sites:
+                H = shapes[s.hook][0]
+                res[s.hook] = torch.zeros(H, D.shape[0], dtype=D.dtype)
+                for head in range(H):
+                    onehot = torch.zeros(H, 1, 1, dtype=D.dtype)
+                    onehot[head] = 1.0
+
+                    def along(d_TxT, hook=s.hook, onehot=onehot):
+                        tangent = {**zeros, hook: onehot * d_TxT}
+                        return jvp(f, (zeros,), (tangent,))[1]
+
+                    res[s.hook][head] = vmap(along, chunk_size=chunk)(D)
     finally:
         inst.delta = {}
-    if not torch.isfinite(out).all():
-        raise FloatingPointError("forward-mode directional derivative is not finite")
-    res = {h: torch.zeros(shapes[h][0], K, dtype=D.dtype) for h in hooks_}
-    for (h, head, k), v in zip(index, out):
-        res[h][head, k] = v
+    for h, v in res.items():
+        if not torch.isfinite(v).all():
+            raise FloatingPointError(f"forward-mode directional derivative at {h} is not finite")
     return res
 
 
