@@ -110,29 +110,5 @@ def effective_gain(model: ToyTransformer, batch, head: int = 0, attend: str = "a
     return float((Jc * xc * w).sum()) / den
 
 
-def positional_scores(model: ToyTransformer, T: int, head: int = 0) -> torch.Tensor:
-    """Scores (T, T) of layer 0 for an all-zero input: only biases and positions remain."""
-    kept = {}
-
-    def keep(t, name):
-        kept["S"] = t.detach()
-
-    x = torch.zeros(1, T, model.cfg.d_in, dtype=next(model.parameters()).dtype)
-    with torch.no_grad(), hooks(model, [(HOOK_S, keep)]):
-        model.classify(x)
-    return kept["S"][0, head]
-
-
-def neighbour_contrast(S: torch.Tensor) -> float:
-    """mean_{|i-j|=1} S_ij - mean_{i != j} S_ij after row-centring, in nats: > 0 means keys
-    next to the query get more attention than the average key (proximity), < 0 anti-local."""
-    T = S.shape[-1]
-    Sc = S - S.mean(-1, keepdim=True)
-    i = torch.arange(T)
-    dist = (i[:, None] - i[None, :]).abs()
-    return float(Sc[dist == 1].mean() - Sc[dist > 0].mean())
-
-
 __all__ = ["HOOK_S", "HOOK_A", "T1_MODEL", "DEFAULT_UNIFORM", "toy_model", "toy_batch",
-           "layer_probe", "attention_input", "logits_with_pattern", "effective_gain", "positional_scores",
-           "neighbour_contrast"]
+           "layer_probe", "attention_input", "logits_with_pattern", "effective_gain"]

@@ -1,0 +1,63 @@
+"""``python -m theory [--quick] [--json PATH] [--only T2] ...``: check the claims, print
+the report, exit 1 when a checked claim fails (2 on bad arguments)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import report
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m theory",
+        description="Check toyspt's theory (T1-T5): symbolic (sympy) and float64 numeric checks, "
+                    "plus measured toy-training figures. Exit code 1 when a checked claim fails.")
+    p.add_argument("--quick", action="store_true",
+                   help="small sizes and short training runs (well under a minute)")
+    p.add_argument("--only", metavar="LIST",
+                   help="comma-separated claim families or check ids, e.g. T2 or T2.4,T3")
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON (atomically)")
+    p.add_argument("--cache", metavar="DIR", default=None,
+                   help="run cache for T5 (default: toyspt's run cache, $TOYSPT_CACHE or .cache/toyspt)")
+    p.add_argument("--no-cache", action="store_true", help="T5 trains without reading or writing a cache")
+    p.add_argument("--why", action="store_true", help="print why each tolerance is what it is")
+    p.add_argument("--list", action="store_true", help="list the check ids and exit")
+    p.add_argument("-q", "--quiet", action="store_true", help="no per-check progress on stderr")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.list:
+        for cid, fn in report.REGISTRY.items():
+            doc = (fn.__doc__ or "").strip().splitlines()[0]
+            print(f"{cid:6s} {doc}")
+        return 0
+    try:
+        report.select(args.only)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.no_cache:
+        cache = None
+    else:
+        from toyspt.runs import DEFAULT_CACHE
+
+        cache = str(args.cache or DEFAULT_CACHE)
+
+    def progress(cid, res, sec):
+        if not args.quiet:
+            print(f"  {cid:6s} {res.verdict:8s} {sec:5.1f}s", file=sys.stderr, flush=True)
+
+    results = report.run_checks(args.only, quick=args.quick, cache=cache, progress=progress)
+    print(report.format_table(results, why=args.why))
+    if args.json:
+        path = report.write_json(results, args.json, quick=args.quick, only=args.only,
+                                 cache=cache, argv=sys.argv[1:] if argv is None else argv)
+        print(f"wrote {path}")
+    return report.exit_code(results)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
