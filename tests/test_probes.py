@@ -216,14 +216,29 @@ def test_probe_cli_prints_the_blindness_table(capsys, tmp_path):
     assert main(["probe", "--at", "pretrained", "--recipe", "scratch", "--n", "4"]) == 2
 
 
-def test_per_example_falls_back_to_a_loop_when_vmap_cannot_batch(batch):
-    # SPT with masked keys excluded indexes with a boolean mask, which vmap cannot batch
+def test_per_example_with_masked_keys_excluded_matches_single_examples(batch):
     model = build_model(ModelConfig(**SMALL), seed=0)
     small = {k: v[:4] for k, v in batch.items()}
     loss = probes.recon("l1", "no_masked_keys")
-    with pytest.warns(RuntimeWarning, match="falling back"):
-        pe = probes.per_example_grads(model, small, loss)
+    pe = probes.per_example_grads(model, small, loss)
     for b in range(4):
         one = {k: v[b:b + 1] for k, v in small.items()}
         ref = probes.probe(model, one, loss, ["prev"], per_example=False, use_jvp=False)[SITE]
+        assert torch.allclose(pe.scores[SITE][b], ref.G, rtol=1e-10, atol=1e-14)
+
+
+def test_per_example_falls_back_to_a_loop_when_vmap_cannot_batch(batch):
+    # a loss with data-dependent Python control flow cannot run under vmap
+    model = build_model(ModelConfig(**SMALL), seed=0)
+    small = {k: v[:4] for k, v in batch.items()}
+
+    def branchy(m, b):
+        loss = probes.label_loss(m, b)
+        return loss * 2 if loss.item() > 0 else loss
+
+    with pytest.warns(RuntimeWarning, match="falling back"):
+        pe = probes.per_example_grads(model, small, branchy)
+    for b in range(4):
+        one = {k: v[b:b + 1] for k, v in small.items()}
+        ref = probes.probe(model, one, branchy, ["prev"], per_example=False, use_jvp=False)[SITE]
         assert torch.allclose(pe.scores[SITE][b], ref.G, rtol=1e-10, atol=1e-14)

@@ -18,6 +18,8 @@ METRICS = ("test_at_peak", "peak_val_acc", "final_train_acc", "final_test_acc")
 # extra per-run columns (name -> fn(spec, result) -> float); the trackers add theirs
 EXTRA_COLUMNS: dict[str, Callable[[RunSpec, RunResult], float]] = {}
 
+from . import tracking  # noqa: E402,F401  (registers displacement and proximity columns)
+
 
 def per_seed_frame(arms: Sequence[str], seeds: Sequence[int], base: RunSpec, cache: RunCache,
                    workers: int = 1, recompute: bool = False, progress: bool = True) -> pd.DataFrame:

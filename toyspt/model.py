@@ -151,7 +151,7 @@ def spt_allowed(mask_BxT: torch.Tensor, attend: str) -> torch.Tensor | None:
     B, T = mask_BxT.shape
     if attend == "no_masked_keys":
         allowed = (~mask_BxT)[:, None, :].expand(B, T, T).clone()
-        allowed[~allowed.any(dim=-1)] = True
+        allowed = allowed | ~allowed.any(dim=-1, keepdim=True)  # vmap-friendly, no in-place
     elif attend == "no_self":
         allowed = ~torch.eye(T, dtype=torch.bool, device=mask_BxT.device).expand(B, T, T)
     else:
