@@ -183,9 +183,13 @@ class LRATransformer(nn.Module):
 
     def encode(self, inputs: torch.Tensor, impl: str = "explicit") -> torch.Tensor:
         """Hidden states (B, T, d_model) after the final norm."""
+        return self.encode_embedded(self.embed_inputs(inputs), impl)
+
+    def encode_embedded(self, e_BxTxD: torch.Tensor, impl: str = "explicit") -> torch.Tensor:
+        """The same from already-embedded inputs (positional table still added here)."""
         if impl not in IMPLS:
             raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
-        x = self.pe(self.embed_inputs(inputs))
+        x = self.pe(e_BxTxD)
         allowed = self.allowed(x.shape[1])
         for blk in self.blocks:
             x = blk(x, allowed, impl)
@@ -208,19 +212,25 @@ class LRATransformer(nn.Module):
             return h_BxTxD[torch.arange(B), lengths - 1]
         return h_BxTxD[:, 0]
 
+    def features(self, inputs: torch.Tensor, lengths: torch.Tensor | None = None,
+                 impl: str = "explicit") -> torch.Tensor:
+        """What the classifier sees: pooled states (B, d), or for retrieval ``[a, b, a-b, a*b]``
+        (B, 4d) where ``inputs`` stacks the first documents of the B pairs, then the second
+        ones (2B rows, as the code's collate does)."""
+        pooled = self.hook_pooled(self.pool(self.encode(inputs, impl), lengths))
+        if self.cfg.head != "retrieval":
+            return pooled
+        if pooled.shape[0] % 2:
+            raise ValueError("retrieval inputs must stack 2B documents (pairs)")
+        a, b = pooled.chunk(2, dim=0)
+        return torch.cat([a, b, a - b, a * b], dim=-1)
+
     def classify(self, inputs: torch.Tensor, lengths: torch.Tensor | None = None,
                  impl: str = "explicit") -> torch.Tensor:
-        """Class logits. Retrieval: ``inputs`` stacks the first documents of the B pairs,
-        then the second ones (2B rows, as the code's collate does); returns (B, classes)."""
+        """Class logits from :meth:`features`."""
         if self.head_cls is None:
             raise ValueError("this model has no classifier head (an SPT checkpoint?)")
-        pooled = self.hook_pooled(self.pool(self.encode(inputs, impl), lengths))
-        if self.cfg.head == "retrieval":
-            if pooled.shape[0] % 2:
-                raise ValueError("retrieval inputs must stack 2B documents (pairs)")
-            a, b = pooled.chunk(2, dim=0)
-            pooled = torch.cat([a, b, a - b, a * b], dim=-1)
-        return self.head_cls(pooled)
+        return self.head_cls(self.features(inputs, lengths, impl))
 
     forward = classify
 

@@ -1,0 +1,78 @@
+"""Time and peak memory of the LRA probe report on a full-size ListOps Transformer
+(6 layer pairs x 512, 8 heads, FFN 2048) with random weights, one example of T tokens.
+
+Each (T, dtype) runs in a fresh subprocess so its peak resident memory (ru_maxrss) is its
+own. Single thread (torch.set_num_threads(1)), as everything on the shared machine.
+
+    python benchmarks/lra_probe.py                    # T = 1000, 2000 in float64 and float32
+    python benchmarks/lra_probe.py --T 1000 --dtype float32
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+
+def one(T: int, dtype: str, threads: int) -> dict:
+    import torch
+
+    torch.set_num_threads(threads)
+    from toyspt.lra.inputs import make_batch
+    from toyspt.lra.model import LRAConfig, build_lra
+    from toyspt.lra.report import ReportConfig, probe_rows, profile_rows
+
+    cfg = LRAConfig(n_layers=6, d_model=512, n_heads=8, d_ff=2048, rec_out=19, max_len=16384)
+    t0 = time.perf_counter()
+    model = build_lra(cfg, seed=0).to(getattr(torch, dtype)).eval()
+    ids = torch.randint(4, 19, (1, T), generator=torch.Generator().manual_seed(0))
+    batch = make_batch(ids, torch.tensor([3]), p_mask=0.5, seed=0)
+    rcfg = ReportConfig(dtype=dtype)
+    t_build = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        model.classify(ids)
+    t_fwd = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    rows = probe_rows(model, batch, rcfg)
+    t_probe = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    prof = profile_rows(model, batch, rcfg)
+    t_prof = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB (Linux)
+    return dict(T=T, dtype=dtype, threads=threads, build_s=round(t_build, 2), forward_s=round(t_fwd, 2),
+                probe_label_recon_s=round(t_probe, 1), profiles_s=round(t_prof, 1),
+                peak_rss_gib=round(peak, 2), probe_rows=len(rows), profile_rows=len(prof))
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--T", type=int, nargs="+", default=[1000, 2000])
+    ap.add_argument("--dtype", nargs="+", default=["float64", "float32"], choices=["float64", "float32"])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.child:
+        print(json.dumps(one(a.T[0], a.dtype[0], a.threads)))
+        return
+    results = []
+    for T in a.T:
+        for dt in a.dtype:
+            out = subprocess.run([sys.executable, __file__, "--child", "--T", str(T), "--dtype", dt,
+                                  "--threads", str(a.threads)], capture_output=True, text=True)
+            if out.returncode:
+                print(out.stderr, file=sys.stderr)
+                raise SystemExit(f"T={T} {dt}: failed")
+            results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            print(f"done T={T} {dt}", file=sys.stderr)
+    import pandas as pd
+    print("LRA probe report, 6x512 ListOps model, 8 heads, random weights, 1 example, "
+          "label + recon probes (7 directions) + profiles")
+    print(pd.DataFrame(results).to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,208 @@
+"""``toyspt lra ...``: inspect an LRA checkpoint, probe it layer by layer and head by head,
+or run the offline demo.
+
+    toyspt lra inspect model.ckpt
+    toyspt lra probe model.ckpt --task listops --vocab basic_train.tsv --data basic_test.tsv \\
+        --n 16 --ref init.ckpt --out report/
+    toyspt lra probe model.ckpt --task image --data x.npy --labels y.npy --heads 4
+    toyspt lra demo --out lra_demo/
+
+Checkpoints are read without executing code from them; ``--trust-checkpoint`` unpickles
+them fully (only for files you trust). Token ids of ListOps follow the training file's
+frequency order: pass ``--vocab basic_train.tsv`` (the run's training split) to reproduce
+the checkpoint's ids exactly; without it the vocabulary is built from the probed data.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from . import listops as lo
+from .checkpoint import HEAD_OVERRIDES, LoadedLRA, load_lra
+from .inputs import PIXEL_TASKS, load_pixels, make_batch, select
+from .report import DIRECTIONS, ReportConfig, lra_report
+
+TASKS = ("listops",) + PIXEL_TASKS + ("tokens",)
+
+
+def _load(path, args) -> LoadedLRA:
+    return load_lra(path, n_heads=args.heads, head=args.head, window=args.window,
+                    trust=args.trust_checkpoint, strict=not args.allow_unexpected,
+                    dtype=torch.float64)
+
+
+def listops_data(args, loaded: LoadedLRA, n_total: int) -> tuple[dict, list[str]]:
+    """(batch of n_total examples, notes) from --data or the generator."""
+    cfg, notes = loaded.cfg, []
+    vocab = lo.read_vocab_file(args.vocab) if args.vocab else None
+    if args.data:
+        toks, ys = lo.read_tsv(args.data)
+        toks, ys = toks[:n_total], ys[:n_total]
+        src = args.data
+    else:
+        gcfg = lo.ListOpsConfig(max_depth=args.max_depth, max_args=args.max_args,
+                                min_len=args.min_len, max_len=args.max_len)
+        trees = lo.generate(gcfg, n_total, args.seed)
+        toks, ys = [lo.tokens(t) for t in trees], [lo.evaluate(t) for t in trees]
+        src = f"generated ListOps ({gcfg}, seed {args.seed})"
+    if vocab is None:
+        vocab = lo.build_vocab(toks)
+        notes.append(f"vocabulary built from the probed data ({src}); the checkpoint's symbol ids "
+                     "follow its training file's frequency order: pass --vocab basic_train.tsv to match")
+    else:
+        notes.append(f"vocabulary from {args.vocab}")
+    if len(vocab) != cfg.n_tokens:
+        raise ValueError(f"the vocabulary has {len(vocab)} tokens but the checkpoint's embedding has "
+                         f"{cfg.n_tokens} rows; pass the run's vocabulary with --vocab")
+    b = lo.encode_batch(toks, ys, vocab, l_max=min(2048, cfg.max_len))
+    notes.append(f"data: {src}, {len(ys)} examples, lengths {int(b.lengths.min())}..{int(b.lengths.max())}")
+    return make_batch(b.ids, b.y, b.lengths, args.p_mask, args.seed), notes
+
+
+def array_data(args, loaded: LoadedLRA, n_total: int) -> tuple[dict, list[str]]:
+    import numpy as np
+
+    if not args.data:
+        raise ValueError(f"--task {args.task} needs --data FILE.npy (and --labels FILE.npy)")
+    y = None
+    if args.task == "tokens":
+        ids = torch.from_numpy(np.load(args.data, allow_pickle=False).astype(np.int64))
+        if ids.dim() != 2:
+            raise ValueError(f"{args.data}: token ids must be (N, T), got {tuple(ids.shape)}")
+        x = ids[:n_total]
+        lengths = (x != lo.PAD_ID).long().cumsum(1).argmax(1) + 1  # up to the last non-<pad>
+        if args.labels:
+            y = torch.from_numpy(np.load(args.labels, allow_pickle=False).astype(np.int64))[:n_total]
+    else:
+        x, y = load_pixels(args.data, args.task, args.labels)
+        x, y = x[:n_total], None if y is None else y[:n_total]
+        lengths = None
+    if y is None:
+        raise ValueError("--labels FILE.npy is needed for the label loss")
+    return make_batch(x, y, lengths, args.p_mask, args.seed), [f"data: {args.data} ({len(x)} examples)"]
+
+
+def cmd_inspect(args) -> int:
+    loaded = _load(args.ckpt, args)
+    r = loaded.report
+    print(f"{r.path}: {r.attn_kind} attention layout")
+    for k, v in r.cfg.items():
+        print(f"  {k:16s} {v}")
+    for n in r.notes:
+        print(f"  note: {n}")
+    print(f"  tensors used: {len(r.used)}; not used: {len(r.unused)}")
+    for u in r.unused:
+        print(f"    unused: {u}")
+    return 0
+
+
+def cmd_probe(args) -> int:
+    torch.set_num_threads(args.threads)
+    loaded = _load(args.ckpt, args)
+    if loaded.cfg.head == "retrieval":
+        raise ValueError("the probe report does not handle retrieval (document-pair) models yet")
+    if args.task == "listops" and not loaded.cfg.token_task:
+        raise ValueError("--task listops needs a token (embedding) model; this one has a linear encoder")
+    if args.task in PIXEL_TASKS and loaded.cfg.token_task:
+        raise ValueError(f"--task {args.task} needs a pixel (linear encoder) model")
+    n_total = args.n + args.fit_n
+    batch, notes = (listops_data if args.task == "listops" else array_data)(args, loaded, n_total)
+    n = min(args.n, len(batch["lengths"]))
+    probe_batch = select(batch, slice(0, n))
+    fit_batch = select(batch, slice(n, None)) if len(batch["lengths"]) > n else probe_batch
+    ref = _load(args.ref, args) if args.ref else None
+    dirs = tuple(d for d in args.directions.split(",") if d)
+    rcfg = ReportConfig(directions=dirs, max_offset=args.max_offset, dtype=args.dtype,
+                        summary_directions=tuple(d for d in ReportConfig().summary_directions if d in dirs)
+                        or dirs[:1])
+    notes = loaded.report.notes + notes + ([f"reference: {args.ref}"] + ref.report.notes if ref else [])
+    rep = lra_report(loaded.model, probe_batch, fit_batch=fit_batch, ref=ref.model if ref else None,
+                     cfg=rcfg, notes=notes,
+                     meta=dict(checkpoint=str(args.ckpt), ref=args.ref, task=args.task,
+                               load_report=vars(loaded.report)))
+    print(f"lra probe: {args.ckpt} ({args.task}, {n} examples, {args.dtype})")
+    for note in rep.notes:
+        print(f"  note: {note}")
+    print("ratio_D = rms|<dL_label/dS, D>| / rms||dL_label/dS||  over the same for L_recon; "
+          "rowhet = row heterogeneity of dL/dS (0 = identical rows)")
+    with pd.option_context("display.float_format", "{:.3g}".format, "display.width", 220,
+                           "display.max_columns", 40):
+        print(rep.table().to_string(index=False))
+    if args.out:
+        paths = rep.write(args.out, figure=not args.no_figure)
+        print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from .demo import DemoConfig, run_demo
+
+    torch.set_num_threads(args.threads)
+    cfg = DemoConfig.quick() if args.quick else DemoConfig()
+    res = run_demo(cfg, Path(args.out), progress=True)
+    with pd.option_context("display.float_format", "{:.3g}".format, "display.width", 220):
+        print(res.summary.to_string(index=False))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--heads", type=int, default=None, help="attention heads, when the file has no run config")
+    p.add_argument("--head", choices=HEAD_OVERRIDES, default=None,
+                   help="treat decoder.0.output_transform as classifier (cls) or SPT decoder (rec), "
+                        "or ignore the decoder (none)")
+    p.add_argument("--window", type=int, default=None, help="local attention block size (Path-X)")
+    p.add_argument("--trust-checkpoint", action="store_true",
+                   help="unpickle the file fully (can run code from it; trusted files only)")
+    p.add_argument("--allow-unexpected", action="store_true",
+                   help="report tensors outside the inferred architecture instead of failing")
+
+
+def register(sub) -> None:
+    """Add ``lra inspect|probe|demo`` to the ``toyspt`` parser's subparsers."""
+    lra = sub.add_parser("lra", help="LRA checkpoints: inspect, probe per layer/head, offline demo",
+                         description=__doc__.split("\n\n")[0])
+    lsub = lra.add_subparsers(dest="lra_cmd", required=True)
+
+    i = lsub.add_parser("inspect", help="architecture and key report of a checkpoint")
+    i.add_argument("ckpt")
+    _common(i)
+    i.set_defaults(func=cmd_inspect)
+
+    p = lsub.add_parser("probe", help="label/recon blindness, profiles and displacement per layer and head",
+                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("ckpt")
+    p.add_argument("--task", choices=TASKS, default="listops")
+    p.add_argument("--data", default=None, help="ListOps .tsv (Source<TAB>Target) or .npy array")
+    p.add_argument("--labels", default=None, help=".npy labels for --data arrays")
+    p.add_argument("--vocab", default=None, help="ListOps vocabulary: the run's basic_train.tsv, or one token per line")
+    p.add_argument("--n", type=int, default=16, help="examples probed (one at a time)")
+    p.add_argument("--fit-n", type=int, default=64, help="extra examples to fit a missing head on")
+    p.add_argument("--ref", default=None, help="second checkpoint: Frobenius displacement of every matrix")
+    p.add_argument("--out", default=None, help="directory for table.csv, records.csv, report.json, report.png")
+    p.add_argument("--no-figure", action="store_true")
+    p.add_argument("--directions", default=",".join(DIRECTIONS), help="comma-separated score directions")
+    p.add_argument("--max-offset", type=int, default=16, help="offsets kept in the profiles")
+    p.add_argument("--p-mask", type=float, default=0.5, help="SPT mask probability (that code's examples: 0.5)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated data and the SPT mask")
+    p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    p.add_argument("--threads", type=int, default=1)
+    g = p.add_argument_group("generated ListOps (when --data is not given)")
+    g.add_argument("--min-len", type=int, default=501)
+    g.add_argument("--max-len", type=int, default=1999)
+    g.add_argument("--max-depth", type=int, default=10)
+    g.add_argument("--max-args", type=int, default=10)
+    _common(p)
+    p.set_defaults(func=cmd_probe)
+
+    d = lsub.add_parser("demo", help="train small scratch/SPT ListOps models offline, save, probe")
+    d.add_argument("--out", default="lra_demo")
+    d.add_argument("--quick", action="store_true", help="a smaller, faster demo (smoke test)")
+    d.add_argument("--threads", type=int, default=1)
+    d.set_defaults(func=cmd_demo)
+
+
+__all__ = ["register", "cmd_probe", "cmd_inspect", "cmd_demo", "listops_data", "array_data"]

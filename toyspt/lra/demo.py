@@ -1,0 +1,253 @@
+"""Offline demo of the LRA bridge: small Transformers of the LRA architecture trained on
+generated ListOps, from scratch and with self-pretraining (SPT), saved as checkpoints of
+the LRA code's format, then loaded back through the bridge and probed.
+
+Per seed: ``init.ckpt`` (the shared initialisation), ``scratch.ckpt`` (classifier trained
+from init), ``spt_pretrained.ckpt`` (masked-token reconstruction from init: ``<mask>``
+inputs, cross-entropy on masked positions, per-token decoder only, as the code's SPT runs
+save) and ``spt_finetuned.ckpt`` (its backbone + a fresh classifier, trained like scratch).
+Every model is probed against ``init.ckpt`` as reference. :func:`demo_records` returns the
+tidy per-layer/head records a figure module needs (cached in the output directory).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import listops as lo
+from .checkpoint import load_lra, save_lra
+from .inputs import make_batch, mask_tokens, select, spt_mask
+from .model import LRAConfig, build_lra
+from .report import ReportConfig, lra_report
+
+MODELS = ("scratch", "spt_pretrained", "spt_finetuned")
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    listops: lo.ListOpsConfig = lo.ListOpsConfig(max_depth=4, max_args=5, min_len=16, max_len=64)
+    n_train: int = 4000  # generated training examples (the SPT data is the same set)
+    n_val: int = 500  # held-out examples for accuracy
+    n_probe: int = 16  # held-out examples probed per model
+    model: LRAConfig = LRAConfig(n_layers=2, d_model=32, n_heads=4, d_ff=64, max_len=128)
+    epochs: int = 12  # epochs of each phase (scratch, SPT pretraining, fine-tuning)
+    batch_size: int = 32  # sequences per step, padded to the longest (the code's collate)
+    lr: float = 1e-3  # AdamW learning rate, constant
+    weight_decay: float = 0.0  # AdamW weight decay (0 in the code's ListOps config)
+    p_mask: float = 0.5  # SPT mask probability
+    seeds: tuple[int, ...] = (0, 1, 2)  # one set of models per seed (~70 s each, one thread)
+    report: ReportConfig = field(default_factory=ReportConfig)
+
+    @classmethod
+    def quick(cls) -> "DemoConfig":
+        """A smoke-test version (seconds): fewer examples and epochs."""
+        return cls(listops=lo.ListOpsConfig(max_depth=3, max_args=4, min_len=8, max_len=32),
+                   n_train=400, n_val=100, n_probe=4, epochs=2,
+                   model=LRAConfig(n_layers=2, d_model=16, n_heads=2, d_ff=32, max_len=64))
+
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@dataclass
+class DemoResult:
+    records: pd.DataFrame  # tidy per-layer/head records of every model and seed
+    summary: pd.DataFrame  # one row per model and seed: accuracy, losses, headline probe numbers
+    paths: dict  # (seed, model) -> checkpoint path
+
+
+# ------------------------------------------------------------------------------ training
+
+def _batches(n: int, bs: int, g: torch.Generator):
+    perm = torch.randperm(n, generator=g)
+    for i in range(0, n, bs):
+        yield perm[i:i + bs]
+
+
+def _classify_loss(model, data, idx):
+    b = select(data, idx)
+    return F.cross_entropy(model.classify(b["inputs"], b["lengths"]), b["y"])
+
+
+def _spt_loss(model, data, idx, p, g):
+    b = select(data, idx)
+    m = spt_mask(tuple(b["inputs"].shape), p, b["lengths"], g)
+    if not bool(m.any()):
+        return None
+    logits = model.reconstruct(mask_tokens(b["inputs"], m))
+    return F.cross_entropy(logits[m], b["inputs"][m])
+
+
+@torch.no_grad()
+def accuracy(model, data) -> float:
+    model.eval()
+    correct = 0
+    for i in range(0, len(data["y"]), 256):
+        b = select(data, slice(i, i + 256))
+        correct += int((model.classify(b["inputs"], b["lengths"]).argmax(-1) == b["y"]).sum())
+    return correct / len(data["y"])
+
+
+@torch.no_grad()
+def masked_token_accuracy(model, data, p: float, seed: int) -> float:
+    model.eval()
+    g = torch.Generator().manual_seed(seed)
+    hit = tot = 0
+    for i in range(0, len(data["y"]), 256):
+        b = select(data, slice(i, i + 256))
+        m = spt_mask(tuple(b["inputs"].shape), p, b["lengths"], g)
+        pred = model.reconstruct(mask_tokens(b["inputs"], m)).argmax(-1)
+        hit += int((pred[m] == b["inputs"][m]).sum())
+        tot += int(m.sum())
+    return hit / max(tot, 1)
+
+
+def train_phase(model: nn.Module, data: dict, cfg: DemoConfig, seed: int, spt: bool,
+                progress: str | None = None) -> list[float]:
+    """AdamW over ``cfg.epochs`` epochs; returns the mean training loss of each epoch."""
+    g = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    history = []
+    for epoch in range(cfg.epochs):
+        model.train()
+        total, count = 0.0, 0
+        for idx in _batches(len(data["y"]), cfg.batch_size, g):
+            loss = _spt_loss(model, data, idx, cfg.p_mask, g) if spt else _classify_loss(model, data, idx)
+            if loss is None:
+                continue
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"non-finite training loss at epoch {epoch}")
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total, count = total + float(loss.detach()), count + 1
+        history.append(total / max(count, 1))
+        if progress:
+            print(f"  {progress} epoch {epoch + 1}/{cfg.epochs}: loss {history[-1]:.4f}", flush=True)
+    return history
+
+
+# ------------------------------------------------------------------------------- the demo
+
+def _data(cfg: DemoConfig, seed: int):
+    n = cfg.n_train + cfg.n_val
+    trees = lo.generate(cfg.listops, n, seed=10_000 + seed)
+    toks = [lo.tokens(t) for t in trees]
+    vocab = lo.build_vocab(toks[: cfg.n_train])  # the code builds it from the training split
+    for s in lo.SYMBOLS:  # a symbol absent from a tiny training set still gets a row
+        if s not in vocab.stoi:
+            vocab = lo.Vocab(vocab.itos + [s])
+    b = lo.encode_batch(toks, [lo.evaluate(t) for t in trees], vocab)
+    full = make_batch(b.ids, b.y, b.lengths, cfg.p_mask, seed)
+    return select(full, slice(0, cfg.n_train)), select(full, slice(cfg.n_train, n)), vocab
+
+
+def _train_models(cfg: DemoConfig, seed: int, out: Path, progress: bool) -> dict:
+    train, val, vocab = _data(cfg, seed)
+    mcfg = replace(cfg.model, n_tokens=len(vocab))
+    ds = {"_name_": "listops_new", "l_max": mcfg.max_len, "append_eos": True, "mlm_prob": 0.0}
+    info = {}
+    (out / "vocab.txt").write_text("\n".join(vocab.itos) + "\n")
+    init = build_lra(mcfg, seed)
+    save_lra(out / "init.ckpt", init, dataset=ds)
+    tag = (lambda s: f"seed {seed} {s}") if progress else (lambda s: None)
+
+    t0 = time.perf_counter()
+    scratch = build_lra(mcfg, seed)
+    hist = train_phase(scratch, train, cfg, seed, spt=False, progress=tag("scratch"))
+    save_lra(out / "scratch.ckpt", scratch, dataset=ds, epoch=cfg.epochs)
+    info["scratch"] = dict(train_loss=hist[-1], val_acc=accuracy(scratch, val), seconds=time.perf_counter() - t0)
+
+    t0 = time.perf_counter()
+    pre = build_lra(replace(mcfg, head="none", rec_out=len(vocab)), seed)
+    pre.load_state_dict({k: v for k, v in init.state_dict().items() if not k.startswith("head_")}, strict=False)
+    hist = train_phase(pre, train, cfg, seed, spt=True, progress=tag("spt pretraining"))
+    save_lra(out / "spt_pretrained.ckpt", pre, dataset=dict(ds, _name_="listops_lm", mlm_prob=cfg.p_mask),
+             epoch=cfg.epochs)
+    info["spt_pretrained"] = dict(train_loss=hist[-1], val_masked_acc=masked_token_accuracy(pre, val, cfg.p_mask, seed),
+                                  seconds=time.perf_counter() - t0)
+
+    t0 = time.perf_counter()
+    ft = build_lra(mcfg, seed)  # its fresh classifier head = init's; the backbone from SPT
+    ft.load_state_dict({k: v for k, v in pre.state_dict().items() if not k.startswith("head_")}, strict=False)
+    hist = train_phase(ft, train, cfg, seed + 1, spt=False, progress=tag("spt fine-tuning"))
+    save_lra(out / "spt_finetuned.ckpt", ft, dataset=ds, epoch=cfg.epochs)
+    info["spt_finetuned"] = dict(train_loss=hist[-1], val_acc=accuracy(ft, val), seconds=time.perf_counter() - t0)
+    return info
+
+
+def _probe_all(cfg: DemoConfig, seed: int, out: Path) -> tuple[pd.DataFrame, list[dict]]:
+    _, val, vocab = _data(cfg, seed)
+    probe_batch = select(val, slice(0, cfg.n_probe))
+    fit_batch = select(val, slice(cfg.n_probe, len(val["y"])))
+    ref = load_lra(out / "init.ckpt").model
+    frames, rows = [], []
+    for name in MODELS:
+        loaded = load_lra(out / f"{name}.ckpt")
+        rep = lra_report(loaded.model, probe_batch, fit_batch=fit_batch, ref=ref, cfg=cfg.report,
+                         notes=loaded.report.notes)
+        frames.append(rep.records().assign(model=name, seed=seed))
+        t = rep.table()
+        row = dict(model=name, seed=seed)
+        for col in t.columns:
+            if col not in ("layer", "head"):
+                row[col] = float(t[col].median())
+        rows.append(row)
+        rep.write(out / f"report_{name}", figure=False)
+    return pd.concat(frames, ignore_index=True), rows
+
+
+def run_demo(cfg: DemoConfig = DemoConfig(), out: Path | str = "lra_demo", progress: bool = False,
+             recompute: bool = False) -> DemoResult:
+    """Train (unless cached under ``out`` with the same config), save, load back and probe."""
+    out = Path(out)
+    torch_threads = torch.get_num_threads()
+    frames, summary, paths = [], [], {}
+    try:
+        torch.set_num_threads(1)
+        for seed in cfg.seeds:
+            d = out / f"seed{seed}"
+            d.mkdir(parents=True, exist_ok=True)
+            stamp = d / "demo.json"
+            cached = stamp.exists() and json.loads(stamp.read_text()).get("key") == cfg.key()
+            if cached and not recompute:
+                info = json.loads(stamp.read_text())["train"]
+            else:
+                info = _train_models(cfg, seed, d, progress)
+                from ..plots import write_text
+                write_text(stamp, json.dumps(dict(key=cfg.key(), config=asdict(cfg), train=info),
+                                             indent=1, default=str))
+            recs, rows = _probe_all(cfg, seed, d)
+            frames.append(recs)
+            for r in rows:
+                r.update({k: v for k, v in info[r["model"]].items() if not math.isnan(v)})
+            summary += rows
+            paths.update({(seed, m): d / f"{m}.ckpt" for m in ("init",) + MODELS})
+    finally:
+        torch.set_num_threads(torch_threads)
+    return DemoResult(pd.concat(frames, ignore_index=True), pd.DataFrame(summary), paths)
+
+
+def demo_records(out: Path | str = "lra_demo", quick: bool = False, seeds: tuple[int, ...] | None = None
+                 ) -> pd.DataFrame:
+    """Tidy per-layer/head records of the demo (for a figure): columns ``model`` (scratch,
+    spt_pretrained, spt_finetuned), ``seed``, ``section`` (probe_summary, probe, profile,
+    displacement), ``layer``, ``head``, ``direction``, ``metric``, ``value``, ``offset``,
+    ``loss``, ``example``. Trains on the first call, then reads the cache in ``out``."""
+    cfg = DemoConfig.quick() if quick else DemoConfig()
+    if seeds is not None:
+        cfg = replace(cfg, seeds=tuple(seeds))
+    return run_demo(cfg, out).records
+
+
+__all__ = ["DemoConfig", "DemoResult", "run_demo", "demo_records", "train_phase", "accuracy",
+           "masked_token_accuracy", "MODELS"]

@@ -1,0 +1,371 @@
+"""The per-layer, per-head probe report of an LRA model, built on :mod:`toyspt.probes` and
+:mod:`toyspt.tracking`.
+
+For every attention layer and head:
+
+* **label vs recon derivatives** along score directions (:mod:`toyspt.directions`):
+  :func:`toyspt.probes.blindness` with the bridge's loss adapters (``inputs.LOSSES``), run
+  on one example at a time (no padding, and explicit (H, T, T) scores of one example at a
+  time, so T = 2000 fits in memory). Aggregated like ``probes``' per-example view:
+  ``cos_rms = rms_b <G_b, D> / rms_b ||G_b||`` per loss, ``ratio = cos_rms_label /
+  cos_rms_recon`` (0: the label loss is blind to the direction, reconstruction is not);
+* **row heterogeneity** of each loss's score gradient (0 = identical rows) and its blind share;
+* **attention by offset** ``A(delta)`` on the probe data, with the proximity and self index
+  of :mod:`toyspt.tracking`;
+* **positional score profile**: row-centred scores by offset on the data, and on the mean
+  input (mean token embedding + positional table: the positional part of the scores);
+* with a reference model: **Frobenius displacement** of every matrix
+  (:func:`toyspt.tracking.displacement`) and per head of W_Q, W_K, W_V (row blocks), W_O
+  (column block) and M_h = W_Q^h W_K^h^T / sqrt(d_head).
+
+A model without a classifier (an SPT checkpoint) or without a per-token decoder (a
+classifier) gets the missing head fitted on its frozen features (ridge-regularised, LBFGS)
+so both losses exist; the report's notes say so.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .. import probes as pr
+from .. import tracking as tr
+from ..attention import hooks
+from .inputs import LOSSES, mask_pixels, mask_tokens, select
+from .model import LRATransformer
+
+DIRECTIONS = ("circ_w1", "circ_w2", "toep_w1", "toep_w2", "prev", "next", "random_s0")
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    directions: tuple[str, ...] = DIRECTIONS  # score directions probed (toyspt.directions names)
+    max_offset: int = 16  # profiles keep offsets |j - i| <= max_offset
+    proximity_window: int = tr.PROXIMITY_WINDOW  # neighbours counted by the proximity index
+    dtype: str = "float64"  # probe precision: float64 | float32
+    fit_steps: int = 200  # LBFGS iterations when fitting a missing head
+    fit_l2: float = 1e-3  # ridge penalty (on the weights) of a fitted head
+    summary_directions: tuple[str, ...] = ("circ_w1", "toep_w1", "prev")  # ratios in the table
+
+    def __post_init__(self):
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+        if self.max_offset < 1:
+            raise ValueError("max_offset must be >= 1")
+        missing = [d for d in self.summary_directions if d not in self.directions]
+        if missing:
+            raise ValueError(f"summary_directions {missing} are not among the probed directions")
+
+
+# ------------------------------------------------------------------------- missing heads
+
+def clean_inputs(model: LRATransformer, x: torch.Tensor) -> torch.Tensor:
+    """Classification inputs: ids, or pixel values (+ an all-zero indicator channel)."""
+    if model.cfg.token_task or model.cfg.d_input == 1:
+        return x
+    return torch.cat([x, torch.zeros_like(x)], dim=-1)
+
+
+def _ridge_fit(head: nn.Linear, X: torch.Tensor, loss_fn, steps: int, l2: float) -> float:
+    opt = torch.optim.LBFGS(head.parameters(), max_iter=steps, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        loss = loss_fn(head(X)) + l2 * head.weight.pow(2).sum()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    with torch.no_grad():
+        return float(loss_fn(head(X)))
+
+
+def fit_missing_heads(model: LRATransformer, fit_batch: dict, cfg: ReportConfig = ReportConfig()
+                      ) -> tuple[LRATransformer, list[str]]:
+    """A copy of ``model`` with a classifier and/or token decoder fitted on frozen features
+    of ``fit_batch`` where the checkpoint has none; notes say what was fitted."""
+    notes: list[str] = []
+    if model.head_cls is not None and model.head_rec is not None:
+        return model, notes
+    model = copy.deepcopy(model)
+    dtype = next(model.parameters()).dtype
+    d = model.cfg.d_model
+    x = fit_batch["inputs"]
+    x = x.to(dtype) if x.is_floating_point() else x
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        if model.head_cls is None:
+            if "y" not in fit_batch:
+                raise ValueError("the model has no classifier and the data has no labels to fit one")
+            with torch.no_grad():
+                X = model.features(clean_inputs(model, x), fit_batch["lengths"])
+            y = fit_batch["y"]
+            n_classes = max(int(y.max()) + 1, model.cfg.n_classes if model.cfg.head != "none" else 10)
+            model.head_cls = nn.Linear(X.shape[-1], n_classes).to(dtype)
+            loss = _ridge_fit(model.head_cls, X, lambda z: F.cross_entropy(z, y), cfg.fit_steps, cfg.fit_l2)
+            acc = float((model.head_cls(X).argmax(-1) == y).double().mean())
+            notes.append(f"classifier: none in the checkpoint; a linear head was fitted on frozen "
+                         f"pooled features of {len(y)} examples (train CE {loss:.3f}, acc {acc:.2f})")
+        if model.head_rec is None:
+            m = fit_batch["mask"]
+            with torch.no_grad():
+                if not model.cfg.token_task and model.cfg.d_input != 2:
+                    notes.append("per-token decoder: none, and the encoder has no mask channel "
+                                 "(a fine-tuned pixel model): reconstruction is not probed")
+                    return model.eval(), notes
+                if model.cfg.token_task:
+                    H = model.encode(mask_tokens(x, m))[m]
+                    target = x[m]
+                    out = model.cfg.n_tokens
+                    loss_fn = lambda z: F.cross_entropy(z, target)  # noqa: E731
+                else:
+                    H = model.encode(mask_pixels(x, m))[m]
+                    target = x[m][:, 0]
+                    out = 1
+                    loss_fn = lambda z: (z[:, 0] - target).abs().mean()  # noqa: E731
+            model.head_rec = nn.Linear(d, out).to(dtype)
+            loss = _ridge_fit(model.head_rec, H, loss_fn, cfg.fit_steps, cfg.fit_l2)
+            notes.append(f"per-token decoder: none in the checkpoint; a linear decoder was fitted on "
+                         f"frozen features of {int(m.sum())} masked positions (train loss {loss:.3f})")
+    return model.eval(), notes
+
+
+# ---------------------------------------------------------------------------- probes
+
+def _layer(site: str) -> int:
+    return int(site.split(".")[1])
+
+
+def probe_rows(model: LRATransformer, batch: dict, cfg: ReportConfig = ReportConfig()) -> list[dict]:
+    """Per-example rows (example, loss, layer, head, direction, metric, value) of label and
+    recon score-gradient probes, one example at a time; see the module docstring."""
+    rows = []
+    for b in range(len(batch["lengths"])):
+        ex = select(batch, slice(b, b + 1))
+        if not bool(ex["mask"].any()):
+            continue  # nothing masked: the reconstruction loss is undefined for this example
+        results = [(loss, pr.probe(model, ex, loss, list(cfg.directions), losses=LOSSES, dtype=None,
+                                   per_example=False, use_jvp=False))
+                   for loss, head in (("label", model.head_cls), ("recon", model.head_rec))
+                   if head is not None]
+        for loss, res in results:
+            for lp in res.layers:
+                layer = _layer(lp.site)
+                gnorm = torch.linalg.matrix_norm(lp.G)
+                for h in range(lp.G.shape[0]):
+                    base = dict(example=b, loss=loss, layer=layer, head=h)
+                    rows.append(dict(base, direction=None, metric="grad_norm", value=float(gnorm[h])))
+                    rows.append(dict(base, direction=None, metric="row_heterogeneity",
+                                     value=float(lp.row_heterogeneity[h])))
+                    rows.append(dict(base, direction=None, metric="blind_share",
+                                     value=float(lp.blind_share[h])))
+                    for k, name in enumerate(res.directions):
+                        rows.append(dict(base, direction=name, metric="deriv", value=float(lp.deriv[h, k])))
+    return rows
+
+
+def aggregate_probes(rows: list[dict]) -> pd.DataFrame:
+    """Per (layer, head, direction): rms cosines of each loss and their ratio, plus the mean
+    row heterogeneity / blind share of each loss (layer, head, metric, value[, direction])."""
+    f = pd.DataFrame(rows)
+    if f.empty:
+        raise ValueError("no example could be probed (every SPT mask was empty)")
+    out = []
+    gn = f[f.metric == "grad_norm"].groupby(["loss", "layer", "head"]).value
+    gnorm_rms = gn.apply(lambda v: math.sqrt(float(np.mean(np.square(v)))))
+    der = f[f.metric == "deriv"].groupby(["loss", "layer", "head", "direction"]).value
+    der_rms = der.apply(lambda v: math.sqrt(float(np.mean(np.square(v)))))
+    cos = der_rms / gnorm_rms.reindex(der_rms.index.droplevel("direction")).values
+    if "label" not in cos.index.get_level_values("loss"):
+        raise ValueError("aggregate_probes needs label-loss rows")
+    has_rec = "recon" in cos.index.get_level_values("loss")
+    for (layer, head, direction), lab in cos["label"].items():
+        rec = cos["recon"][(layer, head, direction)] if has_rec else float("nan")
+        for metric, v in (("cos_rms_label", lab), ("cos_rms_recon", rec),
+                          ("ratio", lab / rec if rec > 0 else float("nan"))):
+            out.append(dict(layer=layer, head=head, direction=direction, metric=metric, value=v))
+    for metric in ("row_heterogeneity", "blind_share"):
+        g = f[f.metric == metric].groupby(["loss", "layer", "head"]).value.mean()
+        for (loss, layer, head), v in g.items():
+            out.append(dict(layer=layer, head=head, direction=None, metric=f"{metric}_{loss}", value=v))
+    return pd.DataFrame(out)
+
+
+# -------------------------------------------------------------------------- profiles
+
+def _central(M_HxTxT: torch.Tensor, K: int) -> tuple[list[int], torch.Tensor]:
+    """Means along the diagonals j - i = -K..K (clipped to the sequence): the centre of
+    :func:`toyspt.tracking.diagonal_means`, without computing all 2T - 1 diagonals."""
+    k = min(K, M_HxTxT.shape[-1] - 1)
+    offs = list(range(-k, k + 1))
+    return offs, torch.stack([torch.diagonal(M_HxTxT, offset=o, dim1=-2, dim2=-1).mean(-1)
+                              for o in offs], dim=-1)
+
+
+def profile_rows(model: LRATransformer, batch: dict, cfg: ReportConfig = ReportConfig()) -> list[dict]:
+    """Attention by offset, proximity/self index, row-centred scores by offset (per example
+    on the data), and the positional profile on the mean input (rows with example=None)."""
+    rows = []
+    dtype = next(model.parameters()).dtype
+    emb_sum, emb_n = 0.0, 0
+    for b in range(len(batch["lengths"])):
+        ex = select(batch, slice(b, b + 1))
+        x = ex["inputs"].to(dtype) if ex["inputs"].is_floating_point() else ex["inputs"]
+        got = {}
+        keep = lambda t, name: got.__setitem__(name, t.detach()[0])  # noqa: E731
+        with torch.no_grad(), hooks(model, [(lambda n: n.endswith(("hook_pattern", "hook_attn_scores")), keep)]):
+            e = model.embed_inputs(clean_inputs(model, x))
+            model.encode_embedded(e)
+        emb_sum, emb_n = emb_sum + e[0].sum(0), emb_n + e.shape[1]
+        for name, t in got.items():
+            layer = _layer(name)
+            if name.endswith("hook_pattern"):
+                for h, (pi, si) in enumerate(zip(tr.proximity_index(t, cfg.proximity_window).tolist(),
+                                                 tr.self_index(t).tolist())):
+                    rows.append(dict(example=b, layer=layer, head=h, metric="proximity_index", value=pi))
+                    rows.append(dict(example=b, layer=layer, head=h, metric="self_index", value=si))
+                metric, M = "attn_weight", t
+            else:
+                metric, M = "score_centred", t - t.mean(-1, keepdim=True)
+            offs, prof = _central(M, cfg.max_offset)
+            for h in range(prof.shape[0]):
+                rows += [dict(example=b, layer=layer, head=h, metric=metric, offset=o, value=v)
+                         for o, v in zip(offs, prof[h].tolist())]
+    # positional part: every position gets the mean embedding of the probe data
+    T = int(batch["lengths"].max())
+    mean_e = (emb_sum / emb_n).to(dtype)
+    with torch.no_grad():
+        S = {}
+        with hooks(model, [(lambda n: n.endswith("hook_attn_scores"),
+                            lambda t, name: S.__setitem__(name, t.detach()[0]))]):
+            model.encode_embedded(mean_e.expand(1, T, -1))
+    for name, s in S.items():
+        offs, prof = _central(s - s.mean(-1, keepdim=True), cfg.max_offset)
+        for h in range(prof.shape[0]):
+            rows += [dict(example=None, layer=_layer(name), head=h, metric="pos_score",
+                          offset=o, value=v) for o, v in zip(offs, prof[h].tolist())]
+    return rows
+
+
+# ---------------------------------------------------------------------- displacement
+
+def displacement_rows(model: LRATransformer, ref: LRATransformer) -> tuple[list[dict], list[str]]:
+    """Frobenius displacement of every shared matrix and per head; (rows, skipped names)."""
+    now, before = model.state_dict(), ref.state_dict()
+    mats_now, mats_ref = tr.matrices(now), tr.matrices(before)
+    shared = {n for n in mats_now if n in mats_ref and mats_now[n].shape == mats_ref[n].shape}
+    skipped = sorted(set(mats_now) ^ set(mats_ref) | {n for n in mats_now if n in mats_ref} - shared)
+    rows = [dict(r, section="matrix") for r in tr.displacement(
+        {n + ".weight": t for n, t in mats_now.items() if n in shared},
+        {n + ".weight": t for n, t in mats_ref.items() if n in shared}, "ref")]
+    if model.cfg.n_heads != ref.cfg.n_heads or model.cfg.d_model != ref.cfg.d_model:
+        return rows, skipped + ["per-head (different head layout)"]
+    H, dh = model.cfg.n_heads, model.cfg.d_model // model.cfg.n_heads
+    for l, (a, r) in enumerate(zip(model.attentions, ref.attentions)):
+        for h in range(H):
+            sl = slice(h * dh, (h + 1) * dh)
+            pairs = {"W_Q": (a.W_Q.weight[sl], r.W_Q.weight[sl]), "W_K": (a.W_K.weight[sl], r.W_K.weight[sl]),
+                     "W_V": (a.W_V.weight[sl], r.W_V.weight[sl]), "W_O": (a.W_O.weight[:, sl], r.W_O.weight[:, sl]),
+                     "M": (a.qk_matrix(h), r.qk_matrix(h))}
+            for what, (w, w0) in pairs.items():
+                w, w0 = w.detach().double(), w0.detach().double()
+                dist = float(torch.linalg.matrix_norm(w - w0))
+                n0 = float(torch.linalg.matrix_norm(w0))
+                base = dict(section="head", name=f"blocks.{l}.attn.{what}", layer=l, head=h)
+                rows.append(dict(base, metric="disp_ref", value=dist))
+                rows.append(dict(base, metric="rel_disp_ref", value=dist / n0 if n0 > 0 else float("nan")))
+    return rows, skipped
+
+
+# ---------------------------------------------------------------------------- report
+
+@dataclass
+class LRAReport:
+    probes: pd.DataFrame  # per-example probe rows
+    summary_probes: pd.DataFrame  # aggregated (layer, head[, direction], metric, value)
+    profiles: pd.DataFrame  # profile rows
+    displacement: pd.DataFrame | None  # with a reference model
+    notes: list[str] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+
+    def table(self) -> pd.DataFrame:
+        """One row per (layer, head): ratios on the summary directions, row heterogeneity of
+        both losses, proximity/self index, and (with a reference) relative displacements."""
+        s = self.summary_probes
+        dirs = self.meta.get("summary_directions", [])
+        t = s[s.metric.isin(["row_heterogeneity_label", "row_heterogeneity_recon"])].pivot_table(
+            index=["layer", "head"], columns="metric", values="value")
+        t.columns = [c.replace("row_heterogeneity", "rowhet") for c in t.columns]
+        r = s[(s.metric == "ratio") & s.direction.isin(dirs)].pivot_table(
+            index=["layer", "head"], columns="direction", values="value")
+        r.columns = [f"ratio_{c}" for c in r.columns]
+        p = self.profiles
+        idx = p[p.metric.isin(["proximity_index", "self_index"])].pivot_table(
+            index=["layer", "head"], columns="metric", values="value", aggfunc="mean")
+        out = r.join(t).join(idx)
+        if self.displacement is not None and not self.displacement.empty:
+            d = self.displacement
+            d = d[(d.section == "head") & (d.metric == "rel_disp_ref")].copy()
+            d["what"] = "rel_" + d.name.str.rsplit(".", n=1).str[-1]
+            out = out.join(d.pivot_table(index=["layer", "head"], columns="what", values="value"))
+        return out.reset_index()
+
+    def records(self) -> pd.DataFrame:
+        """Every number of the report in one tidy frame (section column)."""
+        parts = [self.summary_probes.assign(section="probe_summary"),
+                 self.probes.assign(section="probe"), self.profiles.assign(section="profile")]
+        if self.displacement is not None:
+            parts.append(self.displacement.rename(columns={"section": "part"}).assign(section="displacement"))
+        return pd.concat(parts, ignore_index=True)
+
+    def write(self, out: str | os.PathLike, figure: bool = True) -> list[Path]:
+        """table.csv, records.csv, report.json and (optionally) report.png in ``out``."""
+        from ..plots import save_csv, write_text
+        out = Path(out)
+        paths = [save_csv(self.table(), out, "table"), save_csv(self.records(), out, "records")]
+        doc = dict(meta=self.meta, notes=self.notes,
+                   table=json.loads(self.table().to_json(orient="records")))
+        p = out / "report.json"
+        write_text(p, json.dumps(doc, indent=1, default=str))
+        paths.append(p)
+        if figure:
+            from .figure import report_figure
+            paths.append(report_figure(self, out))
+        return paths
+
+
+def lra_report(model: LRATransformer, batch: dict, *, fit_batch: dict | None = None,
+               ref: LRATransformer | None = None, cfg: ReportConfig = ReportConfig(),
+               notes: list[str] | tuple = (), meta: dict | None = None) -> LRAReport:
+    """Probe ``model`` on ``batch`` (see the module docstring); ``fit_batch`` (default: the
+    probe batch) fits missing heads; ``ref`` adds the displacement section."""
+    dtype = DTYPES[cfg.dtype]
+    work = copy.deepcopy(model).to(dtype).eval()
+    work, fitted = fit_missing_heads(work, fit_batch or batch, cfg)
+    rows = probe_rows(work, batch, cfg)
+    disp = None
+    all_notes = list(notes) + fitted
+    if ref is not None:
+        d_rows, skipped = displacement_rows(model, ref)
+        disp = pd.DataFrame(d_rows)
+        if skipped:
+            all_notes.append(f"displacement: not compared (absent in one model or shapes differ): {skipped}")
+    meta = dict(meta or {}, report_config=asdict(cfg), n_examples=int(len(batch["lengths"])),
+                lengths=[int(v) for v in batch["lengths"]], model_config=asdict(model.cfg),
+                summary_directions=list(cfg.summary_directions), torch=torch.__version__)
+    return LRAReport(pd.DataFrame(rows), aggregate_probes(rows), pd.DataFrame(profile_rows(work, batch, cfg)),
+                     disp, all_notes, meta)
+
+
+__all__ = ["ReportConfig", "DIRECTIONS", "fit_missing_heads", "clean_inputs", "probe_rows",
+           "aggregate_probes", "profile_rows", "displacement_rows", "LRAReport", "lra_report"]
