@@ -37,6 +37,10 @@ FORMAT_VERSION = 1  # bump when the meaning of a cached UCR entry changes
 # epochs (the reconstruction loss on validation still falls slowly after 200)
 UCR_TRAIN_DEFAULTS = dict(epochs=200, pre_epochs=300, batch_size=8)
 METRICS = ("peak_val_acc", "test_at_peak", "final_train_acc", "final_test_acc")
+# post-hoc probes of the final weights (see probe_columns)
+PROBE_COLUMNS = ("proximity_index", "self_index", "rel_disp_WQ", "rel_disp_WK", "blind_ratio_circ_w1",
+                 "column_share_label")
+PROBE_DIRECTION = "circ_w1"  # circulant proximity kernel of width 1: blind to a row-identical gradient
 
 
 def ucr_train_config(**overrides) -> TrainConfig:
@@ -177,10 +181,42 @@ def arm_spec(arm: str, base: UCRRunSpec) -> UCRRunSpec:
     return replace(base, recipe=got.recipe, model=got.model, train=got.train)
 
 
+def probe_columns(data: UCRData, result: RunResult, mask_rate: float = 0.5) -> dict[str, float]:
+    """Probes of a run's final weights (layer 0, mean over heads; float64 where it matters):
+
+    * ``proximity_index`` / ``self_index`` (:mod:`toyspt.tracking`): attention mass on the
+      two nearest neighbours each side / on self, relative to uniform, averaged over the
+      train + validation series (inputs only; no test data, no labels);
+    * ``rel_disp_WQ`` / ``rel_disp_WK``: ``||W_final - W_init||_F / ||W_init||_F``;
+    * ``blind_ratio_circ_w1``: ``|cos_label| / |cos_recon|`` along the width-1 circulant
+      proximity direction (:func:`toyspt.probes.blindness`, float64) on all training series
+      with a seeded mask; 0 = the label loss is blind to it, ~1 = both losses see it;
+    * ``column_share_label``: share of the label-loss score gradient in column-only directions.
+    """
+    from . import tracking as tr
+    from .probes import blindness, make_batch
+    from .train import load_model
+
+    model = load_model(result, "final")
+    x = torch.cat([data.train.x, data.val.x])
+    a = next(iter(tr.attention_maps(model, x).values()))
+    final, init = result.states["final"], result.states["init"]
+    bl = blindness(model, make_batch(data.train.x, data.train.y, mask_rate, seed=0), [PROBE_DIRECTION],
+                   per_example=False, use_jvp=False)
+    site = bl.label.layers[0].site
+    return dict(proximity_index=tr.proximity_index(a).mean().item(), self_index=tr.self_index(a).mean().item(),
+                rel_disp_WQ=tr.relative_displacement(final, init, "W_Q"),
+                rel_disp_WK=tr.relative_displacement(final, init, "W_K"),
+                blind_ratio_circ_w1=bl.ratio[site][:, 0].mean().item(),
+                column_share_label=bl.label.layers[0].column_share.mean().item())
+
+
 def per_seed_frame(datasets: Sequence[UCRData], arms: Sequence[str], seeds: Sequence[int],
                    base: UCRRunSpec, cache, workers: int = 1, recompute: bool = False,
-                   progress: bool = True, swap: UCRData | None = None) -> pd.DataFrame:
-    """One row per (dataset, arm, seed): the run summary (see :data:`METRICS`)."""
+                   progress: bool = True, swap: UCRData | None = None, probes: bool = True
+                   ) -> pd.DataFrame:
+    """One row per (dataset, arm, seed): the run summary (see :data:`METRICS`) and, when
+    ``probes``, the :data:`PROBE_COLUMNS` of the final weights."""
     specs = []
     for data in datasets:
         b = ucr_spec(base.recipe, data, model=base.model, train=base.train, swap=swap,
@@ -189,8 +225,11 @@ def per_seed_frame(datasets: Sequence[UCRData], arms: Sequence[str], seeds: Sequ
     results = ucr_sweep([s for *_, s in specs], cache, workers, recompute, progress)
     rows = []
     for (data, arm, spec), res in zip(specs, results):
-        rows.append(dict(dataset=data.config.name, arm=arm, seed=spec.seed,
-                         **{k: res.summary[k] for k in METRICS}, peak_epoch=res.summary["peak_epoch"]))
+        row = dict(dataset=data.config.name, arm=arm, seed=spec.seed,
+                   **{k: res.summary[k] for k in METRICS}, peak_epoch=res.summary["peak_epoch"])
+        if probes:
+            row.update(probe_columns(data, res, spec.train.mask_rate))
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -264,7 +303,7 @@ def cmd_ucr(args) -> int:
               f"{len(d.test)}, length {d.length}, classes {d.n_classes} (labels {list(d.label_map)})")
     print(f"train config: {json.dumps(asdict(base.train))}")
     per_seed = per_seed_frame(datasets, arms, seeds, base, RunCache(args.cache), workers=args.workers,
-                              recompute=args.recompute, swap=swap)
+                              recompute=args.recompute, swap=swap, probes=not args.no_probes)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(summary_table(per_seed).to_string(index=False))
     if args.out:
@@ -295,6 +334,8 @@ def register(subparsers) -> None:
     p.add_argument("--split-seed", type=int, default=UCRConfig.split_seed,
                    help="seed of the stratified validation split")
     p.add_argument("--swap-dataset", default=None, help="data_swap arm: the UCR set SPT runs on")
+    p.add_argument("--no-probes", action="store_true",
+                   help="skip the proximity index / displacement / blindness columns")
     p.add_argument("--list", action="store_true", help="say where each data set would be read from")
     p.add_argument("--workers", type=int, default=1, help="parallel training processes")
     p.add_argument("--out", default=None, help="directory for <dataset>/compare.csv etc.")
@@ -311,4 +352,4 @@ def register(subparsers) -> None:
 
 
 __all__ = ["UCRRunSpec", "UCR_TRAIN_DEFAULTS", "METRICS", "ucr_train_config", "ucr_spec", "execute",
-           "ucr_sweep", "arm_spec", "per_seed_frame", "summary_table", "write_outputs", "register"]
+           "PROBE_COLUMNS", "probe_columns", "ucr_sweep", "arm_spec", "per_seed_frame", "summary_table", "write_outputs", "register"]
