@@ -82,13 +82,13 @@ def draw(ctx, runs) -> pd.DataFrame:
             sns.stripplot(data=sub, x="arm", y=metric, hue="arm", order=ARMS, palette=palette, ax=ax,
                           size=5, alpha=0.6, jitter=0.15, legend=False)
             sns.pointplot(data=sub, x="arm", y=metric, order=ARMS, color="k", errorbar="sd",
-                          markers="_", markersize=14, linestyle="none", capsize=0.2, ax=ax)
+                          markers="D", markersize=4, linestyle="none", capsize=0.2, ax=ax)
             ax.axhline(1 / d.n_classes, color="0.5", lw=0.8, ls=":")
             ax.set_xlabel("")
             ax.set_ylabel(label if j == 0 else "")
             if i == 0:
                 ax.set_title(f"{d.config.name} (n_train={len(d.train)}, T={d.length})")
     note = f"skipped (not available): {', '.join(skipped)}" if skipped else "all four data sets"
-    fig.suptitle(f"{TITLE}\n{len(ctx.seeds)} seeds; dots = seeds, black = mean ± sd; {note}", fontsize=9)
+    fig.suptitle(f"{TITLE}\n{len(ctx.seeds)} seeds; dots = seeds, black diamond = mean ± sd; {note}", fontsize=9)
     save_figure(fig, ctx.out, NAME, ctx.quick)
     return df
