@@ -7,7 +7,7 @@ a missing one is trained and stored) and reports, per recipe and seed:
   (:func:`toyspt.tracking.relative_displacement`), after SPT and after fine-tuning;
 * the proximity index on validation data (:func:`toyspt.tracking.proximity_index`: attention
   mass on the neighbours 1 <= |i - j| <= 2 relative to uniform; 1 = flat, > 1 proximity,
-  < 1 anti-local) and the positional profile contrast Pi(+-1) - mean_{delta != 0} Pi(delta)
+  < 1 anti-local), the self index (T mean_i A_ii) and the positional profile contrast Pi(+-1) - mean_{delta != 0} Pi(delta)
   of :func:`toyspt.tracking.positional_profile` (row-centred scores on the mean input);
 * peak-validation test accuracy;
 * for SPT seeds, T3's first-order prediction of the basin: the sign of the initial
@@ -84,8 +84,9 @@ def _qk_disp(state, ref) -> float:
     return float(np.mean([tracking.relative_displacement(state, ref, w) for w in ("W_Q", "W_K")]))
 
 
-def _proximity(result, which: str, x: torch.Tensor) -> tuple[float, float]:
-    """(proximity index on x, positional profile contrast) of a stored model."""
+def _proximity(result, which: str, x: torch.Tensor) -> tuple[float, float, float]:
+    """(proximity index on x, self index on x, positional profile contrast) of a stored
+    model (layer 0, head 0)."""
     model = load_model(result, which)
     A = next(iter(tracking.attention_maps(model, x).values()))
     prof = next(iter(tracking.positional_profile(model, x.shape[1]).values()))[0]
@@ -93,11 +94,8 @@ def _proximity(result, which: str, x: torch.Tensor) -> tuple[float, float]:
     off = np.array(tracking.offsets(T))
     p = prof.double().numpy()
     contrast = p[np.abs(off) == 1].mean() - p[off != 0].mean()
-    return proximity_index_mean(A), float(contrast)
-
-
-def proximity_index_mean(A) -> float:
-    return tracking.proximity_index(A).mean().item()
+    return (tracking.proximity_index(A)[0].item(), tracking.self_index(A)[0].item(),
+            float(contrast))
 
 
 def _val(cfg: T5Config) -> torch.Tensor:
@@ -131,7 +129,8 @@ def measure_proximity(quick: bool = False, cache: str | None = None) -> Result:
     x = _val(cfg)
     rows = {}
     for (rec, sd), res in runs.items():
-        rows[f"{rec}/s{sd}"] = {w: dict(zip(("proximity_index", "profile_contrast"), _proximity(res, w, x)))
+        rows[f"{rec}/s{sd}"] = {w: dict(zip(("proximity_index", "self_index", "profile_contrast"),
+                                            _proximity(res, w, x)))
                                 for w in ("init", "pretrained", "final") if w in res.states}
     mean = lambda rec, w, k: float(np.mean([v[w][k] for n, v in rows.items()  # noqa: E731
                                             if n.startswith(rec + "/")]))
@@ -140,7 +139,9 @@ def measure_proximity(quick: bool = False, cache: str | None = None) -> Result:
         _tag(cfg) + f"proximity index (1 = uniform) on {len(x)} validation sequences, mean over seeds: "
         f"scratch final {mean('scratch', 'final', 'proximity_index'):.2f}; spt after SPT "
         f"{mean('spt', 'pretrained', 'proximity_index'):.2f}, final "
-        f"{mean('spt', 'final', 'proximity_index'):.2f}; profile contrast Pi(+-1) - mean Pi: "
+        f"{mean('spt', 'final', 'proximity_index'):.2f}; self index (1 = uniform): scratch "
+        f"{mean('scratch', 'final', 'self_index'):.2f}, spt after SPT "
+        f"{mean('spt', 'pretrained', 'self_index'):.2f}; profile contrast Pi(+-1) - mean Pi: "
         f"scratch {mean('scratch', 'final', 'profile_contrast'):+.3f}, spt "
         f"{mean('spt', 'final', 'profile_contrast'):+.3f}", mean("spt", "pretrained", "proximity_index"),
         "spt proximity index", runs=rows)
@@ -174,7 +175,7 @@ def measure_basin(quick: bool = False, cache: str | None = None) -> Result:
         d = probes.probe(model, batch, probes.recon(cfg.train.recon), N, per_example=False,
                          use_jvp=False)[toy.HOOK_S].deriv[0, 0].item()
         g = toy.effective_gain(model, batch) if cfg.model.n_layers == 1 else float("nan")
-        pi, _ = _proximity(runs[("spt", sd)], "pretrained", x)
+        pi = _proximity(runs[("spt", sd)], "pretrained", x)[0]
         agree += (d < 0) == (pi > 1)
         rows.append(dict(seed=sd, drec_N_init=d, beta_eff_init=g, proximity_after_spt=pi))
     n = len(rows)

@@ -11,6 +11,8 @@ the attention *pattern* (T1) are added here at ``hook_pattern``.
 """
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from toyspt import probes
@@ -93,7 +95,9 @@ def effective_gain(model: ToyTransformer, batch, head: int = 0, attend: str = "a
 
     zeros = torch.zeros(T, T, dtype=x.dtype)
     tangents = torch.eye(T, dtype=x.dtype)[:, None, :].expand(T, T, T)  # j -> column j ones
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():  # forward-AD decompositions load via jit
+        warnings.filterwarnings("ignore", message=".*torch.jit.script.*deprecated",
+                                category=DeprecationWarning)
         Jcol = vmap(lambda t: jvp(f, (zeros,), (t,))[1])(tangents)  # (j, B, m, d_in)
     J = Jcol.permute(1, 2, 0, 3)  # (B, m, j, d_in)
     eye = torch.eye(T, dtype=torch.bool)

@@ -1,0 +1,89 @@
+"""T3: the reconstruction derivative, the AR(1) closed form, its sign and its flips."""
+import math
+
+import pytest
+import sympy as sp
+import torch
+
+from theory import t3_recon as t3
+
+
+def test_mask_moments():
+    assert t3.mask_moments("iid", 5, 0.25) == (0.75, 0.75 ** 2)
+    p1, p2 = t3.mask_moments("sample_mask", 2, sp.Rational(1, 2))
+    # T = 2: |M| = 1 w.p. 1/2 + 1/4, then the other position is unmasked; |M| = 2 w.p. 1/4
+    assert p1 == sp.Rational(3, 4) and p2 == 0
+    with pytest.raises(ValueError, match="mask law"):
+        t3.mask_moments("bernoulli", 4)
+
+
+def test_closed_form_equals_brute_force_T2_T3():
+    r = t3.check_closed_form(quick=True)
+    assert r.verdict == "pass" and r.symbolic == "holds"
+
+
+def test_closed_form_check_catches_a_wrong_formula(monkeypatch):
+    real = t3.expected_drec
+    # drop the masked-self exclusion: a plausible but wrong derivation
+    monkeypatch.setattr(t3, "expected_drec",
+                        lambda D, rv, bv, p1, p2: real(D, rv, bv, p1, p2) + bv * p1 * rv / 10)
+    r = t3.check_closed_form(quick=True)
+    assert r.verdict == "fail" and r.symbolic == "fails"
+
+
+def test_neighbour_closed_form_and_flip_conditions():
+    T, rv, q = 9, 0.7, 0.4
+    p1, p2 = t3.mask_moments("iid", T, q)
+    P, Q = t3.neighbour_PQ(T, rv, p1, p2)
+    for b in (-2.0, 0.5, 3.0):
+        assert t3.expected_drec(t3.neighbours(T), rv, b, p1, p2) == pytest.approx(P * b * b - Q * b)
+    fp = t3.flip_point(T, rv, "iid", q)
+    assert fp["Q"] > 0
+    local = 0.5 * fp["beta_star"] if fp["P"] > 0 else 1.0
+    assert t3.expected_drec(t3.neighbours(T), rv, local, p1, p2) < 0
+    assert t3.expected_drec(t3.neighbours(T), rv, -0.5, p1, p2) > 0  # negative gain: anti-local
+    # anti-correlated data: the sign flips too
+    assert t3.expected_drec(t3.neighbours(T), -rv, 1.0, p1, p2) > 0
+
+
+def test_neighbour_sign_check():
+    r = t3.check_neighbour_sign(quick=True)
+    assert r.verdict == "pass" and r.figure < 0
+
+
+def test_general_formula_and_not_blind():
+    r = t3.check_general_formula(quick=True)
+    assert r.verdict == "pass", r.checked
+    nb = t3.check_not_blind(quick=True)
+    assert nb.verdict == "pass" and nb.figure > 0.1
+
+
+def test_monte_carlo_matches_closed_form_small():
+    T, rv, q, b = 6, 0.8, 0.5, -1.0
+    D = torch.tensor(t3.neighbours(T), dtype=torch.float64)
+    p1, p2 = (float(v) for v in t3.mask_moments("sample_mask", T, q))
+    exact = t3.expected_drec(t3.neighbours(T), rv, b, p1, p2)
+    mean, se, gap = t3.mc_drec(D, rv, q, b, N=20_000, seed=1)
+    assert abs(mean - exact) < 4 * se
+    assert gap < 1e-13
+    assert exact > 0 and mean > 2 * se  # beta < 0: proximity raises the loss
+
+
+def test_scalar_formula_matches_autograd():
+    g = torch.Generator().manual_seed(0)
+    x = t3.ar1(50, 7, 0.6, g)
+    from toyspt.tasks import sample_mask
+    mask = sample_mask(50, 7, 0.5, g)
+    D = torch.randn(7, 7, dtype=torch.float64, generator=g)
+    S = torch.zeros(7, 7, dtype=torch.float64, requires_grad=True)
+    t3.scalar_losses(S, x, mask, 1.3).sum().backward()
+    f, scale = t3.scalar_drec_formula(D, x, mask, 1.3)
+    assert torch.allclose((S.grad * D).sum(), f.sum(), rtol=1e-12, atol=1e-14)
+    assert (scale >= f.abs()).all()
+
+
+def test_sturm_helper_can_say_no():
+    rho = t3.rho
+    assert t3._sturm_positive(2 - rho)
+    assert not t3._sturm_positive(rho - sp.Rational(1, 2))  # root inside [0, 1]
+    assert not t3._sturm_positive(-1 - rho)
