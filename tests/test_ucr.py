@@ -169,6 +169,9 @@ def test_arms_on_gunpoint(tmp_path):
         arm_spec("scratch:T=5", base)
     with pytest.raises(ValueError, match="--swap-dataset"):
         arm_spec("data_swap", base)
+    with_swap = ucr_spec("scratch", data, train=base.train, swap=data)
+    assert arm_spec("data_swap", with_swap).swap_data == data.config
+    assert arm_spec("spt", with_swap).key() == arm_spec("spt", base).key()  # swap only keys data_swap
     frame = per_seed_frame([data], ["scratch", "qk_transfer"], [0], base, RunCache(tmp_path), progress=False)
     assert list(frame.arm) == ["scratch", "qk_transfer"] and set(frame.dataset) == {"GunPoint"}
     assert frame.peak_val_acc.between(0, 1).all()
@@ -183,6 +186,11 @@ def test_run_on_fixture_archive_and_data_change_is_detected(archive):
     spec = ucr_spec("spt", data, train=TrainConfig(epochs=1, pre_epochs=1, batch_size=4),
                     model=ModelConfig(d_in=1, d_model=8, d_mlp=0))
     assert execute(spec).summary["peak_epoch"] == 1
+    write_set(archive, "Other", rows([1, 2] * 4, 20, 4), rows([1, 2], 20, 5))  # another length is fine
+    swap = ucr_spec("data_swap", data, train=spec.train, model=spec.model,
+                    swap=load_ucr("Other", root=str(archive)))
+    res = execute(swap)
+    assert [h["phase"] for h in res.history] == ["pretrain", "finetune"] and "pretrained" in res.states
     write_set(archive, "Toy", rows([-1, 1, 2] * 6, 12, 9), rows([2, -1, 1] * 3, 12, 1))
     with pytest.raises(ValueError, match="has changed since the spec was made"):
         execute(spec)

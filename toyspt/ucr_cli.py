@@ -178,7 +178,10 @@ def arm_spec(arm: str, base: UCRRunSpec) -> UCRRunSpec:
         raise ValueError(f"arm {arm!r}: task.* keys do not apply to UCR data")
     if got.recipe == "data_swap" and base.swap_data is None:
         raise ValueError(f"arm {arm!r}: data_swap on UCR needs --swap-dataset NAME")
-    return replace(base, recipe=got.recipe, model=got.model, train=got.train)
+    spec = replace(base, recipe=got.recipe, model=got.model, train=got.train)
+    if got.recipe != "data_swap":  # swap data must not change the key of the other arms
+        spec = replace(spec, swap_data=None, swap_fingerprint="")
+    return spec
 
 
 def probe_columns(data: UCRData, result: RunResult, mask_rate: float = 0.5) -> dict[str, float]:
