@@ -149,3 +149,13 @@ def test_positional_table_is_taken_from_the_file(tmp_path):
     loaded = load_lra(_write(tmp_path, sd, conf))
     assert torch.equal(loaded.model.pe.table.float(), sd["encoder.1.pe"])
     assert any("not the sinusoidal" in n for n in loaded.report.notes)
+
+
+def test_multiheadattention_layout_without_config_is_causal(tmp_path):
+    """The code's nn.MultiheadAttention wrapper defaults to causal attention; the four-linear
+    layout does not."""
+    sd = lra_state_dict(build_lra(LISTOPS), attn_kind="mha")
+    loaded = load_lra(_write(tmp_path, sd), n_heads=4)
+    assert loaded.cfg.causal and any("causal attention assumed" in n for n in loaded.report.notes)
+    sd = lra_state_dict(build_lra(LISTOPS), attn_kind="linears")
+    assert not load_lra(_write(tmp_path, sd, name="l.ckpt"), n_heads=4).cfg.causal

@@ -159,14 +159,18 @@ def infer_config(sd: dict, config: dict | None = None, *, n_heads: int | None = 
                               "no readable run config; pass n_heads (--heads)")
     if attn_cfg.get("rotary"):
         raise CheckpointError("run config has rotary=True: rotary embeddings are not supported")
-    causal = bool(attn_cfg.get("causal", False)) if attn_cfg else False
-    if attn_cfg and kind == "mha" and "causal" not in attn_cfg:
-        causal = True  # the mha wrapper's default
+    if "causal" in attn_cfg:
+        causal = bool(attn_cfg["causal"])
+    else:  # the nn.MultiheadAttention wrapper of the code is causal by default, the others not
+        causal = kind == "mha"
+        if causal:
+            notes.append("causal attention assumed: the MultiheadAttention layout's default "
+                         "(no 'causal' in the run config)")
     if window is None:
         window = int(attn_cfg.get("window_size") or 0) if attn_cfg.get("_name_") == "mhfla" else 0
     if window:
         notes.append(f"block-local attention, window {window}, look-around 1")
-    if causal:
+    if causal and "causal" in attn_cfg:
         notes.append("causal attention (run config)")
     prenorm = "model.norm.norm.weight" in sd
     if not prenorm:

@@ -138,10 +138,14 @@ def cmd_probe(args) -> int:
 
 
 def cmd_demo(args) -> int:
+    from dataclasses import replace
+
     from .demo import DemoConfig, run_demo
 
     torch.set_num_threads(args.threads)
     cfg = DemoConfig.quick() if args.quick else DemoConfig()
+    if args.seeds:
+        cfg = replace(cfg, seeds=tuple(int(v) for v in args.seeds.split(",")))
     res = run_demo(cfg, Path(args.out), progress=True)
     with pd.option_context("display.float_format", "{:.3g}".format, "display.width", 220):
         print(res.summary.to_string(index=False))
@@ -201,6 +205,7 @@ def register(sub) -> None:
     d = lsub.add_parser("demo", help="train small scratch/SPT ListOps models offline, save, probe")
     d.add_argument("--out", default="lra_demo")
     d.add_argument("--quick", action="store_true", help="a smaller, faster demo (smoke test)")
+    d.add_argument("--seeds", default=None, help="comma-separated seeds (default 0,1,2)")
     d.add_argument("--threads", type=int, default=1)
     d.set_defaults(func=cmd_demo)
 
