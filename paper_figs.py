@@ -60,7 +60,6 @@ def main(argv=None) -> int:
     seeds = tuple(args.seeds or ((0, 1) if args.quick else (0, 1, 2, 3, 4)))
     ctx = FigContext(out=out, seeds=seeds, quick=args.quick, cache=RunCache(args.cache),
                      workers=args.workers)
-    torch.set_num_threads(1 if args.workers > 1 else torch.get_num_threads())
     plots.style()
     mods = {n: load(n) for n in names}
     t0 = time.time()

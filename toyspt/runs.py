@@ -83,7 +83,17 @@ def spec_from_dict(d: dict[str, Any]) -> RunSpec:
 
 
 def execute(spec: RunSpec, progress: bool = False) -> RunResult:
-    """Train the run a spec describes (no cache)."""
+    """Train the run a spec describes (no cache). Runs on one thread: these models are far
+    too small to gain from more, and extra threads thrash when processes share cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _execute(spec, progress)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _execute(spec: RunSpec, progress: bool) -> RunResult:
     data = make_task(spec.task)
     swap = make_task(spec.swap_task) if spec.swap_task is not None else None
     if spec.recipe == "data_swap" and swap is None:
