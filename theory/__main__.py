@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)  # small float64 problems: one thread is fastest on a shared machine
     if args.list:
         for cid, fn in report.REGISTRY.items():
             doc = (fn.__doc__ or "").strip().splitlines()[0]

@@ -21,6 +21,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from toyspt import tasks
 from toyspt.positional import sinusoidal_table
 
 DTYPE = torch.float64
@@ -81,11 +82,8 @@ def with_positions(cfg: OneHeadConfig, X: torch.Tensor) -> torch.Tensor:
 
 
 def sample_mask(B: int, T: int, rate: float, seed: int) -> torch.Tensor:
-    """Bernoulli(rate) mask (B, T), True = masked, at least one masked position per row."""
-    g = torch.Generator().manual_seed(seed)
-    m = torch.rand(B, T, generator=g, dtype=DTYPE) < rate
-    m[~m.any(dim=1), 0] = True
-    return m
+    """toyspt's SPT mask (B, T): Bernoulli(rate), True = masked, never empty; seeded."""
+    return tasks.sample_mask(B, T, rate, torch.Generator().manual_seed(seed))
 
 
 def scores(p: dict, X: torch.Tensor) -> torch.Tensor:

@@ -134,23 +134,19 @@ def rounding_tol(n_terms: int, scale: float = 1.0, safety: float = 10.0) -> floa
     return safety * n_terms * U64 * scale
 
 
-def fd_tol(f_scale: float, h: float, richardson_gap: float) -> float:
-    """Tolerance for |autograd - central difference| with step h.
-
-    The central difference has truncation error c h^2 (c ~ f'''/6) and rounding error
-    <= 2 u |f| / (2h) per evaluation pair. With steps h and 2h the truncation errors are
-    c h^2 and 4 c h^2, so |FD(h) - FD(2h)| ~ 3 c h^2 bounds the truncation at h with a margin
-    of 3; the rounding term is taken 10x (several ops per evaluation of f).
-    """
-    return richardson_gap + 10.0 * U64 * max(f_scale, 1.0) / h
-
-
 FD_STEP = U64 ** (1.0 / 3.0) * 4  # ~1.9e-5: balances h^2 truncation against u/h rounding
 
 
 def fd_agreement(auto, fd_h, fd_2h, f_scale, h: float = FD_STEP) -> float:
-    """max over examples of |autograd - FD(h)| / fd_tol: <= 1 means they agree to the
-    accuracy a central difference can certify (arrays or tensors of equal shape)."""
+    """max over examples of |autograd - FD(h)| / tol: <= 1 means they agree to the accuracy
+    a central difference can certify (arrays or tensors of equal shape).
+
+    The central difference has truncation error c h^2 (c ~ third derivative / 6) and
+    rounding error ~ u |f| / h. With steps h and 2h the truncation errors are c h^2 and
+    4 c h^2, so |FD(h) - FD(2h)| ~ 3 c h^2 bounds the truncation at h with a margin of 3;
+    the rounding term is taken 10x (several ops per evaluation of f):
+    tol = |FD(h) - FD(2h)| + 10 u |f| / h.
+    """
     import numpy as np
 
     a, f1, f2, fs = (np.asarray(v, dtype=np.float64) for v in (auto, fd_h, fd_2h, f_scale))
@@ -159,4 +155,4 @@ def fd_agreement(auto, fd_h, fd_2h, f_scale, h: float = FD_STEP) -> float:
 
 
 __all__ = ["Result", "U64", "decide", "checked_result", "measured_result", "error_result",
-           "rounding_tol", "fd_tol", "fd_agreement", "FD_STEP", "SYMBOLIC", "VERDICTS"]
+           "rounding_tol", "fd_agreement", "FD_STEP", "SYMBOLIC", "VERDICTS"]

@@ -131,7 +131,8 @@ def measure_proximity(quick: bool = False, cache: str | None = None) -> Result:
     for (rec, sd), res in runs.items():
         rows[f"{rec}/s{sd}"] = {w: dict(zip(("proximity_index", "self_index", "profile_contrast"),
                                             _proximity(res, w, x)))
-                                for w in ("init", "pretrained", "final") if w in res.states}
+                                for w in ("init", "pretrained", "final") if w in res.states
+                                and (w != "init" or rec == "scratch")}  # one init per seed
     mean = lambda rec, w, k: float(np.mean([v[w][k] for n, v in rows.items()  # noqa: E731
                                             if n.startswith(rec + "/")]))
     return measured_result(
