@@ -87,3 +87,21 @@ def test_sturm_helper_can_say_no():
     assert t3._sturm_positive(2 - rho)
     assert not t3._sturm_positive(rho - sp.Rational(1, 2))  # root inside [0, 1]
     assert not t3._sturm_positive(-1 - rho)
+
+
+def test_expected_loss_and_optimal_gain_against_monte_carlo():
+    from toyspt.tasks import sample_mask
+    T, rv, q = 6, 0.8, 0.5
+    p1, p2 = (float(v) for v in t3.mask_moments("sample_mask", T, q))
+    g = torch.Generator().manual_seed(3)
+    x = t3.ar1(100_000, T, rv, g)
+    mask = sample_mask(100_000, T, q, g)
+    S0 = torch.zeros(T, T, dtype=torch.float64)
+    for b in (0.5, 2.0):
+        L = t3.scalar_losses(S0, x, mask, b)
+        exact = t3.expected_loss_uniform(T, rv, b, p1, p2)
+        assert abs(L.mean().item() - exact) < 4 * L.std().item() / math.sqrt(len(L))
+    bo = t3.optimal_gain(T, rv, p1, p2)
+    eps = 1e-3
+    lo, mid, hi = (t3.expected_loss_uniform(T, rv, bo + d, p1, p2) for d in (-eps, 0.0, eps))
+    assert mid < lo and mid < hi

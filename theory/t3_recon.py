@@ -121,8 +121,31 @@ def neighbours(T: int) -> list[list[int]]:
     return [[1 if abs(i - j) == 1 else 0 for j in range(T)] for i in range(T)]
 
 
+def expected_loss_uniform(T: int, rv, bv, p1, p2):
+    """E L_rec at uniform attention (S = 0): (1/T) sum_m [(b/T)^2 (sum_{k != m} p1 +
+    sum_{k != l; k, l != m} p2 C_kl) - 2 (b/T) sum_{k != m} p1 C_km + 1]."""
+    C = [[rv ** abs(i - j) for j in range(T)] for i in range(T)]
+    tot = 0
+    for m in range(T):
+        sq = (T - 1) * p1 + p2 * sum(C[k][l] for k in range(T) for l in range(T)
+                                     if k != l and m not in (k, l))
+        cross = p1 * sum(C[k][m] for k in range(T) if k != m)
+        tot += (bv / T) ** 2 * sq - 2 * (bv / T) * cross + 1
+    return tot / T
+
+
+def optimal_gain(T: int, rv, p1, p2):
+    """The gain minimising :func:`expected_loss_uniform` (a quadratic in beta)."""
+    C = [[rv ** abs(i - j) for j in range(T)] for i in range(T)]
+    num = sum(p1 * C[k][m] for m in range(T) for k in range(T) if k != m)
+    den = sum((T - 1) * p1 + p2 * sum(C[k][l] for k in range(T) for l in range(T)
+                                      if k != l and m not in (k, l)) for m in range(T))
+    return T * num / den
+
+
 def flip_point(T: int, rv: float, law: str, qv: float) -> dict:
-    """P, Q, beta* = Q/P and which betas give an anti-local expected gradient."""
+    """P, Q, beta* = Q/P, which betas give an anti-local expected gradient, and for scale
+    the MSE-optimal gain at uniform attention."""
     p1, p2 = (float(v) for v in mask_moments(law, T, qv))
     P, Q = (float(v) for v in neighbour_PQ(T, rv, p1, p2))
     bstar = Q / P if P != 0 else math.inf
@@ -132,7 +155,8 @@ def flip_point(T: int, rv: float, law: str, qv: float) -> dict:
         anti = f"{bstar:.4g} < beta < 0"
     else:
         anti = "beta < 0"
-    return dict(T=T, rho=rv, q=qv, law=law, P=P, Q=Q, beta_star=bstar, anti_local_when=anti)
+    return dict(T=T, rho=rv, q=qv, law=law, P=P, Q=Q, beta_star=bstar, anti_local_when=anti,
+                beta_opt=optimal_gain(T, rv, p1, p2))
 
 
 # ---------------------------------------------------------------------------------------
@@ -468,7 +492,8 @@ def measure_toy_gain_sign(quick: bool = False) -> Result:
 CHECKS = [check_general_formula, check_not_blind, check_closed_form, check_neighbour_sign,
           check_monte_carlo, measure_toy_sighted, measure_toy_gain_sign]
 
-__all__ = ["mask_moments", "expected_drec", "neighbour_PQ", "flip_point", "brute_expected_drec",
+__all__ = ["mask_moments", "expected_drec", "neighbour_PQ", "flip_point", "expected_loss_uniform",
+           "optimal_gain", "brute_expected_drec",
            "scalar_losses", "scalar_drec_formula", "mc_drec", "general_formula", "ar1",
            "check_general_formula", "check_not_blind", "check_closed_form",
            "check_neighbour_sign", "check_monte_carlo", "measure_toy_sighted",
