@@ -60,11 +60,11 @@ def draw(ctx, runs) -> pd.DataFrame:
                  for i in range(T) for j in range(T)]
     frame = pd.DataFrame(rows, columns=COLUMNS)
 
-    fig = plt.figure(figsize=(14, 7.5))
-    gs = fig.add_gridspec(2, 4)
-    for col, metric, title in ((0, "pos_score", "positional score profile Π(δ)"),
-                               (2, "attn_weight", "attention weight by offset (data)")):
-        ax = fig.add_subplot(gs[0, col:col + 2])
+    fig = plt.figure(figsize=(17, 8), layout="constrained")
+    gs = fig.add_gridspec(2, 5)
+    for cols, metric, title in ((slice(0, 2), "pos_score", "positional score profile Π(δ)"),
+                                (slice(2, 5), "attn_weight", "attention weight by offset (data)")):
+        ax = fig.add_subplot(gs[0, cols])
         for label, g in frame[frame.panel == metric].groupby(["state", "basin"], sort=False):
             state, b = label
             m = g.groupby("offset").value.agg(["mean", "std"]).reset_index()
@@ -78,22 +78,24 @@ def draw(ctx, runs) -> pd.DataFrame:
             ax.axhline(1 / x.shape[1], color="0.5", ls=":", lw=0.8)
             ax.set_yscale("log")
         ax.legend(fontsize=7)
-    for k, (arm, which, label) in enumerate(STATES[:3]):
+    for k, (arm, which, label) in enumerate(STATES):
         ax = fig.add_subplot(gs[1, k])
         g = frame[(frame.panel == "map") & (frame.state == label)]
         M = np.zeros((x.shape[1], x.shape[1]))
         M[g.i.to_numpy(int), g.j.to_numpy(int)] = g.value
         ax.imshow(M, cmap="viridis")
-        ax.set_title(f"attention map, {label} (seed {seed0})")
+        ax.set_title(f"attention, {label}\n(seed {seed0}, one sequence)")
         ax.set_xlabel("key j")
         ax.set_ylabel("query i")
-    ax = fig.add_subplot(gs[1, 3])
+    ax = fig.add_subplot(gs[1, 4])
     g = frame[frame.panel == "basin_index"]
     for k, a in enumerate(SPT_OPTIONS):
         v = g[g.arm == a].value.to_numpy()
         ax.scatter(np.full(len(v), k), v, color=color(a), s=18)
     ax.axhline(1.0, color="0.5", ls=":", lw=0.8)
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(plt.matplotlib.ticker.FormatStrFormatter("%.2g"))
+    ax.yaxis.set_minor_formatter(plt.matplotlib.ticker.NullFormatter())
     ax.set_xticks(range(len(SPT_OPTIONS)), [a.replace("spt_", "") for a in SPT_OPTIONS])
     ax.set_title("proximity index after SPT (per seed)\n>1 proximity, <1 anti-local")
     fig.suptitle(TITLE)
