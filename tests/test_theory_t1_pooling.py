@@ -1,5 +1,4 @@
 """T1: mean pooling sees only column means (and the check can fail)."""
-import torch
 
 from theory import t1_pooling as t1
 

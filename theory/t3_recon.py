@@ -53,7 +53,6 @@ import itertools
 import math
 import warnings
 
-import numpy as np
 import sympy as sp
 import torch
 from torch.func import jvp

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import sympy as sp
 import torch
 
@@ -24,7 +23,7 @@ from toyspt.positional import sinusoidal_table
 
 from . import onehead as oh
 from . import toy
-from .result import U64, Result, checked_result, measured_result, rounding_tol
+from .result import U64, Result, checked_result, rounding_tol
 
 STATEMENT = "uniform A: dL/dM = X^T G X = (X^T 1)(X^T g)^T, rank one per example"
 
