@@ -338,6 +338,10 @@ def load_lra(path: str | os.PathLike, *, n_heads: int | None = None, head: str |
                  f"float64 formula {dev:.2e}")
     if raw.config is None:
         notes.append("no run config in the file")
+    others = [k for k in raw.entries if k not in ("state_dict", "hyper_parameters")
+              and "state_dict" in raw.entries]
+    if others:
+        notes.append(f"other entries of the file (not used by the model): {others}")
     report = LoadReport(os.fspath(path), asdict(cfg), kind, used, unused, notes)
     return LoadedLRA(model.eval(), cfg, report, raw)
 

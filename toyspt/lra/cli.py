@@ -45,6 +45,9 @@ def listops_data(args, loaded: LoadedLRA, n_total: int) -> tuple[dict, list[str]
     else:
         gcfg = lo.ListOpsConfig(max_depth=args.max_depth, max_args=args.max_args,
                                 min_len=args.min_len, max_len=args.max_len)
+        if gcfg.max_len + 1 > cfg.max_len:
+            raise ValueError(f"generated ListOps reach {gcfg.max_len + 1} tokens (with <eos>) but the "
+                             f"model's positional table has {cfg.max_len} rows; lower --max-len")
         trees = lo.generate(gcfg, n_total, args.seed)
         toks, ys = [lo.tokens(t) for t in trees], [lo.evaluate(t) for t in trees]
         src = f"generated ListOps ({gcfg}, seed {args.seed})"
@@ -118,7 +121,10 @@ def cmd_probe(args) -> int:
     rcfg = ReportConfig(directions=dirs, max_offset=args.max_offset, dtype=args.dtype,
                         summary_directions=tuple(d for d in ReportConfig().summary_directions if d in dirs)
                         or dirs[:1])
-    notes = loaded.report.notes + notes + ([f"reference: {args.ref}"] + ref.report.notes if ref else [])
+    notes = loaded.report.notes + notes
+    if ref:
+        notes.append(f"reference {args.ref}: " + "; ".join(n for n in ref.report.notes
+                                                          if n.startswith(("heads", "head:"))))
     rep = lra_report(loaded.model, probe_batch, fit_batch=fit_batch, ref=ref.model if ref else None,
                      cfg=rcfg, notes=notes,
                      meta=dict(checkpoint=str(args.ckpt), ref=args.ref, task=args.task,

@@ -135,6 +135,7 @@ class RawCheckpoint:
     config: dict | None  # the run config (hyper_parameters) as plain dicts/lists, if any
     meta: dict = field(default_factory=dict)  # epoch, global_step, versions, other top-level keys
     trusted: bool = False  # True when read with weights_only=False
+    entries: list[str] = field(default_factory=list)  # every top-level key of the file
 
 
 def _check_container(path: str) -> None:
@@ -217,7 +218,7 @@ def read_checkpoint(path: str | os.PathLike, trust: bool = False) -> RawCheckpoi
     config = to_plain(config) if config is not None else None
     if config is not None and not isinstance(config, dict):
         config = {"value": config}
-    return RawCheckpoint(path, dict(sd), config, meta, trusted=trust)
+    return RawCheckpoint(path, dict(sd), config, meta, trusted=trust, entries=[str(k) for k in obj])
 
 
 # ------------------------------------------------------------------------------- writing

@@ -110,7 +110,7 @@ def fit_missing_heads(model: LRATransformer, fit_batch: dict, cfg: ReportConfig 
             with torch.no_grad():
                 X = model.features(clean_inputs(model, x), fit_batch["lengths"])
             y = fit_batch["y"]
-            n_classes = max(int(y.max()) + 1, model.cfg.n_classes if model.cfg.head != "none" else 10)
+            n_classes = int(y.max()) + 1
             model.head_cls = nn.Linear(X.shape[-1], n_classes).to(dtype)
             loss = _ridge_fit(model.head_cls, X, lambda z: F.cross_entropy(z, y), cfg.fit_steps, cfg.fit_l2)
             acc = float((model.head_cls(X).argmax(-1) == y).double().mean())
