@@ -137,6 +137,24 @@ def _epochs(n: int, ctx: RunContext, progress: bool):
                 disable=not progress)
 
 
+def _epoch(ctx: RunContext, opt, n: int, batch_size: int, gen: torch.Generator, loss_fn,
+           callbacks: Sequence) -> list[float]:
+    """One pass over a fresh permutation of n examples; ``loss_fn(indices)`` gives the loss."""
+    ctx.model.train()
+    perm = torch.randperm(n, generator=gen)
+    losses = []
+    for i in range(0, n, batch_size):
+        loss = loss_fn(perm[i:i + batch_size])
+        _check_finite(loss, ctx)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        ctx.step += 1
+        losses.append(loss.item())
+        _call(callbacks, "on_step", ctx, losses[-1])
+    return losses
+
+
 def pretrain(ctx: RunContext, data: TaskData, cfg: TrainConfig, gen: torch.Generator,
              callbacks: Sequence = (), progress: bool = False) -> list[dict]:
     """SPT phase: masked reconstruction of the training inputs (labels unused)."""
@@ -148,21 +166,14 @@ def pretrain(ctx: RunContext, data: TaskData, cfg: TrainConfig, gen: torch.Gener
     val_mask = sample_mask(len(data.val), x.shape[1], cfg.mask_rate,
                            torch.Generator().manual_seed(ctx.seed + 7919))
     history = []
+
+    def loss_fn(idx):
+        xb = x[idx]
+        mb = sample_mask(len(xb), xb.shape[1], cfg.mask_rate, gen)
+        return recon_loss(model.reconstruct(xb, mb, cfg.spt_attention), xb, mb, cfg.recon)
+
     for _ in _epochs(cfg.pre_epochs, ctx, progress):
-        model.train()
-        perm = torch.randperm(len(x), generator=gen)
-        losses = []
-        for i in range(0, len(x), cfg.batch_size):
-            xb = x[perm[i:i + cfg.batch_size]]
-            mb = sample_mask(len(xb), xb.shape[1], cfg.mask_rate, gen)
-            loss = recon_loss(model.reconstruct(xb, mb, cfg.spt_attention), xb, mb, cfg.recon)
-            _check_finite(loss, ctx)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            ctx.step += 1
-            losses.append(loss.item())
-            _call(callbacks, "on_step", ctx, losses[-1])
+        losses = _epoch(ctx, opt, len(x), cfg.batch_size, gen, loss_fn, callbacks)
         ctx.epoch += 1
         model.eval()
         with torch.no_grad():
@@ -184,20 +195,12 @@ def finetune(ctx: RunContext, data: TaskData, cfg: TrainConfig, epochs: int, gen
     _call(callbacks, "on_phase_start", ctx)
     opt = _optimizer(model.parameters(), cfg, cfg.lr)
     history = []
+
+    def loss_fn(idx):
+        return F.cross_entropy(model.classify(x[idx]), y[idx])
+
     for _ in _epochs(epochs, ctx, progress):
-        model.train()
-        perm = torch.randperm(len(x), generator=gen)
-        losses = []
-        for i in range(0, len(x), cfg.batch_size):
-            idx = perm[i:i + cfg.batch_size]
-            loss = F.cross_entropy(model.classify(x[idx]), y[idx])
-            _check_finite(loss, ctx)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            ctx.step += 1
-            losses.append(loss.item())
-            _call(callbacks, "on_step", ctx, losses[-1])
+        losses = _epoch(ctx, opt, len(x), cfg.batch_size, gen, loss_fn, callbacks)
         ctx.epoch += 1
         model.eval()
         rec = dict(phase="finetune", epoch=ctx.epoch, step=ctx.step,
