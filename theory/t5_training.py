@@ -49,7 +49,7 @@ class T5Config:
 
 QUICK = T5Config(TaskConfig(n_train=512, n_val=256, n_test=512), ModelConfig(),
                  TrainConfig(epochs=10, pre_epochs=10), (0,), ("scratch", "spt"))
-FULL = T5Config(TaskConfig(), ModelConfig(), TrainConfig(), (0, 1, 2, 3),
+FULL = T5Config(TaskConfig(), ModelConfig(), TrainConfig(), (0, 1, 2, 3, 4),
                 ("scratch", "spt", "qk_transfer", "frozen_attention"))
 
 
