@@ -22,11 +22,14 @@ from . import tracking  # noqa: E402,F401  (registers displacement and proximity
 
 
 def per_seed_frame(arms: Sequence[str], seeds: Sequence[int], base: RunSpec, cache: RunCache,
-                   workers: int = 1, recompute: bool = False, progress: bool = True) -> pd.DataFrame:
-    """One row per (arm, seed) with the run summary and the extra columns."""
+                   workers: int = 1, recompute: bool = False, progress: bool = True,
+                   executor=None, vectorize: bool = True) -> pd.DataFrame:
+    """One row per (arm, seed) with the run summary and the extra columns. The seeds of an
+    arm train together (``vectorize``, bitwise equal to one at a time); ``executor``: any
+    concurrent.futures.Executor (toyspt.engines.make_executor), default ``workers`` processes."""
     specs = [(arm, arm_spec(arm, RunSpec(**{**base.__dict__, "seed": s}))) for arm in arms for s in seeds]
-    results = sweep([s for _, s in specs], cache, workers=workers, recompute=recompute,
-                    progress=progress, desc="compare")
+    results = sweep([s for _, s in specs], cache, workers=workers, executor=executor, recompute=recompute,
+                    progress=progress, desc="compare", vectorize=vectorize)
     rows = []
     for (arm, spec), res in zip(specs, results):
         row = dict(arm=arm, seed=spec.seed, **{k: res.summary[k] for k in METRICS})
@@ -48,8 +51,9 @@ def summary_table(per_seed: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def compare(arms, seeds, base, cache, workers=1, recompute=False, progress=True):
-    per_seed = per_seed_frame(arms, seeds, base, cache, workers, recompute, progress)
+def compare(arms, seeds, base, cache, workers=1, recompute=False, progress=True, executor=None,
+            vectorize=True):
+    per_seed = per_seed_frame(arms, seeds, base, cache, workers, recompute, progress, executor, vectorize)
     return summary_table(per_seed), per_seed
 
 

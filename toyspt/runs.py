@@ -10,6 +10,7 @@ entry whose manifest does not match its files is treated as missing and recomput
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import hashlib
 import json
 import os
@@ -134,7 +135,9 @@ class RunCache:
     def load(self, spec: RunSpec) -> RunResult | None:
         """The cached result, or None when missing or corrupted (a corrupted entry is removed)."""
         d = self.path(spec)
-        if not d.exists():
+        try:
+            ino = d.stat().st_ino
+        except FileNotFoundError:
             return None
         try:
             manifest = json.loads((d / "manifest.json").read_text())
@@ -144,7 +147,9 @@ class RunCache:
             res = json.loads((d / "result.json").read_text())
             states = torch.load(d / "weights.pt", weights_only=True)
         except Exception:  # any damage: drop the entry, the caller recomputes it
-            shutil.rmtree(d, ignore_errors=True)
+            with contextlib.suppress(OSError):  # unless another worker has just replaced it
+                if d.stat().st_ino == ino:
+                    shutil.rmtree(d, ignore_errors=True)
             return None
         return RunResult(res["recipe"], res["seed"], res["history"], res["summary"], res["records"],
                          states, res["config"])
@@ -163,12 +168,16 @@ class RunCache:
             torch.save(result.states, tmp / "weights.pt")
             manifest = {n: _sha256(tmp / n) for n in ("spec.json", "result.json", "weights.pt")}
             (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
-            try:
-                os.rename(tmp, final)
-            except OSError:  # already there (another worker): keep theirs if it is sound
-                if self.load(spec) is None:
-                    shutil.rmtree(final, ignore_errors=True)
+            for _ in range(5):  # another worker may be writing or dropping the same entry
+                try:
                     os.rename(tmp, final)
+                    break
+                except OSError:  # already there (another worker): keep theirs if it is sound
+                    if self.load(spec) is not None:
+                        break
+                    shutil.rmtree(final, ignore_errors=True)
+            else:
+                raise OSError(f"could not place cache entry {final}")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return final
@@ -196,10 +205,13 @@ def get_run(spec: RunSpec, cache: RunCache | None = None, recompute: bool = Fals
 
 def sweep(specs: Sequence[RunSpec], cache: RunCache | None = None, workers: int = 1,
           executor: cf.Executor | None = None, recompute: bool = False, progress: bool = True,
-          desc: str = "runs") -> list[RunResult]:
+          desc: str = "runs", vectorize: bool = False) -> list[RunResult]:
     """All ``specs`` through the cache; missing runs go to ``executor`` (default: a process
-    pool of ``workers``, or in-process for one worker). Each finished run is stored as soon
-    as it ends, so an interrupted sweep resumes where it stopped."""
+    pool of ``workers``, or in-process for one worker; any concurrent.futures.Executor, see
+    toyspt.engines). Each finished run is stored as soon as it ends, so an interrupted sweep
+    resumes where it stopped. ``vectorize``: specs that differ only by seed and have no
+    trackers train together (toyspt.vectorized's lockstep engine, bitwise equal to one run
+    at a time, so the cache never depends on it); such a group is stored when it ends."""
     cache = cache or RunCache()
     unique = list({s.key(): s for s in specs}.values())
     if recompute:
@@ -208,18 +220,25 @@ def sweep(specs: Sequence[RunSpec], cache: RunCache | None = None, workers: int 
     todo = [s for s in unique if not cache.has(s)]
     bar = tqdm(total=len(todo), desc=desc, disable=not progress or not todo)
     if todo:
+        from .engines import plan_jobs, run_job, slots  # engines imports this module
+
         own = executor is None and workers > 1
         ex = cf.ProcessPoolExecutor(workers) if own else executor
+        jobs = plan_jobs(todo, min_jobs=slots(ex, workers)) if vectorize else [[s] for s in todo]
         try:
             if ex is None:
-                for s in todo:
-                    cache.store(s, execute(s))
-                    bar.update()
+                for job in jobs:
+                    if len(job) == 1:
+                        cache.store(job[0], execute(job[0]))
+                    else:
+                        run_job(job, cache.root)
+                    bar.update(len(job))
             else:
-                futures = [ex.submit(_run_and_store, s, str(cache.root)) for s in todo]
+                futures = {ex.submit(_run_and_store, job[0], str(cache.root)) if len(job) == 1
+                           else ex.submit(run_job, job, str(cache.root)): len(job) for job in jobs}
                 for fut in cf.as_completed(futures):
                     fut.result()
-                    bar.update()
+                    bar.update(futures[fut])
         finally:
             bar.close()
             if own:
