@@ -3,11 +3,14 @@ toyspt.train.run_recipe one after another, side by side in one process, one thre
 
     python benchmarks/bench_vectorized.py                       # K=8, spt, two model sizes
     python benchmarks/bench_vectorized.py --K 8 --recipe scratch --n-train 512 --epochs 3
+    python benchmarks/bench_vectorized.py --n-train 3000 --n-eval 750 --epochs 1 --sizes default
 
 Throughput is seed-steps per second (optimizer steps of all seeds, SPT and label phases,
 evaluation included) over process CPU time, which a busy shared machine disturbs less than
 wall time (both are printed). "max |dw|" is the largest difference of any final weight
-from the sequential run: 0 means bitwise equal.
+from the sequential run: 0 means bitwise equal. "lockstep1" trains the seeds one at a time
+through the lockstep engine (its flat optimizer buffer and evaluation chunks, no batching
+over seeds), which separates what batching over seeds adds from what those two add.
 """
 from __future__ import annotations
 
@@ -44,18 +47,19 @@ def main(argv=None) -> None:
     p.add_argument("--K", type=int, default=8, help="seeds")
     p.add_argument("--recipe", default="spt")
     p.add_argument("--n-train", type=int, default=512)
+    p.add_argument("--n-eval", type=int, default=256, help="validation and test sequences each")
     p.add_argument("--epochs", type=int, default=2, help="label epochs (SPT epochs the same)")
     p.add_argument("--sizes", default=",".join(SIZES), help="comma-separated subset of the sizes")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     seeds = list(range(args.K))
-    print(f"K={args.K} recipe={args.recipe} n_train={args.n_train} (val/test 256) epochs={args.epochs}+"
+    print(f"K={args.K} recipe={args.recipe} n_train={args.n_train} n_val=n_test={args.n_eval} epochs={args.epochs}+"
           f"{args.epochs} batch 64, torch {torch.__version__}, 1 thread")
     print(f"{'size':8s} {'mode':10s} {'steps':>6s} {'wall s':>7s} {'cpu s':>7s} {'steps/s':>8s} "
           f"{'x seq':>6s} {'max |dw|':>9s}")
     for name in args.sizes.split(","):
         model, T = SIZES[name]
-        task = TaskConfig(T=T, n_train=args.n_train, n_val=256, n_test=256, seed=0)
+        task = TaskConfig(T=T, n_train=args.n_train, n_val=args.n_eval, n_test=args.n_eval, seed=0)
         data = make_task(task)
         swap = make_task(replace(task, family="freq_band", seed=1))
         tc = TrainConfig(epochs=args.epochs, pre_epochs=args.epochs)
@@ -63,10 +67,18 @@ def main(argv=None) -> None:
         steps = sum(r.history[-1]["step"] for r in ref)
         base = steps / c
         print(f"{name:8s} {'sequential':10s} {steps:6d} {w:7.2f} {c:7.2f} {base:8.0f} {1.0:6.2f} {0.0:9.1e}")
-        for engine in ("lockstep", "vmap"):
-            out, w, c = timed(lambda: run_recipe_seeds(args.recipe, data, model, tc, seeds, pretrain_data=swap,
-                                                       engine=engine))
-            print(f"{'':8s} {engine:10s} {steps:6d} {w:7.2f} {c:7.2f} {steps / c:8.0f} {steps / c / base:6.2f} "
+        modes = {  # label -> K runs
+            "lockstep": lambda: run_recipe_seeds(args.recipe, data, model, tc, seeds, pretrain_data=swap),
+            "vmap": lambda: run_recipe_seeds(args.recipe, data, model, tc, seeds, pretrain_data=swap,
+                                             engine="vmap"),
+            # one seed at a time through the lockstep engine: its flat optimizer and evaluation
+            # chunks without the batching over seeds (what batching adds = lockstep / this)
+            "lockstep1": lambda: [run_recipe_seeds(args.recipe, data, model, tc, [s], pretrain_data=swap)[0]
+                                  for s in seeds],
+        }
+        for label, fn in modes.items():
+            out, w, c = timed(fn)
+            print(f"{'':8s} {label:10s} {steps:6d} {w:7.2f} {c:7.2f} {steps / c:8.0f} {steps / c / base:6.2f} "
                   f"{max_diff(ref, out):9.1e}", flush=True)
     # evaluation alone: run_recipe's accuracy() batch against the chunk the engines use
     x = make_task(TaskConfig(n_train=4500, n_val=8, n_test=8)).train
