@@ -10,16 +10,21 @@ the same order). Two engines:
   K independent optimizers), and evaluation in cache-sized chunks. Results are bitwise
   equal to ``run_recipe`` (tested with ``torch.equal``), so a cached run never depends on
   how it was computed. It saves what a run spends outside its arithmetic: the
-  per-parameter optimizer loop and per-run set-up, and evaluation passes too large for
-  the cache.
+  per-parameter optimizer loop, per-run set-up, and evaluation passes too large for the
+  cache. Measured on one CPU thread: 1.4-1.7x the throughput of run_recipe at the default
+  size, almost all of it also reached with one seed at a time through this engine,
+  because a default step is ~70% kernel work that batching cannot shrink
+  (benchmarks/bench_flops.py: fixed per-op cost 31% of a step).
 * ``vmap``: parameters stacked (K, ...) and one batched forward for all seeds
   (``torch.func.functional_call`` + ``vmap``). Fewer, larger kernels: it wins where
   per-op overhead dominates (small models, short sequences) and loses where the batched
   tensors outgrow the CPU cache (the default model at batch 64 x T 32). Equal to
   ``run_recipe`` up to float32 rounding: batched and single matrix products sum in
   different orders and biases/norm affines are applied as separate ops, a few ulp
-  (~1e-7 relative) per op; those differences then grow with the steps (see
-  ``tests/test_vectorized.py``, where the tolerance is derived). Not used by sweeps.
+  (~1e-7 relative) per op, carried forward by training; W_K's bias, whose exact gradient
+  is zero, walks on rounding noise (~1e-4 apart after tens of steps) without changing any
+  output. ``tests/test_vectorized.py`` requires it to be as close to float64 arithmetic
+  as run_recipe itself is. Not used by sweeps, so the cache never holds its results.
 
 Measured speed and why it is what it is: ``benchmarks/bench_vectorized.py``.
 Runs with tracker callbacks are not supported here; they go through ``run_recipe``.
