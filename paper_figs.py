@@ -23,6 +23,7 @@ import torch
 from toyspt import plots
 from toyspt.cli import parse_seeds
 from toyspt.figs import FIGURES, FigContext, load
+from toyspt.engines import executor_scope
 from toyspt.runs import DEFAULT_CACHE, RunCache, sweep
 
 
@@ -46,6 +47,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--cache", default=str(DEFAULT_CACHE), help="run cache directory")
     p.add_argument("--recompute", action="store_true", help="retrain runs even when cached")
     p.add_argument("--workers", type=int, default=1, help="parallel training processes")
+    p.add_argument("--dask", default=None, metavar="ADDRESS",
+                   help="train on a dask.distributed scheduler (tcp://host:8786) or 'local' (dask extra)")
+    p.add_argument("--no-vectorize", action="store_true",
+                   help="train seeds one at a time (results are bitwise identical, only slower)")
     return p.parse_args(argv)
 
 
@@ -64,7 +69,9 @@ def main(argv=None) -> int:
     mods = {n: load(n) for n in names}
     t0 = time.time()
     specs = [s for m in mods.values() for s in m.specs(ctx)]
-    sweep(specs, ctx.cache, workers=args.workers, recompute=args.recompute, desc="training runs")
+    with executor_scope(args.workers, args.dask) as ex:
+        sweep(specs, ctx.cache, workers=args.workers, executor=ex, recompute=args.recompute,
+              desc="training runs", vectorize=not args.no_vectorize)
     train_s = time.time() - t0
     timings = {}
     for name, mod in mods.items():
@@ -83,7 +90,7 @@ def main(argv=None) -> int:
         meta = {}  # never mix quick and full metadata
     meta.update(git_revision=git_revision(), torch=torch.__version__, python=platform.python_version(),
                 device="cpu", threads=torch.get_num_threads(), seeds=list(seeds), quick=args.quick,
-                workers=args.workers, cache=str(args.cache))
+                workers=args.workers, dask=args.dask, vectorize=not args.no_vectorize, cache=str(args.cache))
     meta.setdefault("figures", {})
     for name in mods:
         meta["figures"][name] = dict(draw_seconds=timings[name], **ctx.meta.get(name, {}))

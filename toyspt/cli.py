@@ -78,8 +78,12 @@ def cmd_compare(args) -> int:
     from .compare import compare, write_table
 
     arms = [a for a in args.recipes.split(",") if a]
-    table, per_seed = compare(arms, args.seeds, base_spec(args), RunCache(args.cache),
-                              workers=args.workers, recompute=args.recompute)
+    from .engines import executor_scope
+
+    with executor_scope(args.workers, args.dask) as ex:
+        table, per_seed = compare(arms, args.seeds, base_spec(args), RunCache(args.cache),
+                                  workers=args.workers, recompute=args.recompute, executor=ex,
+                                  vectorize=not args.no_vectorize)
     print(table.to_string(index=False))
     if args.out:
         write_table(table, per_seed, Path(args.out))
@@ -107,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"comma-separated arms; aliases: {', '.join(sorted(ALIASES))}")
     c.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-4"), help="e.g. 0-4 or 0,2")
     c.add_argument("--workers", type=int, default=1, help="parallel training processes")
+    c.add_argument("--dask", default=None, metavar="ADDRESS",
+                   help="train on a dask.distributed scheduler (tcp://host:8786) or 'local' (dask extra)")
+    c.add_argument("--no-vectorize", action="store_true",
+                   help="train seeds one at a time (results are bitwise identical, only slower)")
     c.add_argument("--out", default=None, help="directory for compare.csv / compare.json")
     common(c)
     c.set_defaults(func=cmd_compare)

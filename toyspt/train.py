@@ -119,7 +119,7 @@ def _call(callbacks, hook: str, *args) -> None:
 
 
 @torch.no_grad()
-def accuracy(model: ToyTransformer, x: torch.Tensor, y: torch.Tensor, batch: int = 2048) -> float:
+def accuracy(model: ToyTransformer, x: torch.Tensor, y: torch.Tensor, batch: int = 512) -> float:
     """Fraction of correctly classified sequences."""
     correct = sum((model.classify(x[i:i + batch]).argmax(-1) == y[i:i + batch]).sum().item()
                   for i in range(0, len(y), batch))

@@ -40,7 +40,10 @@ def draw(ctx, runs) -> pd.DataFrame:
     for ax, split in zip(axes, ("train", "test")):
         for a in ARMS:
             g = agg[(agg.arm == a) & (agg.split == split)]
-            lines[split, a], = ax.plot(g.epoch, g["mean"], color=color(a), label=a)
+            # scratch_matched repeats scratch's first 60 epochs exactly (same seed): draw scratch
+            # dashed and on top so both stay visible
+            lines[split, a], = ax.plot(g.epoch, g["mean"], color=color(a), label=a,
+                                       ls="--" if a == "scratch" else "-", zorder=3 if a == "scratch" else 2)
             ax.fill_between(g.epoch, g["mean"] - g["std"], g["mean"] + g["std"], color=color(a), alpha=0.2)
         ax.set_title(f"{split} accuracy")
         ax.set_xlabel("label epoch (spt: after its SPT epochs)")
