@@ -68,5 +68,11 @@ def draw(ctx, runs) -> pd.DataFrame:
     fig.suptitle(f"{TITLE} ({len(ctx.seeds)} seeds, band ±1 sd)")
     save_figure(fig, ctx.out, NAME, ctx.quick)
     final = agg.sort_values("step").groupby(["optimizer", "arm", "name"]).tail(1)
-    ctx.meta[NAME] = {f"{r.optimizer}/{r.arm}/{r.name}": round(float(r['mean']), 4) for _, r in final.iterrows()}
+    ctx.meta[NAME] = {f"{r['optimizer']}/{r['arm']}/{r['name']}": round(float(r["mean"]), 4)
+                      for _, r in final.iterrows()}
+    for o in ("adamw", "sgd"):  # how well each optimizer's runs classify (for the caption)
+        for a in ARMS:
+            summ = [runs[tracked_spec(ctx, a, s, o).key()].summary for s in ctx.seeds]
+            for k in ("test_at_peak", "final_train_acc"):
+                ctx.meta[NAME][f"{o}/{a}/{k}"] = round(sum(x[k] for x in summ) / len(summ), 4)
     return agg

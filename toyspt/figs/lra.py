@@ -4,6 +4,8 @@ back through the bridge: label/recon blindness ratio and proximity index per lay
 attention by offset, displacement from init per head. See :mod:`toyspt.lra.demo`."""
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from ..lra.demo import DemoConfig, run_demo
@@ -26,6 +28,6 @@ def draw(ctx, runs) -> pd.DataFrame:
     frame = demo_figure(res.records, ctx.out, NAME, ctx.quick)
     summ = res.summary.groupby("model").mean(numeric_only=True)
     ctx.meta[NAME] = dict(config_key=cfg.key(), seeds=list(ctx.seeds),
-                          summary={m: {k: float(v) for k, v in row.items() if k != "seed"}
+                          summary={m: {k: float(v) for k, v in row.items() if k != "seed" and math.isfinite(v)}
                                    for m, row in summ.iterrows()})
     return frame
