@@ -7,7 +7,6 @@ import pytest
 import torch
 from torch import nn
 
-from toyspt import directions as dr
 from toyspt import probes
 from toyspt.attention import Attention, active_hook_count
 from toyspt.model import ModelConfig, build_model

@@ -11,7 +11,6 @@ and SPT attention option. Everything is computed in float64.
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pandas as pd

@@ -84,8 +84,12 @@ def spec_from_dict(d: dict[str, Any]) -> RunSpec:
 
 
 def execute(spec: RunSpec, progress: bool = False) -> RunResult:
-    """Train the run a spec describes (no cache). Runs on one thread: these models are far
-    too small to gain from more, and extra threads thrash when processes share cores."""
+    """Train the run a spec describes (no cache). A spec of another kind (e.g. a UCR run)
+    brings its own ``execute``. Runs on one thread: these models are far too small to gain
+    from more, and extra threads thrash when processes share cores."""
+    own = getattr(spec, "execute", None)
+    if own is not None:
+        return own(progress)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -15,17 +15,14 @@ Defaults for GunPoint-sized sets (50 training series): see :data:`UCR_TRAIN_DEFA
 """
 from __future__ import annotations
 
-import argparse
-import concurrent.futures as cf
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from .model import ModelConfig
 from .train import RunResult, TrainConfig, run_recipe
@@ -123,42 +120,14 @@ def execute(spec: UCRRunSpec, progress: bool = False) -> RunResult:
                       pretrain_data=swap, progress=progress)
 
 
-def _run_and_store(spec: UCRRunSpec, root: str) -> str:
-    """Worker entry point: train one spec and store it."""
-    from .runs import RunCache
-
-    torch.set_num_threads(1)
-    RunCache(root).store(spec, execute(spec))
-    return spec.key()
-
-
 def ucr_sweep(specs: Sequence[UCRRunSpec], cache, workers: int = 1, recompute: bool = False,
               progress: bool = True) -> list[RunResult]:
-    """Every spec through the run cache; missing runs are trained (in a process pool when
-    ``workers`` > 1) and stored as soon as each ends, so an interrupted sweep resumes."""
-    unique = list({s.key(): s for s in specs}.values())
-    todo = [s for s in unique if recompute or cache.load(s) is None]
-    bar = tqdm(total=len(todo), desc="ucr runs", disable=not progress or not todo)
-    try:
-        if workers > 1 and len(todo) > 1:
-            with cf.ProcessPoolExecutor(workers) as ex:
-                for fut in cf.as_completed([ex.submit(_run_and_store, s, str(cache.root)) for s in todo]):
-                    fut.result()
-                    bar.update()
-        else:
-            for s in todo:
-                cache.store(s, execute(s))
-                bar.update()
-    finally:
-        bar.close()
-    out = []
-    for s in specs:
-        res = cache.load(s)
-        if res is None:
-            raise RuntimeError(f"UCR run {s.key()} ({s.data.name}, {s.recipe}, seed {s.seed}) is "
-                               "missing from the cache after the sweep")
-        out.append(res)
-    return out
+    """Every spec through the run cache (:func:`toyspt.runs.sweep`, one run at a time or in
+    a process pool when ``workers`` > 1); each run is stored as soon as it ends."""
+    from .runs import sweep
+
+    return sweep(specs, cache, workers=workers, recompute=recompute, progress=progress,
+                 desc="ucr runs", vectorize=False)
 
 
 # --------------------------------------------------------------------------------------
