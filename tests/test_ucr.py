@@ -217,7 +217,9 @@ def test_figure_draws_available_sets_and_lists_the_rest_as_skipped(tmp_path, mon
     write_set(root, "ECG200", rows([-1, 1] * 4, 8, 2), rows([1, -1] * 2, 8, 3))
     monkeypatch.setenv(ENV_ROOT, str(root))
     ctx = FigContext(out=tmp_path / "figs", seeds=(0, 1), quick=True, cache=RunCache(tmp_path / "cache"))
-    assert ucr_fig.specs(ctx) == []
+    specs = ucr_fig.specs(ctx)  # the registry trains these beside the toy runs
+    assert len(specs) == 2 * len(ucr_fig.ARMS) * 2
+    assert {s.data.name for s in specs} == {"GunPoint", "ECG200"} and {s.seed for s in specs} == {0, 1}
     frame = ucr_fig.draw(ctx, {})
     meta = ctx.meta["ucr"]
     assert meta["datasets"] == ["GunPoint", "ECG200"]

@@ -83,14 +83,15 @@ def slots(executor: cf.Executor | None, default: int = 1) -> int:
 
 
 def plan_jobs(specs: Sequence[RunSpec], max_group: int = MAX_GROUP, min_jobs: int = 1) -> list[list[RunSpec]]:
-    """Group specs that differ only by seed and have no trackers (at most ``max_group`` per
-    job); tracked specs stay alone. Groups are halved until there are ``min_jobs`` jobs,
+    """Group toy specs that differ only by seed and have no trackers (at most ``max_group``
+    per job); tracked specs and specs of other kinds (UCR) stay alone. Groups are halved until there are ``min_jobs`` jobs,
     so every worker has one. Order of first appearance is kept."""
     if max_group < 1:
         raise ValueError(f"max_group: must be >= 1, got {max_group}")
     groups: dict[str, list[RunSpec]] = {}
     for i, s in enumerate(specs):
-        groups.setdefault(f"alone-{i}" if s.trackers else replace(s, seed=0).key(), []).append(s)
+        alone = s.trackers or not isinstance(s, RunSpec)  # other kinds bring their own execute
+        groups.setdefault(f"alone-{i}" if alone else replace(s, seed=0).key(), []).append(s)
     jobs = [g[i:i + max_group] for g in groups.values() for i in range(0, len(g), max_group)]
     while len(jobs) < min_jobs:
         big = max(range(len(jobs)), key=lambda j: len(jobs[j]), default=None)

@@ -183,17 +183,24 @@ def probe_columns(data: UCRData, result: RunResult, mask_rate: float = 0.5) -> d
                 column_share_label=bl.label.layers[0].column_share.mean().item())
 
 
+def arm_specs(datasets: Sequence[UCRData], arms: Sequence[str], seeds: Sequence[int],
+              base: UCRRunSpec, swap: UCRData | None = None) -> list[tuple[UCRData, str, UCRRunSpec]]:
+    """(data set, arm, spec) for every data set, arm and seed, on top of ``base``."""
+    specs = []
+    for data in datasets:
+        b = ucr_spec(base.recipe, data, model=base.model, train=base.train, swap=swap,
+                     trackers=base.trackers)
+        specs += [(data, arm, arm_spec(arm, replace(b, seed=s))) for arm in arms for s in seeds]
+    return specs
+
+
 def per_seed_frame(datasets: Sequence[UCRData], arms: Sequence[str], seeds: Sequence[int],
                    base: UCRRunSpec, cache, workers: int = 1, recompute: bool = False,
                    progress: bool = True, swap: UCRData | None = None, probes: bool = True
                    ) -> pd.DataFrame:
     """One row per (dataset, arm, seed): the run summary (see :data:`METRICS`) and, when
     ``probes``, the :data:`PROBE_COLUMNS` of the final weights."""
-    specs = []
-    for data in datasets:
-        b = ucr_spec(base.recipe, data, model=base.model, train=base.train, swap=swap,
-                     trackers=base.trackers)
-        specs += [(data, arm, arm_spec(arm, replace(b, seed=s))) for arm in arms for s in seeds]
+    specs = arm_specs(datasets, arms, seeds, base, swap)
     results = ucr_sweep([s for *_, s in specs], cache, workers, recompute, progress)
     rows = []
     for (data, arm, spec), res in zip(specs, results):

@@ -6,9 +6,9 @@ The paper's sets are GunPoint, GunPointAgeSpan, ECG200, ECGFiveDays. GunPoint sh
 cannot be found is listed in ``ctx.meta["ucr"]["skipped"]`` with the reason, never drawn
 from anything else. A set that is found but malformed is an error, not a skip.
 
-UCR runs are not toy :class:`toyspt.runs.RunSpec` s, so :func:`specs` returns none and
-:func:`draw` trains the missing runs itself, through the same run cache
-(:func:`toyspt.ucr_cli.ucr_sweep`); their time is counted in this figure's draw time.
+:func:`specs` returns the UCR run specs of the available sets; they carry their own
+``execute``, so the registry's sweep trains them beside the toy runs, through the same run
+cache.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import seaborn as sns
 from ..plots import color, save_figure
 from ..train import TrainConfig
 from ..ucr import PAPER_DATASETS, UCRNotFound, load_ucr
-from ..ucr_cli import per_seed_frame, ucr_spec, ucr_train_config
+from ..ucr_cli import arm_specs, per_seed_frame, ucr_spec, ucr_train_config
 
 NAME = "ucr"
 TITLE = "Real time series (UCR): scratch vs self-pretraining"
@@ -31,9 +31,16 @@ COLUMNS = ["dataset", "arm", "seed", "test_at_peak", "peak_val_acc", "final_trai
 QUICK_TRAIN = TrainConfig(epochs=4, pre_epochs=3, batch_size=8)  # smoke test only
 
 
+def _base(ctx, data):
+    return ucr_spec("scratch", data, train=QUICK_TRAIN if ctx.quick else ucr_train_config())
+
+
 def specs(ctx):
-    """None through the registry's toy sweep: see the module docstring."""
-    return []
+    """The UCR runs of every available data set (none when no set is available)."""
+    datasets, _ = _available(PAPER_DATASETS)
+    if not datasets:
+        return []
+    return [s for *_, s in arm_specs(datasets, ARMS, ctx.seeds, _base(ctx, datasets[0]))]
 
 
 def _available(names):
@@ -49,9 +56,7 @@ def _available(names):
 
 def frame(ctx, datasets) -> pd.DataFrame:
     """Per (dataset, arm, seed) summaries with per-(dataset, arm) mean and std columns."""
-    train = QUICK_TRAIN if ctx.quick else ucr_train_config()
-    base = ucr_spec("scratch", datasets[0], train=train)
-    per_seed = per_seed_frame(datasets, ARMS, ctx.seeds, base, ctx.cache, workers=ctx.workers,
+    per_seed = per_seed_frame(datasets, ARMS, ctx.seeds, _base(ctx, datasets[0]), ctx.cache, workers=ctx.workers,
                               progress=True, probes=False)
     g = per_seed.groupby(["dataset", "arm"], sort=False)
     for m, _ in PANELS:
