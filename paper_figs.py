@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -46,7 +47,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", default=None, help="output directory (default figures/, quick figures-quick/)")
     p.add_argument("--cache", default=str(DEFAULT_CACHE), help="run cache directory")
     p.add_argument("--recompute", action="store_true", help="retrain runs even when cached")
-    p.add_argument("--workers", type=int, default=1, help="parallel training processes")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                   help="parallel training processes (default: one per CPU core)")
     p.add_argument("--dask", default=None, metavar="ADDRESS",
                    help="train on a dask.distributed scheduler (tcp://host:8786) or 'local' (dask extra)")
     p.add_argument("--no-vectorize", action="store_true",

@@ -45,7 +45,8 @@ def training_calls(monkeypatch):
 def test_quick_figures_then_warm_rerun_trains_nothing(tmp_path, training_calls):
     pf = _paper_figs()
     out, cache = tmp_path / "figs", tmp_path / "cache"
-    argv = ["--quick", "--out", str(out), "--cache", str(cache), "--seeds", "0-1"]
+    # one worker: training happens in this process, where the calls are counted
+    argv = ["--quick", "--out", str(out), "--cache", str(cache), "--seeds", "0-1", "--workers", "1"]
     assert pf.main(argv) == 0
     assert training_calls, "the cold run must train"
     for name in FIGURES:
