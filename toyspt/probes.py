@@ -344,6 +344,22 @@ def _params(work: nn.Module, grad_names: Sequence[str] = ()) -> dict[str, torch.
             for n, p in work.named_parameters()}
 
 
+@contextlib.contextmanager
+def _instrumented(model: nn.Module, batch, loss, losses, dtype):
+    """The setup every probe shares: score sites, the resolved loss, a working copy of the
+    model (float64 on request) with its score hooks active, the cast batch. Yields
+    ``(sites, loss name, work, batch, loss wrapper, instrument, {hook: (W_Q, W_K) names})``."""
+    sites = score_sites(model)
+    name, loss_fn = resolve_loss(loss, losses)
+    if _batch_size(batch) == 0:
+        raise ValueError("empty batch")
+    with working_model(model, dtype) as work:
+        inst = _Instrument(work, sites)
+        with inst.active():
+            yield (sites, name, work, _cast(batch, dtype), _LossModule(work, loss_fn), inst,
+                   _qk_names(work, sites))
+
+
 def probe(model: nn.Module, batch, loss: "str | LossFn" = "label",
           directions: "Sequence[str] | Mapping[str, torch.Tensor] | None" = None, *,
           losses: Mapping[str, LossFn] | None = None, dtype: torch.dtype | None = torch.float64,
@@ -355,49 +371,40 @@ def probe(model: nn.Module, batch, loss: "str | LossFn" = "label",
     here). ``per_example`` adds the torch.func per-example gradients; ``use_jvp`` the
     forward-mode directional derivatives. Raises on None or non-finite gradients.
     """
-    sites = score_sites(model)
-    name, loss_fn = resolve_loss(loss, losses)
-    if _batch_size(batch) == 0:
-        raise ValueError("empty batch")
-    with working_model(model, dtype) as work:
-        batch = _cast(batch, dtype)
-        wrapper = _LossModule(work, loss_fn)
-        inst = _Instrument(work, sites)
-        qk = _qk_names(work, sites)
+    with _instrumented(model, batch, loss, losses, dtype) as (sites, name, work, batch, wrapper, inst, qk):
         qk_flat = [n for pair in qk.values() for n in pair]
-        with inst.active():
-            # 1) one batched backward: dL/dS_b of the batch loss, weight grads, inputs X
-            inst.lazy = True
-            params = _params(work, qk_flat)
-            L = functional_call(wrapper, params, (batch,))
-            inst.lazy = False
-            if L.dim() != 0:
-                raise ValueError(f"loss {name!r} must return a scalar, got shape {tuple(L.shape)}")
-            if not torch.isfinite(L):
-                raise FloatingPointError(f"loss {name!r} is not finite ({L.item()})")
-            missing = [s.hook for s in sites if s.hook not in inst.delta]
-            if missing:
-                raise RuntimeError(f"score hooks {missing} were not reached by loss {name!r}")
-            if not L.requires_grad:
-                raise RuntimeError(f"gradient of the scores is None: loss {name!r} does not depend "
-                                   "on them (detached?)")
-            targets = [inst.delta[s.hook] for s in sites] + [params[n] for n in qk_flat]
-            grads = torch.autograd.grad(L, targets, allow_unused=True)
-            gS = {s.hook: _check_grad(g, f"the scores at {s.hook}") for s, g in zip(sites, grads)}
-            gW = {n: _check_grad(g, n) for n, g in zip(qk_flat, grads[len(sites):])}
-            X = {k: v.detach() for k, v in inst.x.items()}
-            shapes = {h: g.shape[1:] for h, g in gS.items()}
-            T = next(iter(shapes.values()))[-1]
-            names, D = dr.stack(dict(directions) if isinstance(directions, Mapping)
-                                else list(directions or dr.DEFAULT_DIRECTIONS), T)
-            if D.shape[-1] != T:
-                raise ValueError(f"directions are {D.shape[-1]}x{D.shape[-1]}, scores are {T}x{T}")
-            D = D.to(L.dtype)
-            inst.delta = {}
-            # 2) per-example gradients with torch.func
-            pe = _per_example(wrapper, work, inst, sites, qk_flat, batch, shapes, L.dtype) if per_example else None
-            # 3) forward-mode directional derivatives
-            djvp = _jvp_derivs(wrapper, work, inst, sites, batch, shapes, D, jvp_chunk) if use_jvp else None
+        # 1) one batched backward: dL/dS_b of the batch loss, weight grads, inputs X
+        inst.lazy = True
+        params = _params(work, qk_flat)
+        L = functional_call(wrapper, params, (batch,))
+        inst.lazy = False
+        if L.dim() != 0:
+            raise ValueError(f"loss {name!r} must return a scalar, got shape {tuple(L.shape)}")
+        if not torch.isfinite(L):
+            raise FloatingPointError(f"loss {name!r} is not finite ({L.item()})")
+        missing = [s.hook for s in sites if s.hook not in inst.delta]
+        if missing:
+            raise RuntimeError(f"score hooks {missing} were not reached by loss {name!r}")
+        if not L.requires_grad:
+            raise RuntimeError(f"gradient of the scores is None: loss {name!r} does not depend "
+                               "on them (detached?)")
+        targets = [inst.delta[s.hook] for s in sites] + [params[n] for n in qk_flat]
+        grads = torch.autograd.grad(L, targets, allow_unused=True)
+        gS = {s.hook: _check_grad(g, f"the scores at {s.hook}") for s, g in zip(sites, grads)}
+        gW = {n: _check_grad(g, n) for n, g in zip(qk_flat, grads[len(sites):])}
+        X = {k: v.detach() for k, v in inst.x.items()}
+        shapes = {h: g.shape[1:] for h, g in gS.items()}
+        T = next(iter(shapes.values()))[-1]
+        names, D = dr.stack(dict(directions) if isinstance(directions, Mapping)
+                            else list(directions or dr.DEFAULT_DIRECTIONS), T)
+        if D.shape[-1] != T:
+            raise ValueError(f"directions are {D.shape[-1]}x{D.shape[-1]}, scores are {T}x{T}")
+        D = D.to(L.dtype)
+        inst.delta = {}
+        # 2) per-example gradients with torch.func
+        pe = _per_example(wrapper, work, inst, sites, qk_flat, batch, shapes, L.dtype) if per_example else None
+        # 3) forward-mode directional derivatives
+        djvp = _jvp_derivs(wrapper, work, inst, sites, batch, shapes, D, jvp_chunk) if use_jvp else None
     layers = []
     for s in sites:
         G_B = gS[s.hook]
@@ -475,26 +482,18 @@ def per_example_grads(model: nn.Module, batch, loss: "str | LossFn" = "label", *
                       dtype: torch.dtype | None = torch.float64) -> PerExampleGrads:
     """Per-example score and W_Q/W_K gradients only (what :func:`probe` computes with
     ``per_example=True``), via ``torch.func.vmap(grad(...))`` over ``functional_call``."""
-    sites = score_sites(model)
-    _, loss_fn = resolve_loss(loss, losses)
-    if _batch_size(batch) == 0:
-        raise ValueError("empty batch")
-    with working_model(model, dtype) as work:
-        batch = _cast(batch, dtype)
-        wrapper = _LossModule(work, loss_fn)
-        inst = _Instrument(work, sites)
-        qk_flat = [n for pair in _qk_names(work, sites).values() for n in pair]
-        with inst.active():
-            inst.lazy = True  # shapes from one example, without gradients
-            with torch.no_grad():
-                L = wrapper(_tree_map(lambda t: t[:1], batch))
-            inst.lazy = False
-            shapes = {h: d.shape[1:] for h, d in inst.delta.items()}
-            missing = [s.hook for s in sites if s.hook not in shapes]
-            if missing:
-                raise RuntimeError(f"score hooks {missing} were not reached by the loss")
-            inst.delta = {}
-            gS, gW, X = _per_example(wrapper, work, inst, sites, qk_flat, batch, shapes, L.dtype)
+    with _instrumented(model, batch, loss, losses, dtype) as (sites, _, work, batch, wrapper, inst, qk):
+        qk_flat = [n for pair in qk.values() for n in pair]
+        inst.lazy = True  # shapes from one example, without gradients
+        with torch.no_grad():
+            L = wrapper(_tree_map(lambda t: t[:1], batch))
+        inst.lazy = False
+        shapes = {h: d.shape[1:] for h, d in inst.delta.items()}
+        missing = [s.hook for s in sites if s.hook not in shapes]
+        if missing:
+            raise RuntimeError(f"score hooks {missing} were not reached by the loss")
+        inst.delta = {}
+        gS, gW, X = _per_example(wrapper, work, inst, sites, qk_flat, batch, shapes, L.dtype)
     return PerExampleGrads(gS, {n[len("model."):]: g for n, g in gW.items()}, X)
 
 
