@@ -72,13 +72,14 @@ def main(argv=None) -> int:
     t0 = time.time()
     specs = [s for m in mods.values() for s in m.specs(ctx)]
     with executor_scope(args.workers, args.dask) as ex:
-        sweep(specs, ctx.cache, workers=args.workers, executor=ex, recompute=args.recompute,
-              desc="training runs", vectorize=not args.no_vectorize)
+        results = sweep(specs, ctx.cache, workers=args.workers, executor=ex, recompute=args.recompute,
+                        desc="training runs", vectorize=not args.no_vectorize)
+    by_key = {s.key(): r for s, r in zip(specs, results)}
     train_s = time.time() - t0
     timings = {}
     for name, mod in mods.items():
         t = time.time()
-        runs = {s.key(): ctx.cache.load(s) for s in mod.specs(ctx)}
+        runs = {s.key(): by_key[s.key()] for s in mod.specs(ctx)}
         frame = mod.draw(ctx, runs)
         missing = [c for c in mod.COLUMNS if c not in frame.columns]
         if missing:

@@ -221,7 +221,8 @@ def sweep(specs: Sequence[RunSpec], cache: RunCache | None = None, workers: int 
     if recompute:
         for s in unique:
             shutil.rmtree(cache.path(s), ignore_errors=True)
-    todo = [s for s in unique if not cache.has(s)]
+    done = {s.key(): r for s in unique if (r := cache.load(s)) is not None}  # load once
+    todo = [s for s in unique if s.key() not in done]
     bar = tqdm(total=len(todo), desc=desc, disable=not progress or not todo)
     if todo:
         from .engines import plan_jobs, run_job, slots  # engines imports this module
@@ -247,14 +248,13 @@ def sweep(specs: Sequence[RunSpec], cache: RunCache | None = None, workers: int 
             bar.close()
             if own:
                 ex.shutdown(cancel_futures=True)
-    out = []
-    for s in specs:
+    for s in todo:
         res = cache.load(s)
         if res is None:
             raise RuntimeError(f"run {s.key()} ({s.recipe}, seed {s.seed}) is missing from the cache "
                                "after the sweep")
-        out.append(res)
-    return out
+        done[s.key()] = res
+    return [done[s.key()] for s in specs]
 
 
 def with_overrides(spec: RunSpec, **overrides) -> RunSpec:
