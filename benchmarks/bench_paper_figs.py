@@ -21,22 +21,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# paper_figs.py calls toyspt.runs.sweep through its own module attribute: pin vectorize there
-CHILD = """
-import functools, sys
-sys.path.insert(0, {root!r})
-import paper_figs, toyspt.runs as runs
-paper_figs.sweep = functools.partial(runs.sweep, vectorize={vectorize})
-raise SystemExit(paper_figs.main({argv!r}))
-"""
-MODES = {"one-at-a-time": False, "vectorized": True}
+MODES = {"one-at-a-time": ["--no-vectorize"], "vectorized": []}  # extra paper_figs.py flags
 
 
 def run(mode: str, argv: list[str], tmp: Path) -> dict:
     out, cache = tmp / mode / "figures", tmp / mode / "cache"
-    code = CHILD.format(root=str(ROOT), vectorize=MODES[mode], argv=argv + ["--out", str(out), "--cache", str(cache)])
+    cmd = [sys.executable, str(ROOT / "paper_figs.py"), *argv, *MODES[mode], "--out", str(out), "--cache", str(cache)]
     t = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - t
     if proc.returncode != 0:
         raise SystemExit(f"paper_figs.py failed ({mode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")

@@ -19,7 +19,7 @@ import torch
 
 from toyspt import tracking
 from toyspt.arms import arm_spec
-from toyspt.cli import add_config_flags, base_spec, parse_seeds
+from toyspt.cli_flags import add_config_flags, base_spec, parse_seeds
 from toyspt.runs import DEFAULT_CACHE, RunCache, get_run
 from toyspt.tasks import make_task
 from toyspt.train import load_model

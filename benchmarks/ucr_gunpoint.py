@@ -22,11 +22,11 @@ import pandas as pd
 import torch
 
 from toyspt import tracking as tr
-from toyspt.cli import parse_seeds
-from toyspt.runs import DEFAULT_CACHE, RunCache
+from toyspt.cli_flags import parse_seeds
+from toyspt.runs import DEFAULT_CACHE, RunCache, sweep
 from toyspt.train import load_model
 from toyspt.ucr import UCRConfig, load_ucr
-from toyspt.ucr_cli import arm_spec, ucr_spec, ucr_sweep
+from toyspt.ucr_runs import arm_spec, ucr_spec
 
 FAR = 50  # offset whose positional score serves as the "far" baseline
 
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     specs = [(arm, arm_spec(arm, ucr_spec("scratch", data, seed=s))) for arm in args.recipes.split(",")
              for s in args.seeds]
     t0, c0 = time.time(), time.process_time()
-    results = ucr_sweep([s for _, s in specs], RunCache(args.cache))
+    results = sweep([s for _, s in specs], RunCache(args.cache), desc="ucr runs")
     wall, cpu = time.time() - t0, time.process_time() - c0
     x = torch.cat([data.train.x, data.val.x])
     rows = []

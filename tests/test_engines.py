@@ -6,7 +6,8 @@ from dataclasses import replace
 import pytest
 import torch
 
-from toyspt.engines import executor_scope, make_executor, plan_jobs, slots
+from toyspt.runs.executors import executor_scope, make_executor, slots
+from toyspt.runs.sweep import plan_jobs
 from toyspt.runs import RunCache, RunSpec, sweep
 from toyspt.train import RunResult, TrainConfig
 

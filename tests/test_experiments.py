@@ -1,7 +1,7 @@
 """The headline claims of the README, re-measured (long: run with ``pytest -m slow``)."""
 import pytest
 
-from toyspt.compare import per_seed_frame
+from toyspt.runs.tables import per_seed_frame
 from toyspt.runs import RunCache, RunSpec
 
 

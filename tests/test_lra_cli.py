@@ -83,7 +83,8 @@ def test_probe_refuses_a_malicious_file(tmp_path):
 
 
 def test_quick_demo_command(tmp_path, capsys):
-    assert run(["lra", "demo", "--quick", "--seeds", "0", "--out", str(tmp_path / "demo")]) == 0
+    assert run(["lra", "demo", "--quick", "--seeds", "0", "--out", str(tmp_path / "demo"),
+                "--cache", str(tmp_path / "cache")]) == 0
     assert "spt_finetuned" in capsys.readouterr().out
     for name in ("init", "scratch", "spt_pretrained", "spt_finetuned"):
         assert (tmp_path / "demo" / "seed0" / f"{name}.ckpt").exists()

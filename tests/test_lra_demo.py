@@ -1,12 +1,13 @@
 """The offline demo: checkpoints in the code's format that load back through the bridge,
 SPT checkpoints with a decoder and no classifier, tidy records, and the demo figure."""
-from dataclasses import replace
 
 import pytest
 import torch
 
 from toyspt.lra.checkpoint import load_lra
+import toyspt.lra.demo as lra_demo
 from toyspt.lra.demo import MODELS, DemoConfig, run_demo
+from toyspt.runs import RunCache
 from toyspt.lra.figure import demo_figure
 from toyspt.lra.lightning import read_checkpoint
 
@@ -14,7 +15,7 @@ from toyspt.lra.lightning import read_checkpoint
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo")
-    return run_demo(replace(DemoConfig.quick(), seeds=(0,)), out), out
+    return run_demo(DemoConfig.quick(), out / "ckpt", seeds=(0,), cache=RunCache(out / "cache")), out
 
 
 def test_checkpoints_are_in_the_code_format_and_load_back(demo):
@@ -43,9 +44,12 @@ def test_records_and_summary(demo, tmp_path):
     assert (tmp_path / "lra.png").exists()
 
 
-def test_cache_is_reused(demo):
+def test_cache_is_reused(demo, tmp_path, monkeypatch):
     res, out = demo
-    stamp = (out / "seed0" / "demo.json").stat().st_mtime_ns
-    again = run_demo(replace(DemoConfig.quick(), seeds=(0,)), out)
-    assert (out / "seed0" / "demo.json").stat().st_mtime_ns == stamp
-    assert again.summary.equals(res.summary)
+    calls = []
+    monkeypatch.setattr(lra_demo, "_train_models", lambda *a, **k: calls.append(a) or None)
+    again = run_demo(DemoConfig.quick(), tmp_path / "again", seeds=(0,), cache=RunCache(out / "cache"))
+    assert calls == []  # read from the run cache, nothing trained
+    assert again.summary.equals(res.summary) and again.records.equals(res.records)
+    for name in ("init", *MODELS):  # the checkpoints written again from the cache are the same files
+        assert (tmp_path / "again" / "seed0" / f"{name}.ckpt").read_bytes() == res.paths[0, name].read_bytes()

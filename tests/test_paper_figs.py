@@ -7,9 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import toyspt.lra.demo as lra_demo
-import toyspt.runs as runs
-import toyspt.ucr_cli as ucr_cli
+import toyspt.runs.sweep as sweep_mod
 from toyspt.figs import FIGURES, load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +22,7 @@ def _paper_figs():
 
 @pytest.fixture
 def training_calls(monkeypatch):
-    """Count every place that trains: toy runs, UCR runs, LRA demo models."""
+    """Count every training job of the sweep (toy, UCR and LRA-demo runs alike)."""
     calls = []
 
     def counting(mod, name):
@@ -36,9 +34,7 @@ def training_calls(monkeypatch):
 
         monkeypatch.setattr(mod, name, spy)
 
-    counting(runs, "execute")
-    counting(ucr_cli, "execute")
-    counting(lra_demo, "_train_models")
+    counting(sweep_mod, "run_job")
     return calls
 
 

@@ -5,7 +5,6 @@ from dataclasses import replace
 import pytest
 import torch
 
-import toyspt.runs as runs
 from toyspt.arms import arm_spec, default_swap
 from toyspt.runs import RunCache, RunSpec, get_run, spec_from_dict, sweep, with_overrides
 from toyspt.train import TrainConfig
@@ -19,13 +18,13 @@ BASE = RunSpec("scratch", 0, SMALL_TASK, train=TrainConfig(epochs=1, pre_epochs=
 def counted(monkeypatch):
     """Count the runs that really train."""
     calls = []
-    real = runs.execute
+    real = RunSpec.execute
 
     def spy(spec, progress=False):
         calls.append(spec.key())
         return real(spec, progress)
 
-    monkeypatch.setattr(runs, "execute", spy)
+    monkeypatch.setattr(RunSpec, "execute", spy)
     return calls
 
 
@@ -63,22 +62,22 @@ def test_corrupted_entry_is_recomputed(tmp_path, counted):
 def test_killed_sweep_resumes_without_redoing_finished_runs(tmp_path, counted, monkeypatch):
     cache = RunCache(tmp_path)
     specs = [replace(BASE, seed=s) for s in range(3)]
-    real = runs.execute
+    real = RunSpec.execute
 
     def dies_on_third(spec, progress=False):
         if spec.seed == 2:
             raise KeyboardInterrupt  # the process is killed half way through the sweep
         return real(spec, progress)
 
-    monkeypatch.setattr(runs, "execute", dies_on_third)
+    monkeypatch.setattr(RunSpec, "execute", dies_on_third)
     with pytest.raises(KeyboardInterrupt):
         sweep(specs, cache, progress=False)
     assert [cache.has(s) for s in specs] == [True, True, False]
     assert not list(tmp_path.rglob(".tmp-*"))  # nothing half-written stays
-    monkeypatch.setattr(runs, "execute", real)
+    monkeypatch.setattr(RunSpec, "execute", real)
     counted.clear()
     calls = []
-    monkeypatch.setattr(runs, "execute", lambda spec, progress=False: calls.append(spec.seed) or real(spec))
+    monkeypatch.setattr(RunSpec, "execute", lambda spec, progress=False: calls.append(spec.seed) or real(spec))
     out = sweep(specs, cache, progress=False)
     assert calls == [2] and [r.seed for r in out] == [0, 1, 2]
 

@@ -6,7 +6,7 @@ import torch
 
 from toyspt import tracking
 from toyspt.model import ModelConfig, build_model
-from toyspt.runs import RunSpec, execute
+from toyspt.runs import RunSpec
 from toyspt.train import TrainConfig, run_recipe
 
 SMALL = dict(d_model=16, d_mlp=32)
@@ -129,18 +129,19 @@ def test_make_trackers_registry_and_errors(small_data):
 
 
 def test_run_spec_trackers_and_compare_columns(small_data):
-    from toyspt import compare
+    from toyspt.runs.tables import default_columns
 
+    cols = default_columns()
     spec = RunSpec("scratch", seed=0, task=small_data.config, model=ModelConfig(**SMALL),
                    train=TrainConfig(epochs=1, batch_size=64), trackers=("displacement",))
-    res = execute(spec)
+    res = spec.execute()
     assert {r["metric"] for r in res.records} >= {"disp_init", "rel_disp_phase"}
     for col in ("rel_disp_WQ", "rel_disp_WK", "proximity_index"):
-        assert col in compare.EXTRA_COLUMNS
-    wq = compare.EXTRA_COLUMNS["rel_disp_WQ"](spec, res)
+        assert col in cols
+    wq = cols["rel_disp_WQ"](spec, res)
     W, W0 = res.states["final"]["blocks.0.attn.W_Q.weight"], res.states["init"]["blocks.0.attn.W_Q.weight"]
     assert wq == pytest.approx(((W - W0).norm() / W0.norm()).item(), rel=1e-6)
-    pi = compare.EXTRA_COLUMNS["proximity_index"](spec, res)
+    pi = cols["proximity_index"](spec, res)
     assert 0 < pi < 16
     # the index is that of the final model's attention on the spec's validation inputs
     from toyspt.train import load_model

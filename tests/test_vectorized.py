@@ -4,10 +4,12 @@ import pytest
 import torch
 
 from toyspt.model import ModelConfig
-from toyspt.runs import RunSpec, execute
+from toyspt.runs import RunSpec
 from toyspt.tasks import Split, TaskConfig, make_task
 from toyspt.train import RECIPES, TrainConfig, run_recipe
-from toyspt.vectorized import execute_seeds, run_recipe_seeds
+from toyspt.vectorized import run_recipe_seeds
+
+execute_seeds = RunSpec.execute_group
 
 from conftest import SMALL_TASK
 
@@ -103,15 +105,14 @@ def test_vmap_is_as_accurate_as_run_recipe(recipe, small_data, swap_data, monkey
                 assert err_vmap <= RATIO * err_seq + ulp, (which, n, err_vmap, err_seq)
 
 
-# execute_seeds (the sweep's job) ------------------------------------------------------------
+# RunSpec.execute_group (the sweep's job) ------------------------------------------------------------
 
 def test_execute_seeds_equals_execute():
     base = RunSpec("spt", 0, SMALL_TASK, train=replace(TC, epochs=1, pre_epochs=1))
     specs = [replace(base, seed=s) for s in (3, 1)]
     out = execute_seeds(specs)
     assert [r.seed for r in out] == [3, 1]
-    assert_bitwise([execute(s) for s in specs], out)
-    assert execute_seeds([]) == []
+    assert_bitwise([s.execute() for s in specs], out)
 
 
 def test_execute_seeds_refuses_what_it_cannot_group():

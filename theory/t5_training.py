@@ -29,7 +29,7 @@ import torch
 
 from toyspt import probes, tracking
 from toyspt.model import ModelConfig, build_model
-from toyspt.runs import RunCache, RunSpec, execute, get_run
+from toyspt.runs import RunCache, RunSpec, get_run
 from toyspt.tasks import TaskConfig, make_task
 from toyspt.train import TrainConfig, load_model
 
@@ -69,7 +69,7 @@ def _runs(quick: bool, cache: str | None) -> tuple[T5Config, dict[tuple[str, int
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small models: one thread is fastest and shares the machine
     try:
-        runs = {(sp.recipe, sp.seed): (get_run(sp, store) if store is not None else execute(sp))
+        runs = {(sp.recipe, sp.seed): (get_run(sp, store) if store is not None else sp.execute())
                 for sp in specs(cfg)}
     finally:
         torch.set_num_threads(threads)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from typing import Any
 
-from .runs import RunSpec, with_overrides
+from .runs.specs import RunSpec, with_overrides
 from .tasks import TaskConfig
-from .train import RECIPES
+from .recipes import RECIPES
 
 ALIASES = {
     "alibi": "scratch:pos=alibi",

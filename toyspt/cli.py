@@ -1,66 +1,27 @@
-"""toyspt: train recipes, compare arms over seeds, probe blindness, bridge LRA, run UCR.
+"""toyspt: train recipes, compare arms over seeds, probe blindness, bridge LRA, run UCR,
+make the figures, check the theory.
 
 Subcommands: ``train``, ``compare`` (here), ``probe`` (toyspt.probe_cli), ``lra``
-(toyspt.lra.cli) and ``ucr`` (toyspt.ucr_cli).
+(toyspt.lra.cli), ``ucr`` (toyspt.ucr_cli), ``figs`` (toyspt.figs_cli, the same as
+``python paper_figs.py``) and ``theory`` (the same as ``python -m theory``).
 
 Config fields are flags: ``--task.T 64``, ``--model.pos alibi``, ``--train.epochs 10``.
+Exit codes: see :mod:`toyspt.cli_flags`.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
 import json
-import sys
-from dataclasses import fields
 from pathlib import Path
 
-from .arms import ALIASES, parse_value
-from .model import ModelConfig
-from .runs import DEFAULT_CACHE, RunCache, RunSpec, get_run
-from .tasks import TaskConfig
-from .train import TrainConfig
+from . import __version__
+from .cli_flags import (add_arms_flag, add_cache_flags, add_config_flags, add_seeds, add_sweep_flags,
+                        base_spec, run_main, split_arms)
+from .runs import RunCache, executor_scope, get_run
 
-CONFIGS = (("task", TaskConfig), ("model", ModelConfig), ("train", TrainConfig))
 # subcommands that live beside their part: each module has register(subparsers)
-PLUGINS = ("toyspt.probe_cli", "toyspt.lra.cli", "toyspt.ucr_cli")
-
-
-def parse_seeds(text: str) -> list[int]:
-    """``"0-4"`` -> [0..4]; ``"0,3,7"`` -> [0, 3, 7]."""
-    seeds: list[int] = []
-    try:
-        for part in text.split(","):
-            lo, dash, hi = part.partition("-")
-            seeds += list(range(int(lo), int(hi) + 1)) if dash else [int(lo)]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"seeds must look like 0-4 or 0,2,5; got {text!r}") from None
-    if not seeds:
-        raise argparse.ArgumentTypeError("no seeds given")
-    return seeds
-
-
-def add_config_flags(p: argparse.ArgumentParser) -> None:
-    """One ``--part.field`` flag per config field (values parsed like the default)."""
-    for part, cls in CONFIGS:
-        g = p.add_argument_group(f"{part} config")
-        for f in fields(cls):
-            g.add_argument(f"--{part}.{f.name}", dest=f"{part}.{f.name}", default=None,
-                           metavar=type(getattr(cls(), f.name)).__name__.upper(),
-                           help=f"(default {getattr(cls(), f.name)!r})")
-
-
-def base_spec(args: argparse.Namespace, recipe: str = "scratch", seed: int = 0) -> RunSpec:
-    """The spec the config flags describe."""
-    cfgs = {}
-    for part, cls in CONFIGS:
-        default = cls()
-        kw = {f.name: parse_value(v, getattr(default, f.name))
-              for f in fields(cls) if (v := getattr(args, f"{part}.{f.name}")) is not None}
-        try:
-            cfgs[part] = cls(**kw)
-        except ValueError as e:
-            raise SystemExit(f"error: {part} config: {e}") from None
-    return RunSpec(recipe=recipe, seed=seed, **cfgs)
+PLUGINS = ("toyspt.probe_cli", "toyspt.lra.cli", "toyspt.ucr_cli", "toyspt.figs_cli")
 
 
 def cmd_train(args) -> int:
@@ -75,15 +36,13 @@ def cmd_train(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from .compare import compare, write_table
+    from .runs.tables import compare, write_table
 
-    arms = [a for a in args.recipes.split(",") if a]
-    from .engines import executor_scope
-
+    arms = split_arms(args.arms)
+    base = base_spec(args)
     with executor_scope(args.workers, args.dask) as ex:
-        table, per_seed = compare(arms, args.seeds, base_spec(args), RunCache(args.cache),
-                                  workers=args.workers, recompute=args.recompute, executor=ex,
-                                  vectorize=not args.no_vectorize)
+        table, per_seed = compare(arms, args.seeds, base, RunCache(args.cache), workers=args.workers,
+                                  recompute=args.recompute, executor=ex, vectorize=not args.no_vectorize)
     print(table.to_string(index=False))
     if args.out:
         write_table(table, per_seed, Path(args.out))
@@ -91,33 +50,36 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def cmd_theory(args) -> int:
+    from theory.__main__ import main as theory_main
+
+    return theory_main(args.theory_args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="toyspt", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action="version", version=f"toyspt {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
 
-    def common(sp):
-        sp.add_argument("--cache", default=str(DEFAULT_CACHE), help="run cache directory")
-        sp.add_argument("--recompute", action="store_true", help="ignore cached runs")
-        add_config_flags(sp)
-
     t = sub.add_parser("train", help="train one recipe (or arm) with one seed")
-    t.add_argument("--recipe", default="spt", help="recipe or arm, e.g. spt, scratch:pos=alibi")
+    t.add_argument("--recipe", "--arm", dest="recipe", default="spt", help="recipe or arm, e.g. spt, scratch:pos=alibi")
     t.add_argument("--seed", type=int, default=0)
-    common(t)
+    add_cache_flags(t)
+    add_config_flags(t)
     t.set_defaults(func=cmd_train)
 
     c = sub.add_parser("compare", help="compare arms over seeds: mean ± std table, CSV and JSON")
-    c.add_argument("--recipes", default="scratch,spt,scratch_matched",
-                   help=f"comma-separated arms; aliases: {', '.join(sorted(ALIASES))}")
-    c.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-4"), help="e.g. 0-4 or 0,2")
-    c.add_argument("--workers", type=int, default=1, help="parallel training processes")
-    c.add_argument("--dask", default=None, metavar="ADDRESS",
-                   help="train on a dask.distributed scheduler (tcp://host:8786) or 'local' (dask extra)")
-    c.add_argument("--no-vectorize", action="store_true",
-                   help="train seeds one at a time (results are bitwise identical, only slower)")
+    add_arms_flag(c, "scratch,spt,scratch_matched")
+    add_seeds(c)
+    add_sweep_flags(c)
     c.add_argument("--out", default=None, help="directory for compare.csv / compare.json")
-    common(c)
+    add_config_flags(c)
     c.set_defaults(func=cmd_compare)
+
+    th = sub.add_parser("theory", help="check the theory (the same as python -m theory; flags after --)",
+                        add_help=False)
+    th.add_argument("theory_args", nargs=argparse.REMAINDER)
+    th.set_defaults(func=cmd_theory)
 
     for mod in PLUGINS:
         importlib.import_module(mod).register(sub)
@@ -125,12 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
-    except (ValueError, FileNotFoundError, KeyError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # argparse: usage errors exit 2 (--help and --version exit 0)
+        return e.code if isinstance(e.code, int) else 2
+    return run_main(lambda: args.func(args))
 
 
 if __name__ == "__main__":

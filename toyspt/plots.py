@@ -1,8 +1,6 @@
 """One plotting style for every figure, and atomic figure/CSV writing."""
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import matplotlib
@@ -11,6 +9,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+
+from .atomic import atomic_write, write_text  # noqa: E402,F401  (write_text: the figures' metadata)
 
 # one colour per arm, stable across figures
 ARM_COLORS = dict(zip(
@@ -38,25 +38,13 @@ def mark_quick(fig, quick: bool) -> None:
                  rotation=20, fontsize=22, color="red", alpha=0.25, transform=fig.transFigure)
 
 
-def _atomic(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def save_figure(fig, out: Path, name: str, quick: bool = False) -> list[Path]:
     """Write ``name.png`` and ``name.pdf`` atomically; returns the paths."""
     mark_quick(fig, quick)
     paths = []
     for ext in ("png", "pdf"):
         p = out / f"{name}.{ext}"
-        _atomic(p, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, dpi=150))
+        atomic_write(p, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, dpi=150))
         paths.append(p)
     plt.close(fig)
     return paths
@@ -65,9 +53,5 @@ def save_figure(fig, out: Path, name: str, quick: bool = False) -> list[Path]:
 def save_csv(frame: pd.DataFrame, out: Path, name: str) -> Path:
     """Write the plotted numbers beside the figure."""
     p = out / f"{name}.csv"
-    _atomic(p, lambda tmp: frame.to_csv(tmp, index=False))
+    atomic_write(p, lambda tmp: frame.to_csv(tmp, index=False))
     return p
-
-
-def write_text(path: Path, text: str) -> None:
-    _atomic(path, lambda tmp: Path(tmp).write_text(text))

@@ -51,7 +51,7 @@ def summary_frame(bl: pr.Blindness) -> pd.DataFrame:
 
 def cmd_probe(args) -> int:
     from .arms import arm_spec
-    from .cli import base_spec
+    from .cli_flags import base_spec
     from .tasks import make_task
 
     spec = arm_spec(args.recipe, base_spec(args, seed=args.seed))
@@ -71,19 +71,18 @@ def cmd_probe(args) -> int:
         print()
         print(summary.to_string(index=False))
     if args.out:
-        from .compare import _atomic_write
+        from .atomic import write_text
 
         out = Path(args.out)
-        _atomic_write(out / "blindness.csv", table.to_csv(index=False))
-        _atomic_write(out / "gradient_summary.csv", summary.to_csv(index=False))
+        write_text(out / "blindness.csv", table.to_csv(index=False))
+        write_text(out / "gradient_summary.csv", summary.to_csv(index=False))
         print(f"wrote {out}/blindness.csv, gradient_summary.csv")
     return 0
 
 
 def register(sub) -> None:
     """Add the ``probe`` subcommand to the ``toyspt`` parser's subparsers."""
-    from .cli import add_config_flags
-    from .runs import DEFAULT_CACHE
+    from .cli_flags import add_cache_flags, add_config_flags
 
     p = sub.add_parser("probe", help="label/recon gradient-blindness table of a run's weights",
                        description=__doc__.split("\n\n")[0])
@@ -95,8 +94,7 @@ def register(sub) -> None:
     p.add_argument("--directions", default=",".join(DEFAULT_DIRECTIONS),
                    help="comma-separated direction names (toyspt.directions)")
     p.add_argument("--out", default=None, help="directory for blindness.csv and gradient_summary.csv")
-    p.add_argument("--cache", default=str(DEFAULT_CACHE), help="run cache directory")
-    p.add_argument("--recompute", action="store_true", help="ignore cached runs")
+    add_cache_flags(p)
     add_config_flags(p)
     p.set_defaults(func=cmd_probe)
 

@@ -26,8 +26,8 @@ Three quantities, each available as a training callback (protocol of
 
 The ``probes`` tracker records :func:`toyspt.probes.blindness` quantities (label and recon
 cosines per direction and their ratio, row heterogeneity, column-only share) every k steps
-on a fixed probe batch. :func:`make_trackers` builds trackers by name for ``RunSpec.trackers``.
-Importing this module registers compare columns in :data:`toyspt.compare.EXTRA_COLUMNS`.
+on a fixed probe batch. :func:`make_trackers` builds trackers by name for ``RunSpec.trackers``;
+:data:`COMPARE_COLUMNS` are the per-run columns of ``toyspt compare``.
 """
 from __future__ import annotations
 
@@ -351,28 +351,13 @@ def final_proximity_index(spec, result) -> float:
     return proximity_index(next(iter(A.values()))).mean().item()
 
 
-# per-run columns of ``toyspt compare``: name -> fn(spec, result) -> float
+# per-run columns of ``toyspt compare`` (toyspt.runs.tables): name -> fn(spec, result) -> float
 COMPARE_COLUMNS: dict[str, Callable[[Any, Any], float]] = {
     "rel_disp_WQ": lambda spec, res: relative_displacement(res.states["final"], res.states["init"], "W_Q"),
     "rel_disp_WK": lambda spec, res: relative_displacement(res.states["final"], res.states["init"], "W_K"),
     "proximity_index": final_proximity_index,
 }
 
-
-def _register_compare_columns() -> None:
-    """Add :data:`COMPARE_COLUMNS` to ``toyspt.compare.EXTRA_COLUMNS`` (compare.py may import
-    this module anywhere after defining EXTRA_COLUMNS)."""
-    from . import compare
-
-    extra = getattr(compare, "EXTRA_COLUMNS", None)
-    if extra is None:
-        raise ImportError("toyspt.tracking was imported by toyspt.compare before EXTRA_COLUMNS "
-                          "was defined; import it after that line")
-    for name, fn in COMPARE_COLUMNS.items():
-        extra.setdefault(name, fn)
-
-
-_register_compare_columns()
 
 __all__ = ["matrices", "displacement", "relative_displacement", "diagonal_means", "offsets",
            "positional_profile", "attention_maps", "proximity_index", "self_index", "profile_rows",

@@ -1,19 +1,6 @@
-"""Training recipes: from scratch, self-pretraining (SPT) then fine-tuning, and the
-transfer / freezing ablations. Every recipe is a pure function of its configs and seed.
-
-Recipes (``E`` = ``epochs``, ``E_pre`` = ``pre_epochs``):
-
-* ``scratch``: labels for E epochs from the seed's random init.
-* ``spt``: masked reconstruction for E_pre epochs on the training inputs, then labels for
-  E epochs; everything but the heads is transferred (the classifier starts at the seed's
-  scratch init).
-* ``scratch_matched``: labels for E_pre + E epochs (same total budget as ``spt``).
-* ``qk_transfer``: only W_Q, W_K (weights and biases) from the SPT run of the same seed,
-  every other weight the seed's scratch init; then labels for E epochs.
-* ``all_but_qk_transfer``: the complement: everything from SPT but W_Q, W_K and the heads.
-* ``frozen_attention``: W_Q, W_K fixed at their random init; labels for E epochs.
-* ``data_swap``: SPT on ``pretrain_data`` (another family or seed), then as ``spt``.
-"""
+"""Training one run: the SPT phase, the label phase, and one recipe of the table in
+:mod:`toyspt.recipes` applied to a seed. Every run is a pure function of its configs and
+seed; callbacks (trackers) see the live model through :class:`RunContext`."""
 from __future__ import annotations
 
 import copy
@@ -24,14 +11,9 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .model import ModelConfig, ToyTransformer, build_model, head_param_names, qk_param_names
-from .model import SPT_ATTENTION
+from .model import SPT_ATTENTION, ModelConfig, ToyTransformer, build_model
+from .recipes import OPTIMIZERS, PRETRAINED, RECIPES, get_recipe, make_optimizer
 from .tasks import TaskData, recon_loss, sample_mask
-
-RECIPES = ("scratch", "spt", "scratch_matched", "qk_transfer", "all_but_qk_transfer",
-           "frozen_attention", "data_swap")
-PRETRAINED = ("spt", "qk_transfer", "all_but_qk_transfer", "data_swap")
-OPTIMIZERS = ("adamw", "sgd")
 
 
 @dataclass(frozen=True)
@@ -104,13 +86,6 @@ def clone_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def _optimizer(params, cfg: TrainConfig, lr: float) -> torch.optim.Optimizer:
-    params = [p for p in params if p.requires_grad]
-    if cfg.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=lr, weight_decay=cfg.weight_decay)
-    return torch.optim.SGD(params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
-
-
 def _call(callbacks, hook: str, *args) -> None:
     for cb in callbacks:
         fn = getattr(cb, hook, None)
@@ -162,7 +137,7 @@ def pretrain(ctx: RunContext, data: TaskData, cfg: TrainConfig, gen: torch.Gener
     ctx.phase, ctx.epoch = "pretrain", 0
     ctx.phase_start_state = clone_state(model)
     _call(callbacks, "on_phase_start", ctx)
-    opt = _optimizer(model.parameters(), cfg, cfg.pre_lr or cfg.lr)
+    opt = make_optimizer(model.parameters(), cfg, cfg.pre_lr or cfg.lr)
     val_mask = sample_mask(len(data.val), x.shape[1], cfg.mask_rate,
                            torch.Generator().manual_seed(ctx.seed + 7919))
     history = []
@@ -193,7 +168,7 @@ def finetune(ctx: RunContext, data: TaskData, cfg: TrainConfig, epochs: int, gen
     ctx.phase, ctx.epoch = "finetune", 0
     ctx.phase_start_state = clone_state(model)
     _call(callbacks, "on_phase_start", ctx)
-    opt = _optimizer(model.parameters(), cfg, cfg.lr)
+    opt = make_optimizer(model.parameters(), cfg, cfg.lr)
     history = []
 
     def loss_fn(idx):
@@ -233,51 +208,52 @@ def transfer(target: ToyTransformer, source_state: dict[str, torch.Tensor], name
 
 def transferred_names(recipe: str, model: ToyTransformer) -> list[str]:
     """Which parameters a recipe takes from the SPT weights (empty for label-only recipes)."""
-    if recipe not in PRETRAINED:
-        return []
-    qk, heads = set(qk_param_names(model)), set(head_param_names(model))
-    names = [n for n, _ in model.named_parameters() if n not in heads]
-    if recipe == "qk_transfer":
-        return [n for n in names if n in qk]
-    if recipe == "all_but_qk_transfer":
-        return [n for n in names if n not in qk]
-    return names
+    return get_recipe(recipe).transferred(model)
 
 
 def run_recipe(recipe: str, data: TaskData, model_cfg: ModelConfig | None = None,
                train_cfg: TrainConfig | None = None, seed: int = 0, callbacks: Sequence = (),
                pretrain_data: TaskData | None = None, progress: bool = False) -> RunResult:
-    """Train one recipe with one seed. ``pretrain_data`` is required by ``data_swap``."""
-    if recipe not in RECIPES:
-        raise ValueError(f"recipe: unknown {recipe!r}; choose one of {RECIPES}")
+    """Train one recipe with one seed. ``pretrain_data`` is required by recipes that
+    pretrain on another data set (``data_swap``)."""
+    rec = get_recipe(recipe)
     model_cfg = model_cfg or ModelConfig()
     train_cfg = train_cfg or TrainConfig()
-    if recipe == "data_swap" and pretrain_data is None:
-        raise ValueError("recipe data_swap needs pretrain_data (the data set SPT runs on)")
-    if data.train.x.shape[-1] != model_cfg.d_in:
-        raise ValueError(f"data has {data.train.x.shape[-1]} features per token, "
-                         f"ModelConfig.d_in={model_cfg.d_in}")
+    spt_data = check_inputs(rec, data, model_cfg, pretrain_data)
     model = build_model(model_cfg, seed)
     ctx = RunContext(model, recipe, seed, init_state=clone_state(model))
     states = {"init": ctx.init_state}
     history: list[dict] = []
-    gen = torch.Generator().manual_seed(10_007 * seed + 1)
-    if recipe in PRETRAINED:
-        history += pretrain(ctx, pretrain_data if recipe == "data_swap" else data, train_cfg, gen,
-                            callbacks, progress)
+    gen = torch.Generator().manual_seed(seed_stream(seed))
+    if rec.pretrains:
+        history += pretrain(ctx, spt_data, train_cfg, gen, callbacks, progress)
         states["pretrained"] = clone_state(model)
         model.load_state_dict(ctx.init_state)
-        transfer(model, states["pretrained"], transferred_names(recipe, model))
-    if recipe == "frozen_attention":
-        for n, p in model.named_parameters():
-            p.requires_grad_(n not in qk_param_names(model))
-    epochs = train_cfg.epochs + (train_cfg.pre_epochs if recipe == "scratch_matched" else 0)
-    history += finetune(ctx, data, train_cfg, epochs, gen, callbacks, progress)
+        transfer(model, states["pretrained"], rec.transferred(model))
+    frozen = rec.frozen(model)
+    for n, p in model.named_parameters():
+        p.requires_grad_(n not in frozen)
+    history += finetune(ctx, data, train_cfg, rec.label_epochs(train_cfg), gen, callbacks, progress)
     for p in model.parameters():
         p.requires_grad_(True)
     states["final"] = clone_state(model)
     config = dict(model=asdict(model_cfg), train=asdict(train_cfg))
     return RunResult(recipe, seed, history, summarize(history), ctx.records, states, config)
+
+
+def seed_stream(seed: int) -> int:
+    """The seed of a run's data-order and mask generator (shared by every trainer)."""
+    return 10_007 * seed + 1
+
+
+def check_inputs(rec, data: TaskData, model_cfg: ModelConfig, pretrain_data: TaskData | None) -> TaskData | None:
+    """Refuse data that does not fit the recipe or model; returns the data SPT runs on."""
+    if rec.pretrain_on == "swap" and pretrain_data is None:
+        raise ValueError(f"recipe {rec.name} needs pretrain_data (the data set SPT runs on)")
+    if data.train.x.shape[-1] != model_cfg.d_in:
+        raise ValueError(f"data has {data.train.x.shape[-1]} features per token, "
+                         f"ModelConfig.d_in={model_cfg.d_in}")
+    return pretrain_data if rec.pretrain_on == "swap" else data if rec.pretrains else None
 
 
 def load_model(result: RunResult, which: str = "final", cfg: ModelConfig | None = None) -> ToyTransformer:
@@ -289,6 +265,6 @@ def load_model(result: RunResult, which: str = "final", cfg: ModelConfig | None 
     return model.eval()
 
 
-__all__ = ["RECIPES", "TrainConfig", "RunContext", "RunResult", "run_recipe", "pretrain",
+__all__ = ["RECIPES", "PRETRAINED", "OPTIMIZERS", "TrainConfig", "seed_stream", "check_inputs", "RunContext", "RunResult", "run_recipe", "pretrain",
            "finetune", "summarize", "transfer", "transferred_names", "accuracy", "load_model",
            "clone_state"]

@@ -41,9 +41,10 @@ from torch import nn
 from torch.func import functional_call, vmap
 from tqdm.auto import tqdm
 
-from .model import ModelConfig, build_model, qk_param_names
+from .model import ModelConfig, build_model
+from .recipes import get_recipe, make_optimizer
 from .tasks import TaskData, recon_loss, sample_mask
-from .train import PRETRAINED, RECIPES, RunResult, TrainConfig, clone_state, summarize, transferred_names
+from .train import RunResult, TrainConfig, check_inputs, clone_state, seed_stream, summarize
 
 ENGINES = ("lockstep", "vmap")
 # sequences per evaluation forward: a (512, 32, 128) MLP activation (8 MB) is about the
@@ -51,20 +52,6 @@ ENGINES = ("lockstep", "vmap")
 # Rows of a matrix product do not depend on how many rows are in the call, so chunking
 # does not change the logits (the lockstep test checks the accuracies bit for bit).
 EVAL_CHUNK = 512
-
-
-def _optimizer(params, cfg: TrainConfig, lr: float) -> torch.optim.Optimizer:
-    """Same optimizer and settings as toyspt.train (default single-tensor implementation)."""
-    if cfg.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=lr, weight_decay=cfg.weight_decay)
-    return torch.optim.SGD(params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
-
-
-def _check(values: list[float], recipe: str, seeds: Sequence[int], phase: str, epoch: int, step: int):
-    bad = [s for s, v in zip(seeds, values) if not torch.isfinite(torch.tensor(v))]
-    if bad:
-        raise FloatingPointError(f"non-finite loss in recipe {recipe!r}, seeds {bad}, phase {phase}, "
-                                 f"epoch {epoch}, step {step}")
 
 
 # --------------------------------------------------------------------------------------
@@ -122,7 +109,7 @@ class Lockstep:
         for p in self.live:  # parameters become views of the flat buffer the optimizer updates
             p.data = self.flat.data[off:off + p.numel()].view_as(p)
             off += p.numel()
-        self.opt = _optimizer([self.flat], self.cfg, self.lr)
+        self.opt = make_optimizer([self.flat], self.cfg, self.lr)
 
     @torch.no_grad()
     def correct(self, x, y, chunk: int = EVAL_CHUNK) -> list[int]:
@@ -169,7 +156,7 @@ class Stacked:
 
     def start_phase(self, cfg: TrainConfig, lr: float) -> None:
         # parameters the loss does not reach keep grad None, and the optimizer skips them
-        self.opt = _optimizer([p for p in self.params.values() if p.requires_grad], cfg, lr)
+        self.opt = make_optimizer([p for p in self.params.values() if p.requires_grad], cfg, lr)
 
     def _call(self, p, x, mask=None, attend="all"):
         full = {f"model.{n}": v for n, v in p.items()}
@@ -300,38 +287,31 @@ def run_recipe_seeds(recipe: str, data: TaskData, model_cfg: ModelConfig | None 
     """``[run_recipe(recipe, data, model_cfg, train_cfg, s, pretrain_data=...) for s in seeds]``
     trained together: bitwise equal with ``engine="lockstep"``, within float32 rounding with
     ``engine="vmap"`` (see the module docstring). No tracker callbacks."""
-    if recipe not in RECIPES:
-        raise ValueError(f"recipe: unknown {recipe!r}; choose one of {RECIPES}")
+    rec = get_recipe(recipe)
     if engine not in ENGINES:
         raise ValueError(f"engine: choose one of {ENGINES}, got {engine!r}")
-    if recipe == "data_swap" and pretrain_data is None:
-        raise ValueError("recipe data_swap needs pretrain_data (the data set SPT runs on)")
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("seeds: need at least one seed")
     if eval_chunk <= 0:
         raise ValueError(f"eval_chunk: must be positive, got {eval_chunk}")
     model_cfg, train_cfg = model_cfg or ModelConfig(), train_cfg or TrainConfig()
-    if data.train.x.shape[-1] != model_cfg.d_in:
-        raise ValueError(f"data has {data.train.x.shape[-1]} features per token, "
-                         f"ModelConfig.d_in={model_cfg.d_in}")
+    spt_data = check_inputs(rec, data, model_cfg, pretrain_data)
     make = Lockstep if engine == "lockstep" else Stacked
     inits = [clone_state(build_model(model_cfg, s)) for s in seeds]
     names = build_model(model_cfg, 0)  # parameter names only
-    gens = [torch.Generator().manual_seed(10_007 * s + 1) for s in seeds]
+    gens = [torch.Generator().manual_seed(seed_stream(s)) for s in seeds]
     histories: list[list[dict]] = [[] for _ in seeds]
     stack, step, pretrained = make(model_cfg, inits), 0, None
-    if recipe in PRETRAINED:
-        step = _pretrain(stack, pretrain_data if recipe == "data_swap" else data, train_cfg, gens, seeds,
-                         recipe, histories, progress)
+    if rec.pretrains:
+        step = _pretrain(stack, spt_data, train_cfg, gens, seeds, recipe, histories, progress)
         pretrained = [stack.state(k) for k in range(len(seeds))]
-        moved = set(transferred_names(recipe, names))
+        moved = set(rec.transferred(names))
         stack = make(model_cfg, [{n: (pre if n in moved else init)[n] for n in init}
                                  for init, pre in zip(inits, pretrained)])
-    if recipe == "frozen_attention":
-        stack.freeze(set(qk_param_names(names)))
-    epochs = train_cfg.epochs + (train_cfg.pre_epochs if recipe == "scratch_matched" else 0)
-    _finetune(stack, data, train_cfg, epochs, gens, seeds, recipe, histories, step, progress, eval_chunk)
+    stack.freeze(rec.frozen(names))
+    _finetune(stack, data, train_cfg, rec.label_epochs(train_cfg), gens, seeds, recipe, histories, step,
+              progress, eval_chunk)
     config = dict(model=asdict(model_cfg), train=asdict(train_cfg))
     out = []
     for k, s in enumerate(seeds):
@@ -343,33 +323,4 @@ def run_recipe_seeds(recipe: str, data: TaskData, model_cfg: ModelConfig | None 
     return out
 
 
-def execute_seeds(specs, engine: str = "lockstep", progress: bool = False) -> list[RunResult]:
-    """Train ``RunSpec``s that differ only by seed (no trackers) together, on one thread
-    like ``toyspt.runs.execute``; results in the order of ``specs``."""
-    from dataclasses import replace
-
-    from .tasks import make_task
-
-    specs = list(specs)
-    if not specs:
-        return []
-    first = replace(specs[0], seed=0)
-    for s in specs:
-        if s.trackers:
-            raise ValueError(f"spec {s.key()} has trackers {s.trackers}: run it with toyspt.runs.execute")
-        if replace(s, seed=0) != first:
-            raise ValueError("execute_seeds: specs must differ only by seed")
-    if first.recipe == "data_swap" and first.swap_task is None:
-        raise ValueError("a data_swap spec needs swap_task")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        data = make_task(first.task)
-        swap = make_task(first.swap_task) if first.swap_task is not None else None
-        return run_recipe_seeds(first.recipe, data, first.model, first.train, [s.seed for s in specs],
-                                pretrain_data=swap, engine=engine, progress=progress)
-    finally:
-        torch.set_num_threads(threads)
-
-
-__all__ = ["ENGINES", "EVAL_CHUNK", "Lockstep", "Stacked", "run_recipe_seeds", "execute_seeds"]
+__all__ = ["ENGINES", "EVAL_CHUNK", "Lockstep", "Stacked", "run_recipe_seeds"]

@@ -3,7 +3,8 @@
 A figure module defines
 * ``NAME`` (str) and ``TITLE`` (one line);
 * ``COLUMNS``: the documented columns of the CSV of plotted numbers;
-* ``specs(ctx) -> list[RunSpec]``: the runs it needs (trained through the cache);
+* ``specs(ctx) -> list[Spec]``: the runs it needs (toy, UCR or LRA-demo specs; every
+  figure's runs go through one sweep and the cache);
 * ``draw(ctx, runs) -> pandas.DataFrame``: draws ``NAME.png``/``NAME.pdf`` into ``ctx.out``
   from ``runs`` (spec key -> RunResult) and returns the plotted numbers, which the
   registry writes as ``NAME.csv``. It may put extra metadata in ``ctx.meta[NAME]``.
@@ -16,10 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from ..model import ModelConfig
-from ..runs import RunCache, RunSpec
+from ..runs.cache import RunCache
+from ..runs.specs import RunSpec
 from ..tasks import TaskConfig
 from ..train import TrainConfig
 
+TRACKED = ("displacement", "probes:every=100,n=128")  # trackers of the tracked runs
+SGD_LR = 0.05  # SGD (momentum 0.9) learning rate of tracked SGD runs; AdamW keeps the default 1e-3
+# SGD runs use no weight decay: with L2 decay and momentum, shrinkage alone moves W_Q by
+# ~lr*wd/(1-momentum) per step and would swamp the gradient-driven displacement of W_Q, W_K
+SGD_WEIGHT_DECAY = 0.0
 FIGURES = ("task", "accuracy", "proximity", "displacement", "blindness", "theory", "ablations",
            "lra", "ucr")
 
@@ -32,8 +39,7 @@ class FigContext:
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     quick: bool = False
     cache: RunCache = field(default_factory=RunCache)
-    workers: int = 1
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)  # per-figure facts for metadata.json
 
     @property
     def base(self) -> RunSpec:
@@ -47,6 +53,15 @@ class FigContext:
         from ..arms import arm_spec
 
         return arm_spec(arm, replace(self.base, seed=seed, **overrides))
+
+    def tracked_spec(self, arm: str, seed: int, optimizer: str = "adamw") -> RunSpec:
+        """A run with the displacement and probe trackers (shared by the displacement and
+        blindness figures); ``optimizer="sgd"`` uses :data:`SGD_LR` and no weight decay."""
+        spec = replace(self.spec(arm, seed), trackers=TRACKED)
+        if optimizer == "sgd":
+            spec = replace(spec, train=replace(spec.train, optimizer="sgd", lr=SGD_LR,
+                                               weight_decay=SGD_WEIGHT_DECAY))
+        return spec
 
 
 def load(name: str):

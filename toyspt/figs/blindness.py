@@ -12,7 +12,6 @@ from ..plots import color, save_figure
 from ..probes import blindness, make_batch
 from ..tasks import make_task
 from ..tracking import PROBE_DIRECTIONS, records_frame
-from .displacement import tracked_spec
 
 NAME = "blindness"
 TITLE = "Label supervision is (nearly) blind to proximity directions that reconstruction sees"
@@ -26,7 +25,7 @@ TRACK_DIRECTIONS = ("circ_w1", "toep_w1", "prev", "random_s0")
 
 
 def specs(ctx):
-    return [tracked_spec(ctx, a, s) for a in ("scratch", "spt") for s in ctx.seeds]
+    return [ctx.tracked_spec(a, s) for a in ("scratch", "spt") for s in ctx.seeds]
 
 
 def draw(ctx, runs) -> pd.DataFrame:
@@ -49,7 +48,7 @@ def draw(ctx, runs) -> pd.DataFrame:
                              value=lab.column_share[0].item()))
     for a in ("scratch", "spt"):
         for s in ctx.seeds:
-            f = records_frame(runs[tracked_spec(ctx, a, s).key()].records)
+            f = records_frame(runs[ctx.tracked_spec(a, s).key()].records)
             f = f[f.metric.isin(["cos_label", "cos_recon", "row_heterogeneity_label", "column_share_label"])]
             for r in f.itertuples():
                 d = getattr(r, "direction", None)

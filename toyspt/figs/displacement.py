@@ -3,38 +3,24 @@ initialisation, ||W_t - W_0||_F / ||W_0||_F, over training for every matrix of t
 scratch vs SPT (both phases), with AdamW and with SGD."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 import matplotlib.pyplot as plt
 import pandas as pd
 
 from ..plots import color, save_figure
+from . import SGD_LR
 from ..tracking import records_frame
 
 NAME = "displacement"
 TITLE = "Relative Frobenius displacement from initialisation"
 COLUMNS = ["optimizer", "arm", "name", "step", "mean", "std", "n"]
-TRACKED = ("displacement", "probes:every=100,n=128")  # shared with the blindness figure
-SGD_LR = 0.05  # SGD (momentum 0.9) learning rate; AdamW keeps the default 1e-3
-# SGD runs use no weight decay: with L2 decay and momentum, shrinkage alone moves W_Q by
-# ~lr*wd/(1-momentum) per step and would swamp the gradient-driven displacement of W_Q, W_K
-SGD_WEIGHT_DECAY = 0.0
 MATRICES = {"blocks.0.attn.W_Q": "W_Q", "blocks.0.attn.W_K": "W_K", "blocks.0.attn.W_V": "W_V",
             "blocks.0.attn.W_O": "W_O", "blocks.0.mlp.0": "MLP in", "blocks.0.mlp.2": "MLP out",
             "embed": "embedding"}
 ARMS = ("scratch", "spt")
 
 
-def tracked_spec(ctx, arm, seed, optimizer="adamw"):
-    spec = replace(ctx.spec(arm, seed), trackers=TRACKED)
-    if optimizer == "sgd":
-        spec = replace(spec, train=replace(spec.train, optimizer="sgd", lr=SGD_LR,
-                                               weight_decay=SGD_WEIGHT_DECAY))
-    return spec
-
-
 def specs(ctx):
-    return [tracked_spec(ctx, a, s, o) for o in ("adamw", "sgd") for a in ARMS for s in ctx.seeds]
+    return [ctx.tracked_spec(a, s, o) for o in ("adamw", "sgd") for a in ARMS for s in ctx.seeds]
 
 
 def draw(ctx, runs) -> pd.DataFrame:
@@ -42,7 +28,7 @@ def draw(ctx, runs) -> pd.DataFrame:
     for o in ("adamw", "sgd"):
         for a in ARMS:
             for s in ctx.seeds:
-                f = records_frame(runs[tracked_spec(ctx, a, s, o).key()].records)
+                f = records_frame(runs[ctx.tracked_spec(a, s, o).key()].records)
                 f = f[(f.metric == "rel_disp_init") & f.name.isin(list(MATRICES))]
                 parts.append(f.assign(optimizer=o, arm=a)[["optimizer", "arm", "seed", "name", "step", "value"]])
     data = pd.concat(parts).drop_duplicates(["optimizer", "arm", "seed", "name", "step"], keep="last")
@@ -51,7 +37,7 @@ def draw(ctx, runs) -> pd.DataFrame:
     agg["std"] = agg["std"].fillna(0.0)
     fig, axes = plt.subplots(2, len(MATRICES), figsize=(18, 6), sharex="row", layout="constrained")
     for r, o in enumerate(("adamw", "sgd")):
-        spt_runs = [runs[tracked_spec(ctx, "spt", s, o).key()] for s in ctx.seeds]
+        spt_runs = [runs[ctx.tracked_spec("spt", s, o).key()] for s in ctx.seeds]
         pre_steps = max(h["step"] for h in spt_runs[0].history if h["phase"] == "pretrain")
         for c, m in enumerate(MATRICES):
             ax = axes[r, c]
@@ -72,7 +58,7 @@ def draw(ctx, runs) -> pd.DataFrame:
                       for _, r in final.iterrows()}
     for o in ("adamw", "sgd"):  # how well each optimizer's runs classify (for the caption)
         for a in ARMS:
-            summ = [runs[tracked_spec(ctx, a, s, o).key()].summary for s in ctx.seeds]
+            summ = [runs[ctx.tracked_spec(a, s, o).key()].summary for s in ctx.seeds]
             for k in ("test_at_peak", "final_train_acc"):
                 ctx.meta[NAME][f"{o}/{a}/{k}"] = round(sum(x[k] for x in summ) / len(summ), 4)
     return agg

@@ -8,7 +8,7 @@ import math
 
 import pandas as pd
 
-from ..lra.demo import DemoConfig, run_demo
+from ..lra.demo import DemoConfig, DemoSpec, demo_frames
 from ..lra.figure import demo_figure
 
 NAME = "lra"
@@ -16,17 +16,20 @@ TITLE = "LRA bridge: small ListOps Transformers, scratch vs SPT"
 COLUMNS = ["panel", "model", "layer", "direction", "offset", "metric", "mean", "std", "n"]
 
 
+def _config(ctx) -> DemoConfig:
+    return DemoConfig.quick() if ctx.quick else DemoConfig()
+
+
 def specs(ctx):
-    return []  # the demo trains its own LRA-architecture models (cached beside the run cache)
+    """One demo run (LRA-architecture models trained, saved, loaded back, probed) per seed."""
+    return [DemoSpec(s, _config(ctx)) for s in ctx.seeds]
 
 
 def draw(ctx, runs) -> pd.DataFrame:
-    from dataclasses import replace
-
-    cfg = replace(DemoConfig.quick() if ctx.quick else DemoConfig(), seeds=tuple(ctx.seeds))
-    res = run_demo(cfg, ctx.cache.root / ("lra_demo_quick" if ctx.quick else "lra_demo"))
-    frame = demo_figure(res.records, ctx.out, NAME, ctx.quick)
-    summ = res.summary.groupby("model").mean(numeric_only=True)
+    cfg = _config(ctx)
+    records, summary = demo_frames([runs[s.key()] for s in specs(ctx)])
+    frame = demo_figure(records, ctx.out, NAME, ctx.quick)
+    summ = summary.groupby("model").mean(numeric_only=True)
     ctx.meta[NAME] = dict(config_key=cfg.key(), seeds=list(ctx.seeds),
                           summary={m: {k: float(v) for k, v in row.items() if k != "seed" and math.isfinite(v)}
                                    for m, row in summ.iterrows()})

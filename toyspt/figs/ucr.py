@@ -6,11 +6,15 @@ The paper's sets are GunPoint, GunPointAgeSpan, ECG200, ECGFiveDays. GunPoint sh
 cannot be found is listed in ``ctx.meta["ucr"]["skipped"]`` with the reason, never drawn
 from anything else. A set that is found but malformed is an error, not a skip.
 
-:func:`specs` returns the UCR run specs of the available sets; they carry their own
-``execute``, so the registry's sweep trains them beside the toy runs, through the same run
-cache.
+:func:`specs` returns the UCR run specs of the available sets; they are run specs like
+the toy's, so the registry's sweep trains them beside the toy runs, through the same run
+cache, and :func:`draw` reads the results it is handed. Each data set is read once per
+process (:func:`_available` is memoised).
 """
 from __future__ import annotations
+
+import functools
+import os
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -18,8 +22,8 @@ import seaborn as sns
 
 from ..plots import color, save_figure
 from ..train import TrainConfig
-from ..ucr import PAPER_DATASETS, UCRNotFound, load_ucr
-from ..ucr_cli import arm_specs, per_seed_frame, ucr_spec, ucr_train_config
+from ..ucr import ENV_ROOT, PAPER_DATASETS, UCRNotFound, load_ucr
+from ..ucr_runs import arm_specs, frame_of, ucr_spec, ucr_train_config
 
 NAME = "ucr"
 TITLE = "Real time series (UCR): scratch vs self-pretraining"
@@ -35,16 +39,23 @@ def _base(ctx, data):
     return ucr_spec("scratch", data, train=QUICK_TRAIN if ctx.quick else ucr_train_config())
 
 
+def _specs(ctx, datasets):
+    return arm_specs(datasets, ARMS, ctx.seeds, _base(ctx, datasets[0])) if datasets else []
+
+
 def specs(ctx):
     """The UCR runs of every available data set (none when no set is available)."""
     datasets, _ = _available(PAPER_DATASETS)
-    if not datasets:
-        return []
-    return [s for *_, s in arm_specs(datasets, ARMS, ctx.seeds, _base(ctx, datasets[0]))]
+    return [s for *_, s in _specs(ctx, datasets)]
 
 
 def _available(names):
-    """(loaded data sets, {name: why skipped})."""
+    """(loaded data sets, {name: why skipped}), read once per archive root."""
+    return _load(tuple(names), os.environ.get(ENV_ROOT))
+
+
+@functools.lru_cache(maxsize=4)
+def _load(names, root_env):
     found, skipped = [], {}
     for name in names:
         try:
@@ -54,10 +65,11 @@ def _available(names):
     return found, skipped
 
 
-def frame(ctx, datasets) -> pd.DataFrame:
-    """Per (dataset, arm, seed) summaries with per-(dataset, arm) mean and std columns."""
-    per_seed = per_seed_frame(datasets, ARMS, ctx.seeds, _base(ctx, datasets[0]), ctx.cache, workers=ctx.workers,
-                              progress=True, probes=False)
+def frame(ctx, datasets, runs) -> pd.DataFrame:
+    """Per (dataset, arm, seed) summaries with per-(dataset, arm) mean and std columns, from
+    ``runs`` (spec key -> result, as the registry's sweep hands them)."""
+    specs = _specs(ctx, datasets)
+    per_seed = frame_of(specs, [runs[s.key()] for *_, s in specs], probes=False)
     g = per_seed.groupby(["dataset", "arm"], sort=False)
     for m, _ in PANELS:
         per_seed[f"mean_{m}"] = g[m].transform("mean")
@@ -76,7 +88,7 @@ def draw(ctx, runs) -> pd.DataFrame:
         ax.text(0.5, 0.5, "no UCR data set available\n(see metadata: skipped)", ha="center", va="center")
         save_figure(fig, ctx.out, NAME, ctx.quick)
         return pd.DataFrame(columns=COLUMNS)
-    df = frame(ctx, datasets)
+    df = frame(ctx, datasets, runs)
     n = len(datasets)
     fig, axes = plt.subplots(len(PANELS), n, figsize=(2.2 + 2.6 * n, 6), squeeze=False, sharey="row")
     palette = {a: color(a) for a in ARMS}

@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from ..cli_flags import add_seeds, add_sweep_flags
 from . import listops as lo
 from .checkpoint import HEAD_OVERRIDES, LoadedLRA, load_lra
 from .inputs import PIXEL_TASKS, load_pixels, make_batch, select
@@ -144,15 +145,14 @@ def cmd_probe(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from dataclasses import replace
-
+    from ..runs import RunCache, executor_scope
     from .demo import DemoConfig, run_demo
 
     torch.set_num_threads(args.threads)
     cfg = DemoConfig.quick() if args.quick else DemoConfig()
-    if args.seeds:
-        cfg = replace(cfg, seeds=tuple(int(v) for v in args.seeds.split(",")))
-    res = run_demo(cfg, Path(args.out), progress=True)
+    with executor_scope(args.workers, args.dask) as ex:
+        res = run_demo(cfg, Path(args.out), seeds=args.seeds, progress=True, recompute=args.recompute,
+                       cache=RunCache(args.cache), workers=args.workers, executor=ex)
     with pd.option_context("display.float_format", "{:.3g}".format, "display.width", 220):
         print(res.summary.to_string(index=False))
     print(f"wrote {args.out}")
@@ -211,8 +211,9 @@ def register(sub) -> None:
     d = lsub.add_parser("demo", help="train small scratch/SPT ListOps models offline, save, probe")
     d.add_argument("--out", default="lra_demo")
     d.add_argument("--quick", action="store_true", help="a smaller, faster demo (smoke test)")
-    d.add_argument("--seeds", default=None, help="comma-separated seeds (default 0,1,2)")
+    add_seeds(d, "0-2")
     d.add_argument("--threads", type=int, default=1)
+    add_sweep_flags(d)
     d.set_defaults(func=cmd_demo)
 
 

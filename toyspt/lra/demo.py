@@ -6,23 +6,32 @@ Per seed: ``init.ckpt`` (the shared initialisation), ``scratch.ckpt`` (classifie
 from init), ``spt_pretrained.ckpt`` (masked-token reconstruction from init: ``<mask>``
 inputs, cross-entropy on masked positions, per-token decoder only, as the code's SPT runs
 save) and ``spt_finetuned.ckpt`` (its backbone + a fresh classifier, trained like scratch).
-Every model is probed against ``init.ckpt`` as reference. :func:`demo_records` returns the
-tidy per-layer/head records a figure module needs (cached in the output directory).
+Every model is probed against ``init.ckpt`` as reference.
+
+One seed of the demo is a run spec (:class:`DemoSpec`) like the toy's: it trains, writes
+the four checkpoints to a temporary folder, loads them back through the bridge and probes
+them, and its result (weights, tidy probe records, accuracies) goes through the run cache
+and the sweep, so ``--recompute``, ``--workers`` and ``--dask`` reach it. :func:`run_demo`
+sweeps the seeds and writes the checkpoints out again from the cached weights.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import math
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any, ClassVar, Sequence
 
+import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..runs.cache import RunCache
+from ..runs.specs import Spec, digest, single_thread
+from ..train import RunResult
 from . import listops as lo
 from .checkpoint import load_lra, save_lra
 from .inputs import make_batch, mask_tokens, select, spt_mask
@@ -30,6 +39,7 @@ from .model import LRAConfig, build_lra
 from .report import ReportConfig, lra_report
 
 MODELS = ("scratch", "spt_pretrained", "spt_finetuned")
+FORMAT_VERSION = 1  # bump when the meaning of a cached demo entry changes
 
 
 @dataclass(frozen=True)
@@ -44,8 +54,7 @@ class DemoConfig:
     lr: float = 1e-3  # AdamW learning rate, constant
     weight_decay: float = 0.0  # AdamW weight decay (0 in the code's ListOps config)
     p_mask: float = 0.5  # SPT mask probability
-    seeds: tuple[int, ...] = (0, 1, 2)  # one set of models per seed (~70 s each, one thread)
-    report: ReportConfig = field(default_factory=ReportConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)  # what the probes report
 
     @classmethod
     def quick(cls) -> "DemoConfig":
@@ -55,7 +64,7 @@ class DemoConfig:
                    model=LRAConfig(n_layers=2, d_model=16, n_heads=2, d_ff=32, max_len=64))
 
     def key(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=str).encode()).hexdigest()[:16]
+        return digest(asdict(self))[:16]
 
 
 @dataclass
@@ -151,10 +160,22 @@ def _data(cfg: DemoConfig, seed: int):
     return select(full, slice(0, cfg.n_train)), select(full, slice(cfg.n_train, n)), vocab
 
 
-def _train_models(cfg: DemoConfig, seed: int, out: Path, progress: bool) -> dict:
-    train, val, vocab = _data(cfg, seed)
-    mcfg = replace(cfg.model, n_tokens=len(vocab))
+def _model_configs(cfg: DemoConfig, n_tokens: int) -> tuple[LRAConfig, LRAConfig]:
+    """(classifier config, SPT-pretraining config) for a vocabulary of ``n_tokens``."""
+    mcfg = replace(cfg.model, n_tokens=n_tokens)
+    return mcfg, replace(mcfg, head="none", rec_out=n_tokens)
+
+
+def _datasets(cfg: DemoConfig, mcfg: LRAConfig) -> tuple[dict, dict]:
+    """The run-config ``dataset`` entries of the classifier and SPT checkpoints."""
     ds = {"_name_": "listops_new", "l_max": mcfg.max_len, "append_eos": True, "mlm_prob": 0.0}
+    return ds, dict(ds, _name_="listops_lm", mlm_prob=cfg.p_mask)
+
+
+def _train_models(cfg: DemoConfig, seed: int, out: Path, progress: bool) -> tuple[dict, dict]:
+    train, val, vocab = _data(cfg, seed)
+    mcfg, pcfg = _model_configs(cfg, len(vocab))
+    ds, ds_spt = _datasets(cfg, mcfg)
     info = {}
     (out / "vocab.txt").write_text("\n".join(vocab.itos) + "\n")
     init = build_lra(mcfg, seed)
@@ -168,11 +189,10 @@ def _train_models(cfg: DemoConfig, seed: int, out: Path, progress: bool) -> dict
     info["scratch"] = dict(train_loss=hist[-1], val_acc=accuracy(scratch, val), seconds=time.perf_counter() - t0)
 
     t0 = time.perf_counter()
-    pre = build_lra(replace(mcfg, head="none", rec_out=len(vocab)), seed)
+    pre = build_lra(pcfg, seed)
     pre.load_state_dict({k: v for k, v in init.state_dict().items() if not k.startswith("head_")}, strict=False)
     hist = train_phase(pre, train, cfg, seed, spt=True, progress=tag("spt pretraining"))
-    save_lra(out / "spt_pretrained.ckpt", pre, dataset=dict(ds, _name_="listops_lm", mlm_prob=cfg.p_mask),
-             epoch=cfg.epochs)
+    save_lra(out / "spt_pretrained.ckpt", pre, dataset=ds_spt, epoch=cfg.epochs)
     info["spt_pretrained"] = dict(train_loss=hist[-1], val_masked_acc=masked_token_accuracy(pre, val, cfg.p_mask, seed),
                                   seconds=time.perf_counter() - t0)
 
@@ -182,7 +202,8 @@ def _train_models(cfg: DemoConfig, seed: int, out: Path, progress: bool) -> dict
     hist = train_phase(ft, train, cfg, seed + 1, spt=False, progress=tag("spt fine-tuning"))
     save_lra(out / "spt_finetuned.ckpt", ft, dataset=ds, epoch=cfg.epochs)
     info["spt_finetuned"] = dict(train_loss=hist[-1], val_acc=accuracy(ft, val), seconds=time.perf_counter() - t0)
-    return info
+    models = {"init": init, "scratch": scratch, "spt_pretrained": pre, "spt_finetuned": ft}
+    return info, {k: {n: t.detach().clone() for n, t in m.state_dict().items()} for k, m in models.items()}
 
 
 def _probe_all(cfg: DemoConfig, seed: int, out: Path) -> tuple[pd.DataFrame, list[dict]]:
@@ -206,48 +227,117 @@ def _probe_all(cfg: DemoConfig, seed: int, out: Path) -> tuple[pd.DataFrame, lis
     return pd.concat(frames, ignore_index=True), rows
 
 
-def run_demo(cfg: DemoConfig = DemoConfig(), out: Path | str = "lra_demo", progress: bool = False,
-             recompute: bool = False) -> DemoResult:
-    """Train (unless cached under ``out`` with the same config), save, load back and probe."""
-    out = Path(out)
-    torch_threads = torch.get_num_threads()
-    frames, summary, paths = [], [], {}
-    try:
-        torch.set_num_threads(1)
-        for seed in cfg.seeds:
-            d = out / f"seed{seed}"
-            d.mkdir(parents=True, exist_ok=True)
-            stamp = d / "demo.json"
-            cached = stamp.exists() and json.loads(stamp.read_text()).get("key") == cfg.key()
-            if cached and not recompute:
-                info = json.loads(stamp.read_text())["train"]
-            else:
-                info = _train_models(cfg, seed, d, progress)
-                from ..plots import write_text
-                write_text(stamp, json.dumps(dict(key=cfg.key(), config=asdict(cfg), train=info),
-                                             indent=1, default=str))
-            recs, rows = _probe_all(cfg, seed, d)
-            frames.append(recs)
-            for r in rows:
-                r.update({k: v for k, v in info[r["model"]].items() if not math.isnan(v)})
-            summary += rows
-            paths.update({(seed, m): d / f"{m}.ckpt" for m in ("init",) + MODELS})
-    finally:
-        torch.set_num_threads(torch_threads)
-    return DemoResult(pd.concat(frames, ignore_index=True), pd.DataFrame(summary), paths)
+# --------------------------------------------------------------------------- the run spec
+
+@dataclass(frozen=True)
+class DemoSpec(Spec):
+    """One seed of the demo: train, save, load back, probe (see the module docstring)."""
+
+    kind: ClassVar[str] = "lra_demo"
+
+    seed: int  # data, initialisation and data order
+    config: DemoConfig = field(default_factory=DemoConfig)  # sizes and training settings
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(kind=self.kind, format=FORMAT_VERSION, seed=self.seed, config=asdict(self.config))
+
+    def label(self) -> str:
+        return f"LRA demo run {self.key()} (seed {self.seed})"
+
+    def execute(self, progress: bool = False) -> RunResult:
+        return single_thread(self._execute, progress)
+
+    def _execute(self, progress: bool) -> RunResult:
+        cfg, seed = self.config, self.seed
+        with tempfile.TemporaryDirectory(prefix="toyspt-lra-demo-") as d:
+            info, states = _train_models(cfg, seed, Path(d), progress)
+            recs, rows = _probe_all(cfg, seed, Path(d))
+            vocab = (Path(d) / "vocab.txt").read_text().splitlines()
+        summary = {f"{m}.{k}": float(v) for m, kv in info.items() for k, v in kv.items()}
+        for r in rows:
+            r.update({k: v for k, v in info[r["model"]].items() if not math.isnan(v)})
+        records = _plain(recs) + [dict(section="model_summary", **r) for r in _plain(pd.DataFrame(rows))]
+        return RunResult("lra_demo", seed, [], summary, records, states,
+                         dict(demo=asdict(cfg), vocab=vocab))
 
 
-def demo_records(out: Path | str = "lra_demo", quick: bool = False, seeds: tuple[int, ...] | None = None
-                 ) -> pd.DataFrame:
-    """Tidy per-layer/head records of the demo (for a figure): columns ``model`` (scratch,
-    spt_pretrained, spt_finetuned), ``seed``, ``section`` (probe_summary, probe, profile,
-    displacement), ``layer``, ``head``, ``direction``, ``metric``, ``value``, ``offset``,
-    ``loss``, ``example``. Trains on the first call, then reads the cache in ``out``."""
-    cfg = DemoConfig.quick() if quick else DemoConfig()
-    if seeds is not None:
-        cfg = replace(cfg, seeds=tuple(seeds))
-    return run_demo(cfg, out).records
+def _plain(frame: pd.DataFrame) -> list[dict]:
+    """Rows of ``frame`` with numpy scalars as Python numbers (JSON-ready)."""
+    return [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()} for row in frame.to_dict("records")]
 
 
-__all__ = ["DemoConfig", "DemoResult", "run_demo", "demo_records", "train_phase", "accuracy",
-           "masked_token_accuracy", "MODELS"]
+def _frame(rows: Sequence[dict]) -> pd.DataFrame:
+    """Inverse of :func:`_plain` after the cache's JSON round trip ("nan" strings -> NaN)."""
+    f = pd.DataFrame(list(rows)).replace("nan", np.nan)
+    for c in f.columns:
+        if f[c].dtype == object:
+            try:
+                f[c] = pd.to_numeric(f[c])
+            except (ValueError, TypeError):
+                pass
+    return f
+
+
+def demo_frames(results: Sequence[RunResult]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(tidy probe records, one summary row per model and seed) of finished demo runs."""
+    recs, summ = [], []
+    for res in results:
+        recs.append(_frame([r for r in res.records if r.get("section") != "model_summary"]))
+        summ.append(_frame([{k: v for k, v in r.items() if k != "section"}
+                            for r in res.records if r.get("section") == "model_summary"]))
+    return pd.concat(recs, ignore_index=True), pd.concat(summ, ignore_index=True)
+
+
+def write_checkpoints(result: RunResult, out: Path) -> dict[str, Path]:
+    """The four checkpoints (and ``vocab.txt``) of a demo run, written from its weights."""
+    cfg = _config_of(result.config["demo"])
+    vocab = result.config["vocab"]
+    mcfg, pcfg = _model_configs(cfg, len(vocab))
+    ds, ds_spt = _datasets(cfg, mcfg)
+    out.mkdir(parents=True, exist_ok=True)
+    from ..atomic import write_text
+    write_text(out / "vocab.txt", "\n".join(vocab) + "\n")
+    paths = {}
+    for name, mc, dset, epoch in (("init", mcfg, ds, 0), ("scratch", mcfg, ds, cfg.epochs),
+                                  ("spt_pretrained", pcfg, ds_spt, cfg.epochs),
+                                  ("spt_finetuned", mcfg, ds, cfg.epochs)):
+        model = build_lra(mc, 0)
+        model.load_state_dict(result.states[name])
+        paths[name] = out / f"{name}.ckpt"
+        save_lra(paths[name], model, dataset=dset, epoch=epoch)
+    return paths
+
+
+def _config_of(d: dict) -> DemoConfig:
+    return DemoConfig(listops=lo.ListOpsConfig(**_tuples(d["listops"])), model=LRAConfig(**_tuples(d["model"])),
+                      report=ReportConfig(**_tuples(d["report"])),
+                      **{k: v for k, v in d.items() if k not in ("listops", "model", "report")})
+
+
+def _tuples(d: dict) -> dict:
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+
+
+def run_demo(cfg: DemoConfig = DemoConfig(), out: Path | str | None = "lra_demo", seeds: Sequence[int] = (0, 1, 2),
+             progress: bool = False, recompute: bool = False, cache: RunCache | None = None,
+             workers: int = 1, executor=None) -> DemoResult:
+    """Every seed through the run cache (trained on a miss), the checkpoints written to
+    ``out/seed<k>/`` (unless ``out`` is None), the records and summary gathered."""
+    from ..runs.sweep import sweep
+
+    specs = [DemoSpec(int(s), cfg) for s in seeds]
+    if not specs:
+        raise ValueError("seeds: need at least one seed")
+    results = sweep(specs, cache or RunCache(), workers=workers, executor=executor, recompute=recompute,
+                    progress=progress, desc="lra demo")
+    paths = {}
+    if out is not None:
+        for spec, res in zip(specs, results):
+            for name, path in write_checkpoints(res, Path(out) / f"seed{spec.seed}").items():
+                paths[spec.seed, name] = path
+    records, summary = demo_frames(results)
+    return DemoResult(records, summary, paths)
+
+
+__all__ = ["DemoConfig", "DemoSpec", "DemoResult", "run_demo", "demo_frames", "write_checkpoints", "train_phase",
+           "accuracy", "masked_token_accuracy", "MODELS"]

@@ -1,9 +1,8 @@
 """Where a sweep's training runs: in this process, in a local process pool, or on a
-dask.distributed cluster, all behind :class:`concurrent.futures.Executor`; and how runs
-are grouped into jobs (seeds of one recipe go together through :mod:`toyspt.vectorized`).
+dask.distributed cluster, all behind :class:`concurrent.futures.Executor`.
 
 The run cache is the only shared state. Every job writes its own entries, each atomically
-(:meth:`toyspt.runs.RunCache.store`), so two workers that train the same spec leave one
+(:meth:`toyspt.runs.cache.RunCache.store`), so two workers that train the same spec leave one
 sound entry. On a cluster, every worker must import the same toyspt (same environment)
 and reach the cache directory at the same path (a shared file system).
 """
@@ -11,15 +10,12 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
-from dataclasses import replace
-from pathlib import Path
-from typing import Iterator, Sequence
+import os
+import threading
+import time
+from typing import Iterator
 
-from . import runs
-from .runs import RunCache, RunSpec
-from .vectorized import execute_seeds
-
-MAX_GROUP = 8  # seeds per lockstep job; more only delays the first stored result
+DASK_TIMEOUT = "5s"  # how long to wait for a dask scheduler before saying it is not there
 
 
 def make_executor(workers: int = 1, dask: str | None = None) -> cf.Executor | None:
@@ -27,13 +23,27 @@ def make_executor(workers: int = 1, dask: str | None = None) -> cf.Executor | No
     no dask, a process pool of ``workers``, or with ``dask`` a cluster: a scheduler address
     (``tcp://host:8786``) or ``"local"`` (a LocalCluster of ``workers`` one-thread
     processes here). The caller shuts it down (or uses :func:`executor_scope`)."""
-    if workers < 1:
-        raise ValueError(f"workers: must be >= 1, got {workers}")
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ValueError(f"workers: must be an integer >= 1, got {workers!r}")
     if dask:
         return DaskExecutor(dask, workers)
     if workers > 1:
-        return cf.ProcessPoolExecutor(workers)
+        return process_pool(workers)
     return None
+
+
+def process_pool(workers: int) -> cf.ProcessPoolExecutor:
+    """A process pool whose workers end when this process ends (even by ``kill -9``)."""
+    return cf.ProcessPoolExecutor(workers, initializer=_die_with_parent, initargs=(os.getpid(),))
+
+
+def _die_with_parent(parent: int, every: float = 0.5) -> None:
+    """Worker initializer: a daemon thread exits the worker once its parent is gone."""
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(every)
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True, name="die-with-parent").start()
 
 
 @contextlib.contextmanager
@@ -63,7 +73,11 @@ class DaskExecutor(cf.Executor):
                                          dashboard_address=None)
             self.client = Client(self._cluster)
         else:
-            self.client = Client(address, timeout="30s")
+            try:
+                self.client = Client(address, timeout=DASK_TIMEOUT)
+            except (OSError, TimeoutError) as e:
+                raise ConnectionError(f"dask: no scheduler answered at {address} within {DASK_TIMEOUT} "
+                                      f"({type(e).__name__})") from None
         self._ex = self.client.get_executor(pure=False)
         self._max_workers = max(1, sum(self.client.nthreads().values()))  # as ProcessPoolExecutor
 
@@ -82,35 +96,4 @@ def slots(executor: cf.Executor | None, default: int = 1) -> int:
     return getattr(executor, "_max_workers", None) or default
 
 
-def plan_jobs(specs: Sequence[RunSpec], max_group: int = MAX_GROUP, min_jobs: int = 1) -> list[list[RunSpec]]:
-    """Group toy specs that differ only by seed and have no trackers (at most ``max_group``
-    per job); tracked specs and specs of other kinds (UCR) stay alone. Groups are halved until there are ``min_jobs`` jobs,
-    so every worker has one. Order of first appearance is kept."""
-    if max_group < 1:
-        raise ValueError(f"max_group: must be >= 1, got {max_group}")
-    groups: dict[str, list[RunSpec]] = {}
-    for i, s in enumerate(specs):
-        alone = s.trackers or not isinstance(s, RunSpec)  # other kinds bring their own execute
-        groups.setdefault(f"alone-{i}" if alone else replace(s, seed=0).key(), []).append(s)
-    jobs = [g[i:i + max_group] for g in groups.values() for i in range(0, len(g), max_group)]
-    while len(jobs) < min_jobs:
-        big = max(range(len(jobs)), key=lambda j: len(jobs[j]), default=None)
-        if big is None or len(jobs[big]) < 2:
-            break
-        job = jobs[big]
-        jobs[big:big + 1] = [job[:len(job) // 2], job[len(job) // 2:]]
-    return jobs
-
-
-def run_job(specs: Sequence[RunSpec], root: str | Path) -> list[str]:
-    """Worker entry point: train a job (one spec, or a seed group together; both on one
-    thread) and store every run in the cache at ``root``; returns the spec keys."""
-    specs = list(specs)
-    results = [runs.execute(specs[0])] if len(specs) == 1 else execute_seeds(specs)
-    cache = RunCache(root)
-    for s, r in zip(specs, results):
-        cache.store(s, r)
-    return [s.key() for s in specs]
-
-
-__all__ = ["MAX_GROUP", "make_executor", "executor_scope", "DaskExecutor", "slots", "plan_jobs", "run_job"]
+__all__ = ["make_executor", "executor_scope", "process_pool", "DaskExecutor", "slots"]

@@ -1,0 +1,127 @@
+"""Regenerate every mechanistic figure of toyspt from real, cached runs
+(``python paper_figs.py`` or ``toyspt figs``; the same flags).
+
+    python paper_figs.py                 # full figures into figures/ (5 seeds)
+    python paper_figs.py --quick         # small smoke version into figures-quick/ (stamped QUICK)
+    python paper_figs.py --only accuracy,ablations --workers 2
+
+Each figure is written as PNG and PDF with a CSV of the plotted numbers beside it;
+``metadata.json`` records the git revision, torch version, device, seeds, quick or not and
+the time each figure took. Every figure's runs (toy, UCR, LRA demo) go through one sweep
+and the run cache (``--cache``, ``--recompute``, ``--workers``, ``--dask``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+import torch
+
+from . import plots
+from .cli_flags import add_seeds, add_sweep_flags, default_workers, run_main
+from .figs import FIGURES, FigContext, load
+from .runs import RunCache, sweep
+
+ROOT = Path(__file__).resolve().parent.parent  # the checkout (for the git revision)
+
+
+def git_revision() -> str:
+    try:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             cwd=ROOT, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, cwd=ROOT).stdout.strip()
+        return rev + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def add_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--only", default=None, help=f"comma-separated subset of {','.join(FIGURES)}")
+    p.add_argument("--quick", action="store_true", help="few seeds and epochs: a smoke test, stamped QUICK")
+    add_seeds(p, None, help="seeds, e.g. 0-4 or 0,2 (default 0-4, quick 0-1)")
+    p.add_argument("--out", default=None, help="output directory (default figures/, quick figures-quick/)")
+    add_sweep_flags(p, workers=default_workers())
+
+
+def select(only: str | None) -> tuple[str, ...]:
+    """The figures ``--only`` names (all when None); a clear error for unknown or no names."""
+    if only is None:
+        return FIGURES
+    names = tuple(n for n in only.split(",") if n)
+    if not names:
+        raise ValueError(f"--only: no figure named in {only!r}; figures are {', '.join(FIGURES)}")
+    unknown = [n for n in names if n not in FIGURES]
+    if unknown:
+        raise ValueError(f"--only: unknown figure(s) {unknown}; figures are {', '.join(FIGURES)}")
+    return names
+
+
+def make(args: argparse.Namespace) -> int:
+    names = select(args.only)
+    out = Path(args.out or ("figures-quick" if args.quick else "figures"))
+    seeds = tuple(args.seeds or ((0, 1) if args.quick else (0, 1, 2, 3, 4)))
+    ctx = FigContext(out=out, seeds=seeds, quick=args.quick, cache=RunCache(args.cache))
+    plots.style()
+    mods = {n: load(n) for n in names}
+    t0 = time.time()
+    specs = [s for m in mods.values() for s in m.specs(ctx)]
+    results = sweep(specs, ctx.cache, workers=args.workers, dask=args.dask, recompute=args.recompute,
+                    desc="training runs", vectorize=not args.no_vectorize)
+    by_key = {s.key(): r for s, r in zip(specs, results)}
+    train_s = time.time() - t0
+    timings = {}
+    for name, mod in mods.items():
+        t = time.time()
+        runs = {s.key(): by_key[s.key()] for s in mod.specs(ctx)}
+        frame = mod.draw(ctx, runs)
+        missing = [c for c in mod.COLUMNS if c not in frame.columns]
+        if missing:
+            raise RuntimeError(f"figure {name}: CSV lacks documented columns {missing}")
+        plots.save_csv(frame, out, name)
+        timings[name] = round(time.time() - t, 2)
+        print(f"{name:13s} {timings[name]:7.1f}s  -> {out / name}.png/.pdf/.csv", flush=True)
+    meta_path = out / "metadata.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    if meta.get("quick", args.quick) != args.quick:
+        meta = {}  # never mix quick and full metadata
+    meta.update(git_revision=git_revision(), torch=torch.__version__, python=platform.python_version(),
+                device="cpu", threads=torch.get_num_threads(), seeds=list(seeds), quick=args.quick,
+                workers=args.workers, dask=args.dask, vectorize=not args.no_vectorize, cache=str(args.cache))
+    meta.setdefault("figures", {})
+    for name in mods:
+        meta["figures"][name] = dict(draw_seconds=timings[name], **ctx.meta.get(name, {}))
+    meta["last_run"] = dict(figures=list(mods), training_seconds=round(train_s, 1),
+                            total_seconds=round(time.time() - t0, 1))
+    plots.write_text(meta_path, json.dumps(meta, indent=1))
+    print(f"done in {time.time() - t0:.1f}s (training {train_s:.1f}s); metadata in {meta_path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python paper_figs.py", description=__doc__.splitlines()[0])
+    add_flags(p)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # argparse: usage errors exit 2 (--help exits 0)
+        return e.code if isinstance(e.code, int) else 2
+    return run_main(lambda: make(args))
+
+
+def register(sub) -> None:
+    """``toyspt figs``: the same as ``python paper_figs.py``."""
+    p = sub.add_parser("figs", help="regenerate the paper figures (the same as python paper_figs.py)",
+                       description=__doc__.splitlines()[0])
+    add_flags(p)
+    p.set_defaults(func=make)
+
+
+__all__ = ["main", "make", "register", "select", "git_revision", "build_parser"]

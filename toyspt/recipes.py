@@ -1,0 +1,114 @@
+"""The recipe table: what each training recipe does, read by every trainer.
+
+A recipe is a row of :data:`TABLE`: whether it runs a self-pretraining (SPT) phase and on
+which data, which parameters the label phase takes from the SPT weights, whether W_Q/W_K
+are frozen, and how many label epochs it trains. :mod:`toyspt.train` (one run) and
+:mod:`toyspt.vectorized` (K seeds in lockstep) both read this table and the optimizer
+factory below, so adding a recipe is one row here (plus its test).
+
+``E`` = ``TrainConfig.epochs``, ``E_pre`` = ``TrainConfig.pre_epochs``:
+
+* ``scratch``: labels for E epochs from the seed's random init.
+* ``spt``: masked reconstruction for E_pre epochs on the training inputs, then labels for
+  E epochs; everything but the heads is transferred (the classifier starts at the seed's
+  scratch init).
+* ``scratch_matched``: labels for E_pre + E epochs (same total budget as ``spt``).
+* ``qk_transfer``: only W_Q, W_K (weights and biases) from the SPT run of the same seed,
+  every other weight the seed's scratch init; then labels for E epochs.
+* ``all_but_qk_transfer``: the complement: everything from SPT but W_Q, W_K and the heads.
+* ``frozen_attention``: W_Q, W_K fixed at their random init; labels for E epochs.
+* ``data_swap``: SPT on ``pretrain_data`` (another family or seed), then as ``spt``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import torch
+from torch import nn
+
+from .model import head_param_names, qk_param_names
+
+TrainConfig = Any  # toyspt.train.TrainConfig (train.py imports this module, not the reverse)
+
+PRETRAIN_ON = (None, "task", "swap")  # no SPT phase / the task's own inputs / pretrain_data
+KEEP = ("none", "all", "qk", "all_but_qk")  # what the label phase keeps from SPT (heads never)
+OPTIMIZERS = ("adamw", "sgd")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One training recipe (a row of :data:`TABLE`)."""
+
+    name: str  # the recipe's name (RunSpec.recipe)
+    pretrain_on: str | None = None  # SPT data: None (no SPT), "task" or "swap" (pretrain_data)
+    keep: str = "none"  # parameters taken from the SPT weights: none | all | qk | all_but_qk
+    freeze_qk: bool = False  # W_Q, W_K (weights and biases) fixed during the label phase
+    matched_budget: bool = False  # label phase trains pre_epochs + epochs (SPT's total budget)
+
+    def __post_init__(self):
+        if self.pretrain_on not in PRETRAIN_ON:
+            raise ValueError(f"recipe {self.name}: pretrain_on must be one of {PRETRAIN_ON}")
+        if self.keep not in KEEP:
+            raise ValueError(f"recipe {self.name}: keep must be one of {KEEP}")
+        if (self.pretrain_on is None) != (self.keep == "none"):
+            raise ValueError(f"recipe {self.name}: keep={self.keep!r} needs an SPT phase and vice versa")
+
+    @property
+    def pretrains(self) -> bool:
+        return self.pretrain_on is not None
+
+    def label_epochs(self, cfg: TrainConfig) -> int:
+        """Epochs of the label phase."""
+        return cfg.epochs + (cfg.pre_epochs if self.matched_budget else 0)
+
+    def transferred(self, model: nn.Module) -> list[str]:
+        """Parameters the label phase takes from the SPT weights (state-dict order)."""
+        if self.keep == "none":
+            return []
+        qk, heads = set(qk_param_names(model)), set(head_param_names(model))
+        names = [n for n, _ in model.named_parameters() if n not in heads]
+        if self.keep == "qk":
+            return [n for n in names if n in qk]
+        if self.keep == "all_but_qk":
+            return [n for n in names if n not in qk]
+        return names
+
+    def frozen(self, model: nn.Module) -> set[str]:
+        """Parameters fixed during the label phase."""
+        return set(qk_param_names(model)) if self.freeze_qk else set()
+
+
+TABLE: dict[str, Recipe] = {r.name: r for r in (
+    Recipe("scratch"),
+    Recipe("spt", pretrain_on="task", keep="all"),
+    Recipe("scratch_matched", matched_budget=True),
+    Recipe("qk_transfer", pretrain_on="task", keep="qk"),
+    Recipe("all_but_qk_transfer", pretrain_on="task", keep="all_but_qk"),
+    Recipe("frozen_attention", freeze_qk=True),
+    Recipe("data_swap", pretrain_on="swap", keep="all"),
+)}
+RECIPES = tuple(TABLE)  # recipe names, in table order
+PRETRAINED = tuple(n for n, r in TABLE.items() if r.pretrains)
+
+
+def get_recipe(name: str) -> Recipe:
+    """The table row of ``name``; a clear error for an unknown recipe."""
+    try:
+        return TABLE[name]
+    except KeyError:
+        raise ValueError(f"recipe: unknown {name!r}; choose one of {RECIPES}") from None
+
+
+def make_optimizer(params: Iterable[torch.Tensor], cfg: TrainConfig, lr: float) -> torch.optim.Optimizer:
+    """The optimizer of every trainer: AdamW or SGD with momentum, with ``cfg``'s settings,
+    over the parameters that require a gradient (torch's default implementation)."""
+    params = [p for p in params if p.requires_grad]
+    if cfg.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=lr, weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    raise ValueError(f"optimizer: choose one of {OPTIMIZERS}, got {cfg.optimizer!r}")
+
+
+__all__ = ["Recipe", "TABLE", "RECIPES", "PRETRAINED", "OPTIMIZERS", "get_recipe", "make_optimizer"]

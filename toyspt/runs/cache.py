@@ -1,0 +1,175 @@
+"""The run cache: finished runs on disk, keyed by spec hash.
+
+An entry ``<root>/<key[:2]>/<key>/`` holds ``spec.json`` (the spec's ``to_dict``),
+``result.json`` (history, summary, tracker records, configs), ``weights.pt`` (tensors only,
+loadable with ``weights_only=True``) and ``manifest.json`` (sha256 of each of those three).
+An entry is written in a temporary directory and renamed into place, so a killed run leaves
+no half entry. On load, an entry is *damaged* when its manifest does not list exactly those
+three files with matching digests, when a file does not parse, or when its stored spec
+does not hash to its key (an entry copied under another run's key); a damaged entry is
+dropped and the run recomputed. Any other failure to read (permissions, I/O errors) raises
+:class:`CacheError`: it is reported, never "repaired" by deleting.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from ..train import RunResult
+from .specs import Spec, digest, jsonable
+
+DEFAULT_CACHE = Path(os.environ.get("TOYSPT_CACHE", ".cache/toyspt"))
+FILES = ("spec.json", "result.json", "weights.pt")
+STALE_TMP_SECONDS = 3600  # a temporary entry older than this (far longer than any run) is a killed writer's
+
+
+class CacheError(OSError):
+    """A cache entry or folder that cannot be read or written (not damage: nothing is deleted)."""
+
+
+class Damaged(ValueError):
+    """A cache entry whose files contradict each other or its key."""
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class RunCache:
+    """A directory of finished runs keyed by spec hash."""
+
+    def __init__(self, root: str | os.PathLike = DEFAULT_CACHE):
+        self.root = Path(root)
+
+    def path(self, spec: Spec) -> Path:
+        k = spec.key()
+        return self.root / k[:2] / k
+
+    def has(self, spec: Spec) -> bool:
+        return self.load(spec) is not None
+
+    def check_writable(self) -> None:
+        """Raise :class:`CacheError` now if runs could not be stored (before any training)."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(prefix=".tmp-probe-", dir=self.root):
+                pass
+        except OSError as e:
+            raise CacheError(f"run cache {self.root} is not writable: {e.strerror or e}") from None
+
+    def _read(self, d: Path, spec: Spec) -> RunResult:
+        """Read and verify one entry; :class:`Damaged` for damage, OSError for I/O trouble."""
+        if d.is_symlink() or not d.is_dir():
+            raise Damaged(f"{d} is not a directory")
+        try:
+            manifest = json.loads((d / "manifest.json").read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise Damaged(f"manifest does not parse: {e}") from None
+        except FileNotFoundError:
+            raise Damaged("no manifest") from None
+        if not isinstance(manifest, dict) or sorted(manifest) != sorted(FILES):
+            raise Damaged(f"manifest lists {sorted(manifest) if isinstance(manifest, dict) else manifest!r}, "
+                          f"expected {sorted(FILES)}")
+        for name, want in manifest.items():
+            try:
+                got = _sha256(d / name)
+            except FileNotFoundError:
+                raise Damaged(f"{name} is missing") from None
+            if got != want:
+                raise Damaged(f"checksum mismatch in {name}")
+        try:
+            stored = json.loads((d / "spec.json").read_text())
+            res = json.loads((d / "result.json").read_text())
+            states = torch.load(d / "weights.pt", weights_only=True)
+        except (ValueError, RuntimeError, EOFError, KeyError, TypeError) as e:  # parse errors
+            raise Damaged(f"unreadable content: {e}") from None
+        if digest(type(spec).identity_of(stored)) != spec.key():
+            raise Damaged("its stored spec does not hash to its key")
+        try:
+            return RunResult(res["recipe"], res["seed"], res["history"], res["summary"], res["records"],
+                             states, res["config"])
+        except (KeyError, TypeError) as e:
+            raise Damaged(f"result.json lacks {e}") from None
+
+    def load(self, spec: Spec) -> RunResult | None:
+        """The cached result, or None when missing or damaged (a damaged entry is removed;
+        an unreadable one raises :class:`CacheError`)."""
+        d = self.path(spec)
+        try:
+            ino = d.lstat().st_ino
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise CacheError(f"cannot read cache entry {d}: {e.strerror or e}") from None
+        try:
+            return self._read(d, spec)
+        except Damaged:
+            with contextlib.suppress(OSError):  # unless another worker has just replaced it
+                if d.lstat().st_ino == ino:
+                    if d.is_symlink() or not d.is_dir():
+                        d.unlink()
+                    else:
+                        shutil.rmtree(d)
+            return None
+        except OSError as e:
+            raise CacheError(f"cannot read cache entry {d} ({spec.label()}): {e.strerror or e}") from None
+
+    def store(self, spec: Spec, result: RunResult) -> Path:
+        """Write an entry atomically (temp dir + rename); a concurrent writer of the same
+        spec loses the race harmlessly."""
+        final = self.path(spec)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        self.sweep_stale(final.parent)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
+        try:
+            (tmp / "spec.json").write_text(json.dumps(jsonable(spec.to_dict()), indent=1))
+            res = dict(recipe=result.recipe, seed=result.seed, history=result.history,
+                       summary=result.summary, records=result.records, config=result.config)
+            (tmp / "result.json").write_text(json.dumps(jsonable(res)))
+            torch.save(result.states, tmp / "weights.pt")
+            manifest = {n: _sha256(tmp / n) for n in FILES}
+            (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
+            for _ in range(5):  # another worker may be writing or dropping the same entry
+                try:
+                    os.rename(tmp, final)
+                    break
+                except OSError:  # already there (another worker): keep theirs if it is sound
+                    if self.load(spec) is not None:
+                        break
+            else:
+                raise CacheError(f"could not place cache entry {final}")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return final
+
+    def remove(self, spec: Spec) -> None:
+        """Drop the entry of ``spec`` (``--recompute``)."""
+        d = self.path(spec)
+        if d.is_symlink():
+            d.unlink()
+        elif d.exists():
+            shutil.rmtree(d)
+
+    @staticmethod
+    def sweep_stale(folder: Path, age: float = STALE_TMP_SECONDS) -> None:
+        """Remove temporary entries in ``folder`` left by writers killed more than ``age`` s ago."""
+        now = time.time()
+        for p in folder.glob(".tmp-*"):
+            with contextlib.suppress(OSError):
+                if now - p.lstat().st_mtime > age:
+                    shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+
+
+__all__ = ["RunCache", "CacheError", "DEFAULT_CACHE", "FILES"]

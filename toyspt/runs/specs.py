@@ -1,0 +1,185 @@
+"""Run specs: everything that determines one run, hashed to a stable key.
+
+Every kind of run (toy task, UCR data set, LRA demo) is a :class:`Spec`: it says what it
+is (``to_dict``), what its cache key hashes (``identity``, by default the whole dict), and
+how it trains (``execute``). Specs whose ``group()`` agree may train together
+(``execute_group``; toy runs that differ only by seed train in lockstep, bitwise equal to
+one at a time). The cache and the sweep see nothing else of a spec.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, ClassVar, Sequence
+
+import torch
+
+from ..model import ModelConfig
+from ..recipes import get_recipe
+from ..tasks import TaskConfig, make_task
+from ..train import RunResult, TrainConfig, run_recipe
+
+FORMAT_VERSION = 1  # bump when the meaning of a cached toy entry changes
+
+
+def jsonable(obj):
+    """``obj`` with tuples as lists, keys as strings and NaN as ``"nan"`` (stable JSON)."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, float) and obj != obj:
+        return "nan"
+    return obj
+
+
+def digest(d: dict[str, Any]) -> str:
+    """24 hex digits of the sha256 of ``d`` as canonical JSON."""
+    blob = json.dumps(jsonable(d), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+class Spec:
+    """What the cache and the sweep need of a run spec (subclasses are frozen dataclasses)."""
+
+    kind: ClassVar[str] = "spec"  # short name of the spec kind, in messages and spec.json
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @classmethod
+    def identity_of(cls, d: dict[str, Any]) -> dict[str, Any]:
+        """The part of a ``to_dict`` result the key hashes (default: all of it)."""
+        return d
+
+    def key(self) -> str:
+        """Stable content hash of the spec."""
+        return digest(self.identity_of(self.to_dict()))
+
+    def execute(self, progress: bool = False) -> RunResult:
+        """Train the run (no cache)."""
+        raise NotImplementedError
+
+    def group(self) -> str | None:
+        """Specs with the same non-None group may train together through ``execute_group``."""
+        return None
+
+    @classmethod
+    def execute_group(cls, specs: Sequence["Spec"]) -> list[RunResult]:
+        """Train specs of one group; default: one at a time."""
+        return [s.execute() for s in specs]
+
+    def label(self) -> str:
+        """A short description for messages."""
+        return f"{self.kind} run {self.key()}"
+
+
+def single_thread(fn, *args, **kwargs):
+    """Run ``fn`` on one torch thread: these models are far too small to gain from more,
+    and extra threads thrash when processes share cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        torch.set_num_threads(threads)
+
+
+@dataclass(frozen=True)
+class RunSpec(Spec):
+    """Everything that determines one toy-task run."""
+
+    kind: ClassVar[str] = "toy"
+
+    recipe: str  # one of toyspt.recipes.RECIPES
+    seed: int = 0  # model init and data order
+    task: TaskConfig = field(default_factory=TaskConfig)  # the labelled task
+    model: ModelConfig = field(default_factory=ModelConfig)  # architecture
+    train: TrainConfig = field(default_factory=TrainConfig)  # optimisation and SPT settings
+    swap_task: TaskConfig | None = None  # data_swap: the task SPT runs on
+    trackers: tuple[str, ...] = ()  # names of tracker callbacks (toyspt.tracking)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["format"] = FORMAT_VERSION
+        return d
+
+    def label(self) -> str:
+        return f"run {self.key()} ({self.recipe}, seed {self.seed})"
+
+    def execute(self, progress: bool = False) -> RunResult:
+        return single_thread(self._execute, progress)
+
+    def _execute(self, progress: bool) -> RunResult:
+        data = make_task(self.task)
+        swap = make_task(self.swap_task) if self.swap_task is not None else None
+        if get_recipe(self.recipe).pretrain_on == "swap" and swap is None:
+            raise ValueError(f"a {self.recipe} spec needs swap_task")
+        callbacks = ()
+        if self.trackers:
+            from ..tracking import make_trackers  # measurement modules load only when asked
+            callbacks = make_trackers(self.trackers, data)
+        return run_recipe(self.recipe, data, self.model, self.train, self.seed, callbacks=callbacks,
+                          pretrain_data=swap, progress=progress)
+
+    def group(self) -> str | None:
+        """Toy specs without trackers that differ only by seed train in lockstep."""
+        return None if self.trackers else f"toy-{replace(self, seed=0).key()}"
+
+    @classmethod
+    def execute_group(cls, specs: Sequence["RunSpec"]) -> list[RunResult]:
+        """Seeds of one spec together (toyspt.vectorized's lockstep engine, bitwise equal to
+        ``execute`` one at a time); results in the order of ``specs``."""
+        from ..vectorized import run_recipe_seeds
+
+        specs = list(specs)
+        if not specs:
+            return []
+        first = replace(specs[0], seed=0)
+        if any(s.trackers for s in specs):
+            raise ValueError("specs with trackers train alone (RunSpec.execute), not in a lockstep group")
+        if any(replace(s, seed=0) != first for s in specs):
+            raise ValueError("a lockstep group must hold specs that differ only by seed")
+
+        def run():
+            data = make_task(first.task)
+            swap = make_task(first.swap_task) if first.swap_task is not None else None
+            return run_recipe_seeds(first.recipe, data, first.model, first.train, [s.seed for s in specs],
+                                    pretrain_data=swap)
+        return single_thread(run)
+
+
+def spec_from_dict(d: dict[str, Any]) -> RunSpec:
+    """Inverse of ``RunSpec.to_dict`` (lists become tuples again)."""
+
+    def build(cls, sub):
+        if sub is None:
+            return None
+        kw = {}
+        for f in fields(cls):
+            if f.name in sub:
+                v = sub[f.name]
+                kw[f.name] = tuple(v) if isinstance(v, list) else v
+        return cls(**kw)
+
+    return RunSpec(recipe=d["recipe"], seed=d["seed"], task=build(TaskConfig, d["task"]),
+                   model=build(ModelConfig, d["model"]), train=build(TrainConfig, d["train"]),
+                   swap_task=build(TaskConfig, d.get("swap_task")),
+                   trackers=tuple(d.get("trackers", ())))
+
+
+def with_overrides(spec: RunSpec, **overrides) -> RunSpec:
+    """A copy of ``spec`` with sub-config fields replaced; keys are ``part__name`` with part
+    in task, model, train (e.g. ``model__pos="alibi"``)."""
+    parts = dict(task=spec.task, model=spec.model, train=spec.train)
+    for key, value in overrides.items():
+        part, _, name = key.partition("__")
+        if part not in parts or not any(f.name == name for f in fields(parts[part])):
+            raise ValueError(f"unknown config field {part}.{name}")
+        parts[part] = replace(parts[part], **{name: value})
+    return replace(spec, **parts)
+
+
+__all__ = ["Spec", "RunSpec", "FORMAT_VERSION", "jsonable", "digest", "single_thread", "spec_from_dict",
+           "with_overrides"]
