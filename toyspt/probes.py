@@ -19,208 +19,23 @@ model is never mutated and every hook is removed, also when the loss raises.
 """
 from __future__ import annotations
 
-import contextlib
-import copy
 import warnings
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import torch
 from torch import nn
 from torch.func import functional_call, grad, jvp, vmap
 
 from . import directions as dr
-from .attention import Attention, hook_points, hooks
+from .instrument import (PARAM_PREFIX, SCORE_HOOK, Instrument, ScoreSite, Session, batch_size,
+                         cast_batch, check_grad, functional_params, instrumented, resolve_loss,
+                         score_sites, stack_tree, tree_map, working_model)
 from .losses import TOY_LOSSES, LossFn, label_loss, make_batch, recon
 from .probe_results import (Blindness, LayerProbe, PerExampleGrads, PerExampleProbe, ProbeResult,
                             QKGrads)
 
-SCORE_HOOK = "hook_attn_scores"
 DEFAULT_EPS = 1e-4  # central finite differences in float64: truncation ~eps^2, rounding ~1e-16/eps
-_P = "model."  # prefix of the model's parameters in the functional_call of _LossModule
-
-
-def resolve_loss(loss: "str | LossFn", losses: Mapping[str, LossFn] | None = None
-                 ) -> tuple[str, LossFn]:
-    """(name, fn) from a registered name (``losses``, default the toy model's) or a callable."""
-    if callable(loss):
-        return getattr(loss, "__name__", "custom"), loss
-    table = TOY_LOSSES if losses is None else losses
-    if loss not in table:
-        raise ValueError(f"unknown loss {loss!r}; named losses are {sorted(table)} or pass a callable")
-    return loss, table[loss]
-
-
-# --------------------------------------------------------------------------------------
-# score sites, the working copy and the instrumented forward
-
-@dataclass(frozen=True)
-class ScoreSite:
-    """One attention score tensor: its hook name and the module that owns it."""
-
-    hook: str  # e.g. blocks.0.attn.hook_attn_scores
-    module: str  # e.g. blocks.0.attn
-
-
-def score_sites(model: nn.Module) -> list[ScoreSite]:
-    """Every ``*hook_attn_scores`` hook point, in module order; none -> ValueError."""
-    sites = [ScoreSite(n, n.rpartition(".")[0]) for n in hook_points(model)
-             if n == SCORE_HOOK or n.endswith("." + SCORE_HOOK)]
-    if not sites:
-        raise ValueError(f"{type(model).__name__} has no attention score hook points "
-                         f"('*.{SCORE_HOOK}'); probes need toyspt.attention.Attention modules")
-    return sites
-
-
-def _tree_map(fn, obj):
-    if isinstance(obj, torch.Tensor):
-        return fn(obj)
-    if isinstance(obj, Mapping):
-        return {k: _tree_map(fn, v) for k, v in obj.items()}
-    if isinstance(obj, (tuple, list)):
-        return type(obj)(_tree_map(fn, v) for v in obj)
-    raise TypeError(f"batch leaves must be tensors, got {type(obj).__name__}")
-
-
-def _stack_tree(items: list):
-    """Stack a list of equally structured dicts/tuples of tensors along a new first dim."""
-    first = items[0]
-    if isinstance(first, torch.Tensor):
-        return torch.stack(items)
-    if isinstance(first, Mapping):
-        return {k: _stack_tree([it[k] for it in items]) for k in first}
-    return type(first)(_stack_tree(list(vs)) for vs in zip(*items))
-
-
-def _batch_size(batch) -> int:
-    sizes = set()
-    _tree_map(lambda t: sizes.add(t.shape[0] if t.dim() else -1), batch)
-    if len(sizes) != 1 or -1 in sizes:
-        raise ValueError(f"every batch tensor needs the same leading batch dimension, got {sorted(sizes)}")
-    return sizes.pop()
-
-
-def _cast(batch, dtype):
-    if dtype is None:
-        return batch
-    return _tree_map(lambda t: t.to(dtype) if t.is_floating_point() else t, batch)
-
-
-@contextlib.contextmanager
-def working_model(model: nn.Module, dtype: torch.dtype | None) -> Iterator[nn.Module]:
-    """The model to probe: a deep copy cast to ``dtype`` when that changes anything, else
-    the model itself; eval mode inside, the original train/eval flags restored after."""
-    floats = {p.dtype for p in list(model.parameters()) + list(model.buffers()) if p.is_floating_point()}
-    work = copy.deepcopy(model).to(dtype) if dtype is not None and floats - {dtype} else model
-    flags = [(m, m.training) for m in work.modules()]
-    work.eval()
-    try:
-        yield work
-    finally:
-        for m, t in flags:
-            m.train(t)
-
-
-class _LossModule(nn.Module):
-    """Wraps (model, loss) so ``functional_call`` can swap the model's parameters."""
-
-    def __init__(self, model: nn.Module, loss_fn: LossFn):
-        super().__init__()
-        self.model = model
-        self.loss_fn = loss_fn
-
-    def forward(self, batch):
-        return self.loss_fn(self.model, batch)
-
-
-class _Instrument:
-    """Score hooks that add ``self.delta[hook]`` (created lazily as zeros when ``lazy``)
-    and pre-hooks recording each Attention module's input in ``self.x``."""
-
-    def __init__(self, model: nn.Module, sites: Sequence[ScoreSite]):
-        self.model, self.sites = model, list(sites)
-        self.delta: dict[str, torch.Tensor] = {}  # score hook -> (B, H, T, T) perturbation
-        self.x: dict[str, torch.Tensor] = {}  # score hook -> (B, T, d) attention input
-        self.lazy = False
-
-    def _score_hook(self, s: torch.Tensor, name: str) -> torch.Tensor:
-        if self.lazy and name not in self.delta:
-            self.delta[name] = torch.zeros_like(s, requires_grad=True)
-        if name not in self.delta:
-            return s
-        return s + self.delta[name]
-
-    @contextlib.contextmanager
-    def active(self) -> Iterator["_Instrument"]:
-        pre = []
-        try:
-            for site in self.sites:
-                mod = self.model.get_submodule(site.module)
-                if isinstance(mod, Attention):
-                    pre.append(mod.register_forward_pre_hook(
-                        lambda m, args, n=site.hook: self.x.__setitem__(n, args[0])))
-            with hooks(self.model, [(site.hook, self._score_hook) for site in self.sites]):
-                yield self
-        finally:
-            for h in pre:
-                h.remove()
-
-
-def _check_grad(g: torch.Tensor | None, what: str) -> torch.Tensor:
-    if g is None:
-        raise RuntimeError(f"gradient of {what} is None: the loss does not depend on it")
-    if not torch.isfinite(g).all():
-        raise FloatingPointError(f"gradient of {what} is not finite")
-    return g
-
-
-def _qk_names(work: nn.Module, sites: Sequence[ScoreSite]) -> dict[str, tuple[str, str]]:
-    """hook -> (W_Q weight name, W_K weight name), as ``functional_call`` names (``_P``
-    prefix), for Attention sites without rotary."""
-    out = {}
-    for site in sites:
-        mod = work.get_submodule(site.module)
-        if isinstance(mod, Attention) and not mod.use_rope:
-            pre = f"{_P}{site.module}." if site.module else _P
-            out[site.hook] = (pre + "W_Q.weight", pre + "W_K.weight")
-    return out
-
-
-def _params(work: nn.Module, grad_names: Sequence[str] = ()) -> dict[str, torch.Tensor]:
-    return {_P + n: p.detach().requires_grad_(_P + n in grad_names) for n, p in work.named_parameters()}
-
-
-@dataclass(frozen=True)
-class _Session:
-    """The setup every probe shares, from :func:`_instrumented`."""
-
-    sites: list[ScoreSite]  # score sites, in module order
-    loss_name: str  # the resolved loss's name
-    work: nn.Module  # the working model (float64 copy on request), eval mode
-    batch: Any  # the batch, floats cast to the working dtype
-    wrapper: _LossModule  # (work, loss) for functional_call
-    inst: _Instrument  # score perturbations and attention inputs, hooks active
-    qk: dict[str, tuple[str, str]]  # hook -> (W_Q, W_K) functional_call names; non-rotary sites
-
-    @property
-    def qk_flat(self) -> list[str]:
-        """Every W_Q / W_K name of ``qk``, site by site."""
-        return [n for pair in self.qk.values() for n in pair]
-
-
-@contextlib.contextmanager
-def _instrumented(model: nn.Module, batch, loss, losses, dtype) -> Iterator[_Session]:
-    """Score sites, the resolved loss, a working copy of the model (float64 on request)
-    with its score hooks active and the cast batch, as one :class:`_Session`."""
-    sites = score_sites(model)
-    name, loss_fn = resolve_loss(loss, losses)
-    if _batch_size(batch) == 0:
-        raise ValueError("empty batch")
-    with working_model(model, dtype) as work:
-        inst = _Instrument(work, sites)
-        with inst.active():
-            yield _Session(sites, name, work, _cast(batch, dtype), _LossModule(work, loss_fn), inst,
-                           _qk_names(work, sites))
 
 
 # --------------------------------------------------------------------------------------
@@ -236,12 +51,12 @@ class _BatchGrads:
     inputs: dict[str, torch.Tensor]  # hook -> (B, T, d) attention input
 
 
-def _batch_grads(ses: _Session) -> _BatchGrads:
+def _batch_grads(ses: Session) -> _BatchGrads:
     """dL/dS_b of the batch loss at every site, W_Q / W_K gradients, attention inputs."""
     sites, inst, name = ses.sites, ses.inst, ses.loss_name
     qk_flat = ses.qk_flat
     inst.lazy = True
-    params = _params(ses.work, qk_flat)
+    params = functional_params(ses.work, qk_flat)
     L = functional_call(ses.wrapper, params, (ses.batch,))
     inst.lazy = False
     if L.dim() != 0:
@@ -256,8 +71,8 @@ def _batch_grads(ses: _Session) -> _BatchGrads:
                            "on them (detached?)")
     targets = [inst.delta[s.hook] for s in sites] + [params[n] for n in qk_flat]
     grads = torch.autograd.grad(L, targets, allow_unused=True)
-    gS = {s.hook: _check_grad(g, f"the scores at {s.hook}") for s, g in zip(sites, grads)}
-    gW = {n: _check_grad(g, n) for n, g in zip(qk_flat, grads[len(sites):])}
+    gS = {s.hook: check_grad(g, f"the scores at {s.hook}") for s, g in zip(sites, grads)}
+    gW = {n: check_grad(g, n) for n, g in zip(qk_flat, grads[len(sites):])}
     return _BatchGrads(L, gS, gW, {k: v.detach() for k, v in inst.x.items()})
 
 
@@ -286,7 +101,7 @@ def _layer_probe(site: str, bg: _BatchGrads, D_KxTxT: torch.Tensor, qk: tuple[st
         g_BxHxTxT = pe.scores[site]
         wq, wk, sv = None, None, None
         if qk is not None:
-            wq, wk = pe.weights[qk[0][len(_P):]], pe.weights[qk[1][len(_P):]]
+            wq, wk = pe.weights[qk[0][len(PARAM_PREFIX):]], pe.weights[qk[1][len(PARAM_PREFIX):]]
             sv = torch.linalg.svdvals(_dLdM_per_example(pe.inputs[site], g_BxHxTxT))
         per_example = PerExampleProbe(G=g_BxHxTxT, deriv=torch.einsum("bhtu,ktu->bhk", g_BxHxTxT, D_KxTxT),
                                       row_heterogeneity=dr.row_heterogeneity(g_BxHxTxT),
@@ -309,7 +124,7 @@ def probe(model: nn.Module, batch, loss: "str | LossFn" = "label",
     here). ``per_example`` adds the torch.func per-example gradients; ``use_jvp`` the
     forward-mode directional derivatives. Raises on None or non-finite gradients.
     """
-    with _instrumented(model, batch, loss, losses, dtype) as ses:
+    with instrumented(model, batch, loss, losses, dtype) as ses:
         # 1) one batched backward: dL/dS_b of the batch loss, weight grads, inputs X
         bg = _batch_grads(ses)
         shapes = {h: g.shape[1:] for h, g in bg.scores.items()}
@@ -329,17 +144,17 @@ def probe(model: nn.Module, batch, loss: "str | LossFn" = "label",
     return ProbeResult(ses.loss_name, bg.value.item(), names, D_KxTxT, layers)
 
 
-def _per_example(ses: _Session, shapes: Mapping[str, torch.Size], dtype: torch.dtype) -> PerExampleGrads:
+def _per_example(ses: Session, shapes: Mapping[str, torch.Size], dtype: torch.dtype) -> PerExampleGrads:
     """vmap(grad) of the loss of a batch of one: score and W_Q/W_K gradients, and inputs."""
     inst, qk_flat, batch = ses.inst, ses.qk_flat, ses.batch
-    frozen = {k: v for k, v in _params(ses.work).items() if k not in qk_flat}
+    frozen = {k: v for k, v in functional_params(ses.work).items() if k not in qk_flat}
     named = dict(ses.work.named_parameters())
-    qk0 = {n: named[n[len(_P):]].detach() for n in qk_flat}
+    qk0 = {n: named[n[len(PARAM_PREFIX):]].detach() for n in qk_flat}
     x_hooks = [s.hook for s in ses.sites if s.hook in inst.x]
 
     def one(delta, qk, example):
         inst.delta, inst.x = delta, {}
-        b1 = _tree_map(lambda t: t.unsqueeze(0), example)
+        b1 = tree_map(lambda t: t.unsqueeze(0), example)
         L = functional_call(ses.wrapper, {**frozen, **qk}, (b1,))
         return L, {h: inst.x[h][0] for h in x_hooks}
 
@@ -353,12 +168,12 @@ def _per_example(ses: _Session, shapes: Mapping[str, torch.Size], dtype: torch.d
                 raise
             warnings.warn(f"per-example gradients: vmap failed ({e}); falling back to a loop over examples",
                           RuntimeWarning, stacklevel=3)
-            outs = [g1(zeros, qk0, _tree_map(lambda t: t[b], batch)) for b in range(_batch_size(batch))]
-            (gD, gQK), X = _stack_tree([o[0] for o in outs]), _stack_tree([o[1] for o in outs])
+            outs = [g1(zeros, qk0, tree_map(lambda t: t[b], batch)) for b in range(batch_size(batch))]
+            (gD, gQK), X = stack_tree([o[0] for o in outs]), stack_tree([o[1] for o in outs])
     finally:
         inst.delta, inst.x = {}, {}
-    gD = {h: _check_grad(g, f"the per-example scores at {h}") for h, g in gD.items()}
-    gQK = {n[len(_P):]: _check_grad(g, f"per-example {n}") for n, g in gQK.items()}
+    gD = {h: check_grad(g, f"the per-example scores at {h}") for h, g in gD.items()}
+    gQK = {n[len(PARAM_PREFIX):]: check_grad(g, f"per-example {n}") for n, g in gQK.items()}
     return PerExampleGrads(gD, gQK, X)
 
 
@@ -367,11 +182,11 @@ def per_example_grads(model: nn.Module, batch, loss: "str | LossFn" = "label", *
                       dtype: torch.dtype | None = torch.float64) -> PerExampleGrads:
     """Per-example score and W_Q/W_K gradients only (what :func:`probe` computes with
     ``per_example=True``), via ``torch.func.vmap(grad(...))`` over ``functional_call``."""
-    with _instrumented(model, batch, loss, losses, dtype) as ses:
+    with instrumented(model, batch, loss, losses, dtype) as ses:
         inst = ses.inst
         inst.lazy = True  # shapes from one example, without gradients
         with torch.no_grad():
-            L = ses.wrapper(_tree_map(lambda t: t[:1], ses.batch))
+            L = ses.wrapper(tree_map(lambda t: t[:1], ses.batch))
         inst.lazy = False
         shapes = {h: d.shape[1:] for h, d in inst.delta.items()}
         missing = [s.hook for s in ses.sites if s.hook not in shapes]
@@ -381,12 +196,12 @@ def per_example_grads(model: nn.Module, batch, loss: "str | LossFn" = "label", *
         return _per_example(ses, shapes, L.dtype)
 
 
-def _jvp_derivs(ses: _Session, shapes: Mapping[str, torch.Size], D_KxTxT: torch.Tensor,
+def _jvp_derivs(ses: Session, shapes: Mapping[str, torch.Size], D_KxTxT: torch.Tensor,
                 chunk: int) -> dict[str, torch.Tensor]:
     """(H, K) forward-mode derivatives per site: jvp of L(delta) along head h, direction k.
     One vmap over the K directions per (site, head), so memory is K x (H, T, T) at most."""
     inst = ses.inst
-    params = _params(ses.work)
+    params = functional_params(ses.work)
     zeros = {s.hook: torch.zeros(shapes[s.hook], dtype=D_KxTxT.dtype) for s in ses.sites}
 
     def f(delta):
@@ -427,8 +242,8 @@ def directional_fd(model: nn.Module, batch, loss: "str | LossFn", site: str, hea
         raise KeyError(f"no score site {site!r}; sites are {[s.hook for s in sites]}")
     _, loss_fn = resolve_loss(loss, losses)
     with working_model(model, dtype) as work, torch.no_grad():
-        batch = _cast(batch, dtype)
-        inst = _Instrument(work, sites)
+        batch = cast_batch(batch, dtype)
+        inst = Instrument(work, sites)
         vals = []
         with inst.active():
             for sign in (1.0, -1.0):
@@ -451,6 +266,7 @@ def blindness(model: nn.Module, batch, directions=None, *, label: "str | LossFn"
                      probe(model, batch, recon, directions, losses=losses, **kw))
 
 
-__all__ = ["make_batch", "label_loss", "recon", "TOY_LOSSES", "LossFn", "resolve_loss", "ScoreSite",
-           "score_sites", "working_model", "QKGrads", "PerExampleProbe", "LayerProbe", "ProbeResult",
-           "probe", "directional_fd", "PerExampleGrads", "per_example_grads", "Blindness", "blindness"]
+__all__ = ["SCORE_HOOK", "DEFAULT_EPS", "make_batch", "label_loss", "recon", "TOY_LOSSES", "LossFn",
+           "resolve_loss", "ScoreSite", "score_sites", "working_model", "QKGrads", "PerExampleProbe",
+           "LayerProbe", "ProbeResult", "probe", "directional_fd", "PerExampleGrads", "per_example_grads",
+           "Blindness", "blindness"]
