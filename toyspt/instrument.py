@@ -53,6 +53,7 @@ def score_sites(model: nn.Module) -> list[ScoreSite]:
 
 
 def tree_map(fn, obj):
+    """``fn`` applied to every tensor of a nested dict/tuple/list batch; other leaves raise."""
     if isinstance(obj, torch.Tensor):
         return fn(obj)
     if isinstance(obj, Mapping):
@@ -73,6 +74,7 @@ def stack_tree(items: list):
 
 
 def batch_size(batch) -> int:
+    """The leading dimension shared by every tensor of the batch; disagreement raises."""
     sizes = set()
     tree_map(lambda t: sizes.add(t.shape[0] if t.dim() else -1), batch)
     if len(sizes) != 1 or -1 in sizes:
@@ -81,6 +83,7 @@ def batch_size(batch) -> int:
 
 
 def cast_batch(batch, dtype):
+    """Floating tensors of the batch cast to ``dtype`` (None: unchanged); labels keep theirs."""
     if dtype is None:
         return batch
     return tree_map(lambda t: t.to(dtype) if t.is_floating_point() else t, batch)
@@ -132,6 +135,7 @@ class Instrument:
 
     @contextlib.contextmanager
     def active(self) -> Iterator["Instrument"]:
+        """The hooks attached for the ``with`` block, removed after (also on error)."""
         pre = []
         try:
             for site in self.sites:
@@ -147,6 +151,7 @@ class Instrument:
 
 
 def check_grad(g: torch.Tensor | None, what: str) -> torch.Tensor:
+    """``g`` itself; None (the loss does not depend on ``what``) or non-finite raises."""
     if g is None:
         raise RuntimeError(f"gradient of {what} is None: the loss does not depend on it")
     if not torch.isfinite(g).all():
@@ -167,7 +172,10 @@ def qk_names(work: nn.Module, sites: Sequence[ScoreSite]) -> dict[str, tuple[str
 
 
 def functional_params(work: nn.Module, grad_names: Sequence[str] = ()) -> dict[str, torch.Tensor]:
-    return {PARAM_PREFIX + n: p.detach().requires_grad_(PARAM_PREFIX + n in grad_names) for n, p in work.named_parameters()}
+    """Detached parameters of ``work`` by ``functional_call`` name; those in ``grad_names``
+    require grad."""
+    return {PARAM_PREFIX + n: p.detach().requires_grad_(PARAM_PREFIX + n in grad_names)
+            for n, p in work.named_parameters()}
 
 
 @dataclass(frozen=True)
@@ -200,7 +208,7 @@ def instrumented(model: nn.Module, batch, loss, losses, dtype) -> Iterator[Sessi
         inst = Instrument(work, sites)
         with inst.active():
             yield Session(sites, name, work, cast_batch(batch, dtype), LossModule(work, loss_fn), inst,
-                           qk_names(work, sites))
+                          qk_names(work, sites))
 
 
 __all__ = ["SCORE_HOOK", "PARAM_PREFIX", "resolve_loss", "ScoreSite", "score_sites", "working_model",

@@ -112,12 +112,13 @@ class PerExampleGrads:
     inputs: dict[str, torch.Tensor]  # score hook -> (B, T, d) attention input X_b
 
 
-def _layer_rows(lp: LayerProbe, directions: tuple[str, ...]) -> list[tuple]:
-    """(layer, head, direction, metric, value) of one site, heads in order."""
+def _layer_rows(loss: str, lp: LayerProbe, directions: tuple[str, ...]) -> list[dict]:
+    """Tidy rows (loss, layer, head, direction, metric, value) of one site, heads in order."""
     rows = []
 
     def add(head, direction, metric, value):
-        rows.append((lp.site, head, direction, metric, float(value)))
+        rows.append(dict(loss=loss, layer=lp.site, head=head, direction=direction, metric=metric,
+                         value=float(value)))
 
     H = lp.G.shape[0]
     cos_rms = lp.cos_rms_per_example
@@ -172,10 +173,8 @@ class ProbeResult:
     def to_frame(self) -> pd.DataFrame:
         """Tidy rows (loss, layer, head, direction, metric, value); per-example tensors are
         summarised (max row heterogeneity, rms cosine, max sv2/sv1 of dL/dM)."""
-        rows = [dict(loss=self.loss, layer=layer, head=head, direction=direction, metric=metric,
-                     value=value)
-                for lp in self.layers for layer, head, direction, metric, value in _layer_rows(lp, self.directions)]
-        return pd.DataFrame(rows)
+        return pd.DataFrame([row for lp in self.layers
+                             for row in _layer_rows(self.loss, lp, self.directions)])
 
 
 @dataclass(frozen=True)

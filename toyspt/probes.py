@@ -95,7 +95,8 @@ def _layer_probe(site: str, bg: _BatchGrads, D_KxTxT: torch.Tensor, qk: tuple[st
     qk_grads = None
     if qk is not None:
         dLdM_HxDxD = _dLdM(bg.inputs[site], G_BxHxTxT)
-        qk_grads = QKGrads(bg.weights[qk[0]], bg.weights[qk[1]], dLdM_HxDxD, torch.linalg.svdvals(dLdM_HxDxD))
+        qk_grads = QKGrads(grad_W_Q=bg.weights[qk[0]], grad_W_K=bg.weights[qk[1]], dLdM=dLdM_HxDxD,
+                           dLdM_sv=torch.linalg.svdvals(dLdM_HxDxD))
     per_example = None
     if pe is not None:
         g_BxHxTxT = pe.scores[site]
@@ -211,7 +212,8 @@ def _jvp_derivs(ses: Session, shapes: Mapping[str, torch.Size], D_KxTxT: torch.T
     res = {}
     try:
         with warnings.catch_warnings():  # torch's forward-AD decompositions load via torch.jit once
-            warnings.filterwarnings("ignore", message=".*torch.jit.script.*deprecated", category=DeprecationWarning)
+            warnings.filterwarnings("ignore", message=".*torch.jit.script.*deprecated",
+                                    category=DeprecationWarning)
             for s in ses.sites:
                 H = shapes[s.hook][0]
                 res[s.hook] = torch.zeros(H, D_KxTxT.shape[0], dtype=D_KxTxT.dtype)
