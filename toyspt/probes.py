@@ -9,9 +9,10 @@ passes its own through ``losses=``), or pass any callable ``loss_fn(model, batch
 This module is the engine: one batched backward for ``dL/dS``, the W_Q / W_K gradients and
 the attention inputs (for ``dL/dM``); per-example gradients by
 ``torch.func.vmap(grad(...))`` over ``functional_call``; forward-mode directional
-derivatives by ``torch.func.jvp``; central finite differences. What it returns is described
-in :mod:`toyspt.probe_results` (records and tidy tables); the names of both other modules are
-re-exported here.
+derivatives by ``torch.func.jvp``; central finite differences. How a probe attaches to a
+model is :mod:`toyspt.instrument`; what it returns is described in :mod:`toyspt.probe_results`
+(records and tidy tables). The public names of those modules and of :mod:`toyspt.losses` are
+re-exported here, so ``probes.X`` keeps working.
 
 Probes run on a float64 deep copy by default (``dtype=torch.float64``); ``dtype=None`` uses
 the model as it is (in place, eval mode for the duration, flags restored). The caller's
