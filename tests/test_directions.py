@@ -103,3 +103,30 @@ def test_stack_from_names_or_dict():
     assert names2 == ("a",) and torch.allclose(S2[0], S[0])
     with pytest.raises(ValueError, match="T is required"):
         dr.stack(["prev"])
+
+
+def test_named_lists_parse_and_compose():
+    assert dr.DEFAULT == dr.PROXIMITY + dr.SHIFTS + dr.RANDOM
+    assert dr.DEFAULT_DIRECTIONS is dr.DEFAULT
+    assert set(dr.DIRECTION_SETS) == {"proximity", "proximity_w1", "shifts", "random", "default", "compact"}
+    for key, names in dr.DIRECTION_SETS.items():
+        assert len(set(names)) == len(names), key
+        assert set(names) <= set(dr.DEFAULT), key  # every list draws from the default set
+        for n in names:
+            assert dr.direction(n, T).shape == (T, T)
+    assert len(dr.COMPACT) == 7
+    # the width-1 pair: circulant blind, Toeplitz seen through the boundary (theory.md T2)
+    circ, toep = dr.PROXIMITY_W1
+    assert dr.is_blind(dr.direction(circ, T)) and not dr.is_blind(dr.direction(toep, T))
+
+
+def test_offsets_are_the_diagonal_axis():
+    assert dr.offsets(3) == [-2, -1, 0, 1, 2]
+    assert all(type(o) is int for o in dr.offsets(T))
+    assert dr.offsets(1) == [0]
+    M = dr.offset_matrix(T)
+    assert M.dtype == torch.long and M.shape == (T, T) and M[2, 5] == 3
+    for o in dr.offsets(T):  # each offset names the diagonal torch.diagonal(M, o) it indexes
+        assert (torch.diagonal(M, offset=o) == o).all()
+    with pytest.raises(ValueError, match="at least 1"):
+        dr.offsets(0)

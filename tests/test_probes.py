@@ -185,7 +185,7 @@ def test_probes_are_generic_over_models_with_attention_and_pluggable_losses(batc
 def test_rope_layers_have_no_dLdM(batch):
     model = build_model(ModelConfig(**SMALL, pos="rope"), seed=0)
     lp = probes.probe(model, batch, "label", ["prev"], per_example=False, use_jvp=False)[SITE]
-    assert lp.dLdM is None and lp.grad_W_Q is None
+    assert lp.qk is None and lp.dLdM is None and lp.grad_W_Q is None
     assert lp.G.shape[-1] == batch["x"].shape[1]
 
 

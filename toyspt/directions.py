@@ -14,6 +14,14 @@ Named directions (parse with :func:`direction`, list with :func:`named_direction
 * ``prev`` / ``next``: ``D_ij = 1`` if ``j = i-1`` / ``j = i+1`` (no wrap-around);
 * ``random_s{seed}``: i.i.d. standard normal entries drawn from ``torch.Generator(seed)``.
 
+Named lists of directions (use these rather than spelling names out): :data:`PROXIMITY`,
+:data:`PROXIMITY_W1`, :data:`SHIFTS`, :data:`RANDOM`, :data:`DEFAULT` (what the probes use
+when not told) and :data:`COMPACT` (fewer widths, for probing often: over training, per LRA
+layer); :data:`DIRECTION_SETS` maps a lower-case key to each.
+
+Offsets: :func:`offsets` is the axis ``j - i = -(T-1)..T-1`` of anything indexed by
+diagonal (positional profiles); :func:`offset_matrix` is ``j - i`` at every (i, j).
+
 Subspaces (theory.md T2). ``kappa_j(D) = sum_i (D_ij - mean_k D_ik)`` are the row-centred
 column sums. The *blind* subspace ``{D : kappa(D) = 0}`` has dimension ``T^2 - (T-1)``; a
 loss whose score gradient has identical rows (label loss at uniform attention) has zero
@@ -41,10 +49,18 @@ from typing import Iterable, Sequence
 import torch
 
 DTYPE = torch.float64
-# the default set probed by toyspt.probes: proximity at several widths, both boundary
-# conventions, the two shift directions and one random reference
-DEFAULT_DIRECTIONS = ("circ_w1", "circ_w2", "circ_w4", "toep_w1", "toep_w2", "toep_w4",
-                      "prev", "next", "random_s0")
+
+# named lists of directions; every name parses with direction() (tested)
+PROXIMITY = ("circ_w1", "circ_w2", "circ_w4",  # proximity, widths 1, 2, 4, with wrap-around
+             "toep_w1", "toep_w2", "toep_w4")  # the same widths without wrap-around
+PROXIMITY_W1 = ("circ_w1", "toep_w1")  # width 1: blind (circulant) against boundary-visible (Toeplitz)
+SHIFTS = ("prev", "next")  # previous- and next-token
+RANDOM = ("random_s0",)  # one seeded random reference
+DEFAULT = PROXIMITY + SHIFTS + RANDOM  # what toyspt.probes probes when not told
+COMPACT = ("circ_w1", "circ_w2", "toep_w1", "toep_w2") + SHIFTS + RANDOM  # 7, for probing often
+DIRECTION_SETS = dict(proximity=PROXIMITY, proximity_w1=PROXIMITY_W1, shifts=SHIFTS, random=RANDOM,
+                      default=DEFAULT, compact=COMPACT)
+DEFAULT_DIRECTIONS = DEFAULT  # the name used before the lists above existed
 _NAME = re.compile(r"^(circ_w|toep_w|random_s)(\d+)$|^(prev|next)$")
 
 
@@ -58,8 +74,16 @@ def _check_square(D: torch.Tensor) -> None:
         raise ValueError(f"direction must have shape (..., T, T), got {tuple(D.shape)}")
 
 
-def offsets(T: int) -> torch.Tensor:
-    """``j - i`` as a (T, T) long tensor (row i, column j)."""
+def offsets(T: int) -> list[int]:
+    """The 2T-1 diagonal offsets ``j - i``, ``[-(T-1), ..., T-1]`` as Python ints: the axis of
+    a profile indexed by diagonal (``torch.diagonal(M, offset)``, left to right)."""
+    if not isinstance(T, int) or T < 1:
+        raise ValueError(f"T: offsets need at least 1 position, got {T!r}")
+    return list(range(-(T - 1), T))
+
+
+def offset_matrix(T: int) -> torch.Tensor:
+    """``j - i`` at row i, column j: a (T, T) long tensor."""
     _check_T(T)
     pos = torch.arange(T)
     return pos[None, :] - pos[:, None]
@@ -70,7 +94,7 @@ def circulant(T: int, width: int) -> torch.Tensor:
     _check_T(T)
     if width < 0:
         raise ValueError(f"width: must be >= 0, got {width}")
-    d = offsets(T) % T
+    d = offset_matrix(T) % T
     return (torch.minimum(d, T - d) <= width).to(DTYPE)
 
 
@@ -79,13 +103,13 @@ def toeplitz(T: int, width: int) -> torch.Tensor:
     _check_T(T)
     if width < 0:
         raise ValueError(f"width: must be >= 0, got {width}")
-    return (offsets(T).abs() <= width).to(DTYPE)
+    return (offset_matrix(T).abs() <= width).to(DTYPE)
 
 
 def shift(T: int, k: int) -> torch.Tensor:
     """1 where ``j = i + k``: ``k = -1`` is previous-token, ``k = +1`` next-token."""
     _check_T(T)
-    return (offsets(T) == k).to(DTYPE)
+    return (offset_matrix(T) == k).to(DTYPE)
 
 
 def random_direction(T: int, seed: int) -> torch.Tensor:
@@ -113,7 +137,7 @@ def direction(name: str, T: int) -> torch.Tensor:
     return random_direction(T, n)
 
 
-def named_directions(T: int, names: Iterable[str] = DEFAULT_DIRECTIONS,
+def named_directions(T: int, names: Iterable[str] = DEFAULT,
                      normalised: bool = True) -> dict[str, torch.Tensor]:
     """``{name: (T, T)}`` in the given order, row-centred and unit-norm unless told not."""
     out = {}
@@ -214,7 +238,8 @@ def projector_matrix(T: int, which: str = "blind") -> torch.Tensor:
     return fns[which](basis).reshape(T * T, T * T).T.contiguous()
 
 
-__all__ = ["DEFAULT_DIRECTIONS", "offsets", "circulant", "toeplitz", "shift", "random_direction",
-           "direction", "named_directions", "stack", "row_centre", "normalise", "kappa",
-           "column_only", "visible", "blind", "is_blind", "energy_share", "row_heterogeneity",
+__all__ = ["PROXIMITY", "PROXIMITY_W1", "SHIFTS", "RANDOM", "DEFAULT", "COMPACT", "DIRECTION_SETS",
+           "DEFAULT_DIRECTIONS", "offsets", "offset_matrix", "circulant", "toeplitz", "shift",
+           "random_direction", "direction", "named_directions", "stack", "row_centre", "normalise",
+           "kappa", "column_only", "visible", "blind", "is_blind", "energy_share", "row_heterogeneity",
            "projector_matrix"]
