@@ -26,16 +26,26 @@ PLUGINS = ("toyspt.probe_cli", "toyspt.lra.cli", "toyspt.ucr_cli")
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``"0-4"`` -> [0..4]; ``"0,3,7"`` -> [0, 3, 7]."""
-    seeds: list[int] = []
-    try:
-        for part in text.split(","):
-            lo, dash, hi = part.partition("-")
-            seeds += list(range(int(lo), int(hi) + 1)) if dash else [int(lo)]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"seeds must look like 0-4 or 0,2,5; got {text!r}") from None
-    if not seeds:
+    """``"0-4"`` -> [0..4]; ``"0,3,7"`` -> [0, 3, 7]; order kept, each seed at most once.
+
+    Refused with a message: anything but non-negative ints and ``lo-hi`` ranges, a reversed
+    (empty) range such as ``4-0``, a seed named twice (it would count twice in mean and std).
+    """
+    if not text.strip():
         raise argparse.ArgumentTypeError("no seeds given")
+    seeds: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        lo, dash, hi = part.partition("-")
+        if part.startswith("-") and part[1:].isdecimal():
+            raise argparse.ArgumentTypeError(f"seeds must be >= 0, got {part} in {text!r}")
+        if not lo.isdecimal() or (dash and not hi.isdecimal()):
+            raise argparse.ArgumentTypeError(f"seeds must look like 0-4 or 0,2,5; got {text!r}")
+        if dash and int(hi) < int(lo):
+            raise argparse.ArgumentTypeError(f"empty range {part} in {text!r} (write lo-hi, lo <= hi)")
+        for seed in range(int(lo), int(hi) + 1) if dash else [int(lo)]:
+            if seed in seeds:
+                raise argparse.ArgumentTypeError(f"seed {seed} appears twice in {text!r}")
+            seeds.append(seed)
     return seeds
 
 
@@ -50,16 +60,27 @@ def add_config_flags(p: argparse.ArgumentParser) -> None:
 
 
 def base_spec(args: argparse.Namespace, recipe: str = "scratch", seed: int = 0) -> RunSpec:
-    """The spec the config flags describe."""
+    """The spec the config flags describe; a bad flag value exits with one line naming it
+    (status 2 for a value that does not parse, 1 for one the config refuses)."""
     cfgs = {}
     for part, cls in CONFIGS:
         default = cls()
-        kw = {f.name: parse_value(v, getattr(default, f.name))
-              for f in fields(cls) if (v := getattr(args, f"{part}.{f.name}")) is not None}
+        kw = {}
+        for f in fields(cls):
+            if (v := getattr(args, f"{part}.{f.name}")) is None:
+                continue
+            try:
+                kw[f.name] = parse_value(v, getattr(default, f.name))
+            except ValueError as e:
+                print(f"error: --{part}.{f.name}: {e}", file=sys.stderr)
+                raise SystemExit(2) from None
         try:
             cfgs[part] = cls(**kw)
         except ValueError as e:
-            raise SystemExit(f"error: {part} config: {e}") from None
+            # config errors start with the field ("T: ..."); name it as the flag if one set it
+            name = str(e).split(":", 1)[0].split("[", 1)[0]
+            prefix = f"--{part}." if name in kw else f"{part} config: "
+            raise SystemExit(f"error: {prefix}{e}") from None
     return RunSpec(recipe=recipe, seed=seed, **cfgs)
 
 
