@@ -32,7 +32,7 @@ def bad_values(rule, default) -> list:
     if isinstance(rule, Number):
         out = [math.nan, math.inf, -math.inf, True, "1", [1]]
         out += [] if rule.optional else [None]
-        out += [2.5] if isinstance(rule, Int) else []
+        out += [2.5] if isinstance(rule, Int) else [10**400]  # an int beyond float range
         out += [_step(rule, rule.ge, up=False)] if rule.ge is not None else []
         out += [rule.gt] if rule.gt is not None else []
         out += [_step(rule, rule.le, up=True)] if rule.le is not None else []

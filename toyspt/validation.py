@@ -104,7 +104,10 @@ class Float(Number):
     def convert(self, value: Any) -> float | None:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             return None
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an int beyond float range: refused as non-finite
+            return math.inf
 
 
 @dataclass(frozen=True)
