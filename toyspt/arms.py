@@ -30,19 +30,37 @@ ALIASES = {
 
 
 def parse_value(text: str, like: Any) -> Any:
-    """Convert ``text`` to the type of the field default ``like``."""
+    """Convert ``text`` to the type of the field default ``like``.
+
+    Raises ValueError with a one-line message ("expected an int, got 'abc'"); the caller
+    prefixes the flag or key it came from. Ranges are left to the config's own rules.
+    """
+    what = {int: ("an int", "ints"), float: ("a number", "numbers")}
+
+    def scalar(item: str, kind: type, expected: str | None = None) -> Any:
+        if kind not in what:  # strings (choices are checked by the config)
+            return kind(item)
+        try:
+            return kind(item.strip())
+        except ValueError:
+            raise ValueError(f"expected {expected or what[kind][0]}, got {item!r}") from None
+
     if isinstance(like, bool):
         if text.lower() in ("1", "true", "yes", "on"):
             return True
         if text.lower() in ("0", "false", "no", "off"):
             return False
-        raise ValueError(f"expected a boolean, got {text!r}")
+        raise ValueError(f"expected a boolean (true/false), got {text!r}")
     if isinstance(like, tuple):
         kind = type(like[0]) if like else float
-        return tuple(kind(v) for v in text.replace("/", ",").split(",") if v)
+        items = text.replace("/", ",").split(",") if text.strip() else []
+        try:
+            return tuple(scalar(v, kind) for v in items)
+        except ValueError:
+            raise ValueError(f"expected comma-separated {what[kind][1]}, got {text!r}") from None
     if like is None:  # optional numeric fields
-        return None if text.lower() == "none" else float(text)
-    return type(like)(text)
+        return None if text.lower() == "none" else scalar(text, float, "a number or none")
+    return scalar(text, type(like))
 
 
 def default_swap(task: TaskConfig) -> TaskConfig:

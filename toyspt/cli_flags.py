@@ -27,16 +27,26 @@ INPUT_ERRORS = (ValueError, FileNotFoundError, KeyError, CacheError, ConnectionE
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``"0-4"`` -> [0..4]; ``"0,3,7"`` -> [0, 3, 7]."""
-    seeds: list[int] = []
-    try:
-        for part in text.split(","):
-            lo, dash, hi = part.partition("-")
-            seeds += list(range(int(lo), int(hi) + 1)) if dash else [int(lo)]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"seeds must look like 0-4 or 0,2,5; got {text!r}") from None
-    if not seeds:
+    """``"0-4"`` -> [0..4]; ``"0,3,7"`` -> [0, 3, 7]; order kept, each seed at most once.
+
+    Refused with a message: anything but non-negative ints and ``lo-hi`` ranges, a reversed
+    (empty) range such as ``4-0``, a seed named twice (it would count twice in mean and std).
+    """
+    if not text.strip():
         raise argparse.ArgumentTypeError("no seeds given")
+    seeds: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        lo, dash, hi = part.partition("-")
+        if part.startswith("-") and part[1:].isdecimal():
+            raise argparse.ArgumentTypeError(f"seeds must be >= 0, got {part} in {text!r}")
+        if not lo.isdecimal() or (dash and not hi.isdecimal()):
+            raise argparse.ArgumentTypeError(f"seeds must look like 0-4 or 0,2,5; got {text!r}")
+        if dash and int(hi) < int(lo):
+            raise argparse.ArgumentTypeError(f"empty range {part} in {text!r} (write lo-hi, lo <= hi)")
+        for seed in range(int(lo), int(hi) + 1) if dash else [int(lo)]:
+            if seed in seeds:
+                raise argparse.ArgumentTypeError(f"seed {seed} appears twice in {text!r}")
+            seeds.append(seed)
     return seeds
 
 
@@ -94,25 +104,35 @@ def add_config_flags(p: argparse.ArgumentParser, parts: Sequence[str] = ("task",
 
 
 def config_values(args: argparse.Namespace, part: str) -> dict[str, object]:
-    """The ``--part.field`` values given on the command line, parsed."""
+    """The ``--part.field`` values given on the command line, parsed; a value that does not
+    parse raises ValueError naming its flag."""
     cls = dict(CONFIGS)[part]
     default = cls()
     out = {}
     for f in fields(cls):
         v = getattr(args, f"{part}.{f.name}", None)
         if v is not None:
-            out[f.name] = parse_value(v, getattr(default, f.name))
+            try:
+                out[f.name] = parse_value(v, getattr(default, f.name))
+            except ValueError as e:
+                raise ValueError(f"--{part}.{f.name}: {e}") from None
     return out
 
 
+def make_config(part: str, cls, kw: dict[str, object]):
+    """``cls(**kw)``; a refusal names the flag when a flag set that field."""
+    try:
+        return cls(**kw)
+    except ValueError as e:
+        # config errors start with the field ("T: ..."); name it as the flag if one set it
+        name = str(e).split(":", 1)[0].split("[", 1)[0]
+        prefix = f"--{part}." if name in kw else f"{part} config: "
+        raise ValueError(f"{prefix}{e}") from None
+
+
 def base_spec(args: argparse.Namespace, recipe: str = "scratch", seed: int = 0) -> RunSpec:
-    """The spec the config flags describe."""
-    cfgs = {}
-    for part, cls in CONFIGS:
-        try:
-            cfgs[part] = cls(**config_values(args, part))
-        except ValueError as e:
-            raise ValueError(f"{part} config: {e}") from None
+    """The spec the config flags describe (ValueError, one line naming the flag, when not)."""
+    cfgs = {part: make_config(part, cls, config_values(args, part)) for part, cls in CONFIGS}
     return RunSpec(recipe=recipe, seed=seed, **cfgs)
 
 
@@ -144,4 +164,4 @@ def run_main(fn: Callable[[], int]) -> int:
 
 __all__ = ["CONFIGS", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "parse_seeds", "add_seeds",
            "add_cache_flags", "add_sweep_flags", "positive_int", "default_workers", "add_config_flags",
-           "config_values", "base_spec", "add_arms_flag", "split_arms", "run_main"]
+           "config_values", "make_config", "base_spec", "add_arms_flag", "split_arms", "run_main"]

@@ -15,8 +15,9 @@ import torch
 from torch import nn
 
 from .attention import Attention, HookPoint
-from .positional import ABSOLUTE, ALiBi, FIRE, AbsolutePE, check_kind
+from .positional import ABSOLUTE, POS_KINDS, ALiBi, FIRE, AbsolutePE
 from .tasks import mask_inputs
+from .validation import Bool, Float, Int, Text, validate, validated
 
 SPT_ATTENTION = ("all", "no_masked_keys", "no_self")
 HEAD_PREFIXES = ("head_cls.", "head_rec.")
@@ -24,34 +25,28 @@ HEAD_PREFIXES = ("head_cls.", "head_rec.")
 
 @dataclass(frozen=True)
 class ModelConfig:
-    d_in: int = 2  # raw features per token; the embedding also sees a mask-indicator channel
-    d_model: int = 32  # residual width
-    n_heads: int = 1  # attention heads per layer (contiguous blocks of d_model / n_heads)
-    n_layers: int = 1  # number of pre-norm blocks
-    d_mlp: int = 128  # hidden width of each block's MLP; 0 removes the MLP
-    pos: str = "sinusoidal"  # sinusoidal | learned | none | alibi | rope | fire
-    max_len: int = 512  # longest sequence the positional table covers
-    n_classes: int = 2  # classifier outputs
-    qk_init_scale: float = 1.0  # multiplies the default init of W_Q, W_K; 0 = uniform attention
-    final_norm: bool = True  # LayerNorm before pooling; False (+ d_mlp=0) is theory.md's T1 setting
-    fire_hidden: int = 32  # hidden width of FIRE's bias MLP
-    alibi_base: float = 8.0  # ALiBi slopes 2^(-base*h/H); 8 is standard (1/256 for one head)
+    d_in: int = validated(2, Int(gt=0))  # raw features per token (the embedding adds a mask channel)
+    d_model: int = validated(32, Int(gt=0))  # residual width
+    n_heads: int = validated(1, Int(gt=0))  # heads per layer (contiguous blocks of d_model / n_heads)
+    n_layers: int = validated(1, Int(gt=0))  # number of pre-norm blocks
+    d_mlp: int = validated(128, Int(ge=0))  # hidden width of each block's MLP; 0 removes the MLP
+    pos: str = validated("sinusoidal", Text(POS_KINDS))  # positional encoding, one of POS_KINDS
+    max_len: int = validated(512, Int(gt=0))  # longest sequence the positional table covers
+    n_classes: int = validated(2, Int(ge=2))  # classifier outputs
+    # multiplies the default init of W_Q, W_K; 0 = uniform attention
+    qk_init_scale: float = validated(1.0, Float(ge=0))
+    # LayerNorm before pooling; False (+ d_mlp=0) is theory.md's T1 setting
+    final_norm: bool = validated(True, Bool())
+    fire_hidden: int = validated(32, Int(gt=0))  # hidden width of FIRE's bias MLP
+    # ALiBi slopes 2^(-base*h/H); 8 is standard (1/256 for one head)
+    alibi_base: float = validated(8.0, Float(gt=0))
 
     def __post_init__(self):
-        check_kind(self.pos)
-        for name in ("d_in", "d_model", "n_heads", "n_layers", "max_len", "n_classes"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name}: must be positive, got {getattr(self, name)}")
-        if self.d_mlp < 0:
-            raise ValueError(f"d_mlp: must be >= 0, got {self.d_mlp}")
+        validate(self)
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads: d_model={self.d_model} is not divisible by {self.n_heads}")
         if self.pos == "rope" and (self.d_model // self.n_heads) % 2:
             raise ValueError("pos: rope needs an even head dimension")
-        if self.alibi_base <= 0:
-            raise ValueError(f"alibi_base: must be positive, got {self.alibi_base}")
-        if self.qk_init_scale < 0:
-            raise ValueError(f"qk_init_scale: must be >= 0, got {self.qk_init_scale}")
 
 
 class Block(nn.Module):

@@ -26,47 +26,32 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .validation import Float, Int, Text, Tuple, validate, validated
+
 FAMILIES = ("local_shuffle", "freq_band")
+_RANGE = Tuple(Float(gt=0), length=2, ordered=True)  # (lo, hi) with 0 < lo <= hi
+_BAND = Tuple(Int(gt=0), unique=True)  # a non-empty set of positive integer frequencies
 
 
 @dataclass(frozen=True)
 class TaskConfig:
-    family: str = "local_shuffle"  # "local_shuffle" (order carries the label) or "freq_band"
-    T: int = 32  # points per sequence
-    dim: int = 2  # coordinates per point
-    n_train: int = 3000  # training sequences
-    n_val: int = 500  # validation sequences (model selection)
-    n_test: int = 1000  # held-out test sequences
-    freq_range: tuple[float, float] = (1.0, 3.0)  # local_shuffle: cycles per sequence, U(lo, hi)
-    amp_range: tuple[float, float] = (0.5, 1.5)  # amplitude of each coordinate, U(lo, hi)
-    noise: float = 0.05  # std of additive Gaussian observation noise
-    shuffle_width: float = 3.0  # local_shuffle: class 1 sorts positions by t + width * U(0,1)
-    band0: tuple[int, ...] = (1, 2, 3, 4)  # freq_band: integer frequencies of class 0
-    band1: tuple[int, ...] = (5, 6, 7, 8)  # freq_band: integer frequencies of class 1
-    seed: int = 0  # seeds every draw of the data
+    family: str = validated("local_shuffle", Text(FAMILIES))  # local_shuffle (order = label) | freq_band
+    T: int = validated(32, Int(ge=2))  # points per sequence
+    dim: int = validated(2, Int(gt=0))  # coordinates per point
+    n_train: int = validated(3000, Int(gt=0))  # training sequences
+    n_val: int = validated(500, Int(gt=0))  # validation sequences (model selection)
+    n_test: int = validated(1000, Int(gt=0))  # held-out test sequences
+    freq_range: tuple[float, float] = validated((1.0, 3.0), _RANGE)  # local_shuffle: cycles/sequence ~ U(lo, hi)
+    amp_range: tuple[float, float] = validated((0.5, 1.5), _RANGE)  # amplitude of each coordinate ~ U(lo, hi)
+    noise: float = validated(0.05, Float(ge=0))  # std of additive Gaussian observation noise
+    # local_shuffle: class 1 sorts positions by t + width * U(0,1)
+    shuffle_width: float = validated(3.0, Float(ge=0))
+    band0: tuple[int, ...] = validated((1, 2, 3, 4), _BAND)  # freq_band: integer frequencies of class 0
+    band1: tuple[int, ...] = validated((5, 6, 7, 8), _BAND)  # freq_band: integer frequencies of class 1
+    seed: int = validated(0, Int(ge=0))  # seeds every draw of the data
 
     def __post_init__(self):
-        if self.family not in FAMILIES:
-            raise ValueError(f"family: unknown task family {self.family!r}; choose one of {FAMILIES}")
-        if self.T < 2:
-            raise ValueError(f"T: sequences need at least 2 points, got T={self.T}")
-        for name in ("dim", "n_train", "n_val", "n_test"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name}: must be positive, got {getattr(self, name)}")
-        for name in ("freq_range", "amp_range"):
-            lo, hi = getattr(self, name)
-            if not (0 < lo <= hi):
-                raise ValueError(f"{name}: need 0 < lo <= hi, got {(lo, hi)}")
-        if self.noise < 0:
-            raise ValueError(f"noise: must be >= 0, got {self.noise}")
-        if self.shuffle_width < 0:
-            raise ValueError(f"shuffle_width: must be >= 0, got {self.shuffle_width}")
-        for name in ("band0", "band1"):
-            band = getattr(self, name)
-            if len(band) == 0:
-                raise ValueError(f"{name}: frequency set is empty")
-            if any(f <= 0 for f in band):
-                raise ValueError(f"{name}: frequencies must be positive, got {band}")
+        validate(self)
 
 
 @dataclass(frozen=True)

@@ -14,38 +14,29 @@ from tqdm.auto import tqdm
 from .model import SPT_ATTENTION, ModelConfig, ToyTransformer, build_model
 from .recipes import OPTIMIZERS, PRETRAINED, RECIPES, get_recipe, make_optimizer
 from .tasks import TaskData, recon_loss, sample_mask
+from .validation import Float, Int, Text, validate, validated
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    epochs: int = 60  # label (fine-tuning) epochs
-    pre_epochs: int = 30  # SPT epochs; scratch_matched trains pre_epochs + epochs with labels
-    batch_size: int = 64  # minibatch size in both phases
-    lr: float = 1e-3  # learning rate of the label phase
-    pre_lr: float | None = None  # learning rate of the SPT phase; None = lr
-    weight_decay: float = 0.01  # decoupled (AdamW) or L2 (SGD) weight decay
-    optimizer: str = "adamw"  # adamw | sgd
-    momentum: float = 0.9  # SGD momentum
-    mask_rate: float = 0.5  # SPT: each position masked i.i.d. with this probability
-    recon: str = "l1"  # SPT loss on masked positions: l1 | mse
-    spt_attention: str = "all"  # SPT: what masked queries attend to: all | no_masked_keys | no_self
+    epochs: int = validated(60, Int(gt=0))  # label (fine-tuning) epochs
+    # SPT epochs; scratch_matched trains pre_epochs + epochs with labels
+    pre_epochs: int = validated(30, Int(ge=0))
+    batch_size: int = validated(64, Int(gt=0))  # minibatch size in both phases
+    lr: float = validated(1e-3, Float(gt=0))  # learning rate of the label phase
+    # learning rate of the SPT phase; None = lr
+    pre_lr: float | None = validated(None, Float(gt=0, optional=True))
+    weight_decay: float = validated(0.01, Float(ge=0))  # decoupled (AdamW) or L2 (SGD) weight decay
+    optimizer: str = validated("adamw", Text(OPTIMIZERS))  # adamw | sgd
+    momentum: float = validated(0.9, Float(ge=0, lt=1))  # SGD momentum
+    # SPT: each position masked i.i.d. with this probability
+    mask_rate: float = validated(0.5, Float(gt=0, le=1))
+    recon: str = validated("l1", Text(("l1", "mse")))  # SPT loss on masked positions: l1 | mse
+    # SPT: what masked queries attend to: all | no_masked_keys | no_self
+    spt_attention: str = validated("all", Text(SPT_ATTENTION))
 
     def __post_init__(self):
-        for name in ("epochs", "batch_size"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name}: must be positive, got {getattr(self, name)}")
-        if self.pre_epochs < 0:
-            raise ValueError(f"pre_epochs: must be >= 0, got {self.pre_epochs}")
-        if not self.lr > 0 or (self.pre_lr is not None and not self.pre_lr > 0):
-            raise ValueError(f"lr/pre_lr: must be positive, got {self.lr}, {self.pre_lr}")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer: choose one of {OPTIMIZERS}, got {self.optimizer!r}")
-        if not 0 < self.mask_rate <= 1:
-            raise ValueError(f"mask_rate: must be in (0, 1], got {self.mask_rate}")
-        if self.recon not in ("l1", "mse"):
-            raise ValueError(f"recon: choose l1 or mse, got {self.recon!r}")
-        if self.spt_attention not in SPT_ATTENTION:
-            raise ValueError(f"spt_attention: choose one of {SPT_ATTENTION}, got {self.spt_attention!r}")
+        validate(self)
 
 
 @dataclass
