@@ -38,5 +38,5 @@ def test_compare_writes_csv_and_json(tmp_path, capsys):
 def test_bad_config_value_is_a_clear_error(tmp_path, capsys):
     assert main(["train", "--cache", str(tmp_path), "--task.T", "1"]) == 2  # one line, exit 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: task config: T") and "\n" not in err
+    assert err.startswith("error: --task.T: ") and "\n" not in err
     assert main(["compare", "--recipes", "nonsense", "--seeds", "0", "--cache", str(tmp_path), *SMALL]) == 2

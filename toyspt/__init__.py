@@ -1,5 +1,4 @@
 """toyspt: a small, exact toolkit that explains why self-pretraining helps Transformers on
-sequence classification. Modules: tasks, positional, attention, model, train, runs, arms,
-compare, directions, probes, tracking, vectorized, engines, plots, figs, lra, ucr, cli."""
+sequence classification. The layers and where each piece lives: ARCHITECTURE.md."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -38,15 +38,17 @@ import pandas as pd
 import torch
 from torch import nn
 
+from . import directions as dr
 from . import probes as pr
 from .attention import hooks
+from .directions import offsets
 from .tasks import TaskData, make_task
 
 PROXIMITY_WINDOW = 2  # the proximity index counts neighbours with 1 <= |i - j| <= this
 TOP_SV = 3  # singular values of W_t - W_0 recorded per matrix
 PROFILE_BATCH = 256  # validation sequences for the attention profile
 PROBE_BATCH = 128  # training sequences in the probes tracker's fixed batch
-PROBE_DIRECTIONS = ("circ_w1", "circ_w2", "toep_w1", "toep_w2", "prev", "next", "random_s0")
+PROBE_DIRECTIONS = dr.COMPACT  # directions the probes tracker records
 
 
 # --------------------------------------------------------------------------------------
@@ -109,10 +111,6 @@ def diagonal_means(M_xTxT: torch.Tensor) -> torch.Tensor:
     T = M_xTxT.shape[-1]
     return torch.stack([torch.diagonal(M_xTxT, offset=d, dim1=-2, dim2=-1).mean(-1)
                         for d in range(-(T - 1), T)], dim=-1)
-
-
-def offsets(T: int) -> list[int]:
-    return list(range(-(T - 1), T))
 
 
 def _capture(model: nn.Module, hook_suffix: str, run: Callable[[], Any]) -> dict[str, torch.Tensor]:

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Sequence
 import pandas as pd
 import torch
 
+from . import directions as dr
 from .model import ModelConfig
 from .recipes import get_recipe
 from .runs.specs import RunSpec, Spec, single_thread
@@ -37,7 +38,7 @@ METRICS = ("peak_val_acc", "test_at_peak", "final_train_acc", "final_test_acc")
 # post-hoc probes of the final weights (see probe_columns)
 PROBE_COLUMNS = ("proximity_index", "self_index", "rel_disp_WQ", "rel_disp_WK", "blind_ratio_circ_w1",
                  "column_share_label")
-PROBE_DIRECTION = "circ_w1"  # circulant proximity kernel of width 1: blind to a row-identical gradient
+PROBE_DIRECTION = dr.PROXIMITY_W1[0]  # circulant kernel of width 1: blind to a row-identical gradient
 
 
 def ucr_train_config(**overrides) -> TrainConfig:

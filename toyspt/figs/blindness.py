@@ -7,11 +7,12 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from .. import directions as dr
 from ..model import ModelConfig, build_model
 from ..plots import color, save_figure
 from ..probes import blindness, make_batch
 from ..tasks import make_task
-from ..tracking import PROBE_DIRECTIONS, records_frame
+from ..tracking import records_frame
 
 NAME = "blindness"
 TITLE = "Label supervision is (nearly) blind to proximity directions that reconstruction sees"
@@ -21,7 +22,7 @@ SETTINGS = {  # model variants probed without training
     "qk=0, default model": dict(qk_init_scale=0.0),
     "default init": {},
 }
-TRACK_DIRECTIONS = ("circ_w1", "toep_w1", "prev", "random_s0")
+TRACK_DIRECTIONS = dr.PROXIMITY_W1 + ("prev", "random_s0")
 
 
 def specs(ctx):
@@ -34,7 +35,7 @@ def draw(ctx, runs) -> pd.DataFrame:
     rows = []
     for setting, kw in SETTINGS.items():
         for s in ctx.seeds:
-            bl = blindness(build_model(ModelConfig(**kw), s), batch, list(PROBE_DIRECTIONS),
+            bl = blindness(build_model(ModelConfig(**kw), s), batch, list(dr.COMPACT),
                            per_example=False, use_jvp=False)
             lab, rec = bl.label.layers[0], bl.recon.layers[0]
             for k, d in enumerate(bl.label.directions):
@@ -67,7 +68,7 @@ def draw(ctx, runs) -> pd.DataFrame:
         ax = axes[0, k]
         g = init[(init.setting == setting) & init.metric.str.startswith("abs_cos")]
         m = g.groupby(["direction", "metric"], sort=False).value.mean().unstack()
-        m = m.reindex(list(PROBE_DIRECTIONS))
+        m = m.reindex(list(dr.COMPACT))
         m.plot.bar(ax=ax, color=[color("scratch"), color("spt")], logy=True, legend=k == 0)
         het = init[(init.setting == setting) & (init.metric == "row_heterogeneity_label")].value.mean()
         col = init[(init.setting == setting) & (init.metric == "column_share_label")].value.mean()
@@ -88,7 +89,7 @@ def draw(ctx, runs) -> pd.DataFrame:
     ax.set_title("per seed and direction")
     ax.legend(fontsize=6)
     tr = frame[frame.panel == "training"]
-    for k, d in enumerate(("circ_w1", "toep_w1")):
+    for k, d in enumerate(dr.PROXIMITY_W1):
         ax = axes[1, k]
         for a in ("scratch", "spt"):
             for metric, ls in (("abs_cos_label", "-"), ("abs_cos_recon", "--")):
