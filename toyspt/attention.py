@@ -94,8 +94,15 @@ class Attention(nn.Module):
         self.W_K = nn.Linear(d_model, d_model, bias=bias)
         self.W_V = nn.Linear(d_model, d_model, bias=bias)
         self.W_O = nn.Linear(d_model, d_model, bias=bias)
-        self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()
-        self.hook_attn_scores, self.hook_pattern, self.hook_z = HookPoint(), HookPoint(), HookPoint()
+        # Names as in TransformerLens, shapes heads-first (TransformerLens: [batch, pos, head, d_head]):
+        self.hook_q = HookPoint()  # (B, H, T, d_head) queries, before any rotary embedding
+        self.hook_k = HookPoint()  # (B, H, T, d_head) keys, before any rotary embedding
+        self.hook_v = HookPoint()  # (B, H, T, d_head) values
+        # (B, H, T, T) scaled scores after positional biases and BEFORE any attention mask
+        # (TransformerLens hooks them after its causal mask), so probes see every entry
+        self.hook_attn_scores = HookPoint()
+        self.hook_pattern = HookPoint()  # (B, H, T, T) softmax weights, after masking
+        self.hook_z = HookPoint()  # (B, H, T, d_head) per-head outputs, before W_O
 
     def _heads(self, t_BxTxD: torch.Tensor) -> torch.Tensor:
         B, T, _ = t_BxTxD.shape
