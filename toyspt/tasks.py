@@ -14,13 +14,22 @@ Generative process (every draw comes from one ``numpy.random.Generator`` seeded 
   which in time carries the label.
 * ``freq_band``: class 0 draws integer frequencies from ``band0``, class 1 from ``band1``;
   no shuffling. A contrast in which content (not order) separates the classes.
-* Observation noise ``N(0, noise^2)`` is added to every coordinate last.
+* Observation noise ``N(0, noise^2)`` is added to every coordinate.
+* ``offset`` (default 0): every sequence is translated by ``b_c ~ N(0, offset^2)``, one draw
+  per sequence and coordinate, constant over time. The offsets of all three splits are
+  drawn after every other draw of the task (train, val, test in that order), so the
+  underlying trajectories, noise and labels are those of ``offset=0`` and ``offset=0``
+  draws nothing (its data are bit-identical to a config without the knob). A shared
+  per-sequence level makes every pair of time steps positively correlated (``+offset^2``),
+  which flips the sign of the reconstruction gain on the mean of the visible tokens
+  (toyspt.basin) and with it the attention basin SPT falls into.
 
 Labels are balanced (alternating, then shuffled). Splits are drawn from the same stream;
 features are standardised per channel with the train split's mean and std only.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +53,7 @@ class TaskConfig:
     band0: tuple[int, ...] = (1, 2, 3, 4)  # freq_band: integer frequencies of class 0
     band1: tuple[int, ...] = (5, 6, 7, 8)  # freq_band: integer frequencies of class 1
     seed: int = 0  # seeds every draw of the data
+    offset: float = 0.0  # std of a per-sequence, per-coordinate translation b ~ N(0, offset^2)
 
     def __post_init__(self):
         if self.family not in FAMILIES:
@@ -59,6 +69,8 @@ class TaskConfig:
                 raise ValueError(f"{name}: need 0 < lo <= hi, got {(lo, hi)}")
         if self.noise < 0:
             raise ValueError(f"noise: must be >= 0, got {self.noise}")
+        if not (math.isfinite(self.offset) and self.offset >= 0):
+            raise ValueError(f"offset: must be finite and >= 0, got {self.offset}")
         if self.shuffle_width < 0:
             raise ValueError(f"shuffle_width: must be >= 0, got {self.shuffle_width}")
         for name in ("band0", "band1"):
@@ -123,6 +135,8 @@ def make_task(cfg: TaskConfig | None = None) -> TaskData:
     cfg = cfg or TaskConfig()
     rng = np.random.default_rng(cfg.seed)
     raw = [_draw(cfg, n, rng) for n in (cfg.n_train, cfg.n_val, cfg.n_test)]
+    if cfg.offset > 0:  # drawn last, so offset=0 leaves the stream (and every split) unchanged
+        raw = [(x + cfg.offset * rng.standard_normal(size=(len(x), 1, cfg.dim)), y) for x, y in raw]
     mean = raw[0][0].mean(axis=(0, 1))
     std = raw[0][0].std(axis=(0, 1)) + 1e-8
     splits = [
