@@ -14,7 +14,15 @@ Generative process (every draw comes from one ``numpy.random.Generator`` seeded 
   which in time carries the label.
 * ``freq_band``: class 0 draws integer frequencies from ``band0``, class 1 from ``band1``;
   no shuffling. A contrast in which content (not order) separates the classes.
-* Observation noise ``N(0, noise^2)`` is added to every coordinate last.
+* Observation noise ``N(0, noise^2)`` is added to every coordinate.
+* ``offset`` (default 0): every sequence is translated by ``b_c ~ N(0, offset^2)``, one draw
+  per sequence and coordinate, constant over time. The offsets of all three splits are
+  drawn after every other draw of the task (train, val, test in that order), so the
+  underlying trajectories, noise and labels are those of ``offset=0`` and ``offset=0``
+  draws nothing (its data are bit-identical to a config without the knob). A shared
+  per-sequence level makes every pair of time steps positively correlated (``+offset^2``),
+  which flips the sign of the reconstruction gain on the mean of the visible tokens
+  (toyspt.basin) and with it the attention basin SPT falls into.
 
 Labels are balanced (alternating, then shuffled). Splits are drawn from the same stream;
 features are standardised per channel with the train split's mean and std only.
@@ -49,6 +57,8 @@ class TaskConfig:
     band0: tuple[int, ...] = validated((1, 2, 3, 4), _BAND)  # freq_band: integer frequencies of class 0
     band1: tuple[int, ...] = validated((5, 6, 7, 8), _BAND)  # freq_band: integer frequencies of class 1
     seed: int = validated(0, Int(ge=0))  # seeds every draw of the data
+    # std of a per-sequence, per-coordinate translation b ~ N(0, offset^2) (drawn after all else)
+    offset: float = validated(0.0, Float(ge=0))
 
     def __post_init__(self):
         validate(self)
@@ -108,6 +118,8 @@ def make_task(cfg: TaskConfig | None = None) -> TaskData:
     cfg = cfg or TaskConfig()
     rng = np.random.default_rng(cfg.seed)
     raw = [_draw(cfg, n, rng) for n in (cfg.n_train, cfg.n_val, cfg.n_test)]
+    if cfg.offset > 0:  # drawn last, so offset=0 leaves the stream (and every split) unchanged
+        raw = [(x + cfg.offset * rng.standard_normal(size=(len(x), 1, cfg.dim)), y) for x, y in raw]
     mean = raw[0][0].mean(axis=(0, 1))
     std = raw[0][0].std(axis=(0, 1)) + 1e-8
     splits = [
