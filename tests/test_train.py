@@ -5,7 +5,7 @@ from toyspt.model import ModelConfig, build_model, head_param_names, qk_param_na
 from toyspt.tasks import Split, TaskConfig, TaskData, make_task
 from toyspt.train import RECIPES, TrainConfig, run_recipe, transferred_names
 
-TINY = TrainConfig(epochs=2, pre_epochs=2, batch_size=32)
+TINY = TrainConfig(epochs=2, pre_epochs=2, batch_size=32, swap_epochs=1)
 
 
 def _params(state):
@@ -158,4 +158,37 @@ def test_unknown_recipe_and_feature_mismatch(small_data):
 
 def test_all_recipes_listed():
     assert set(RECIPES) == {"scratch", "spt", "scratch_matched", "qk_transfer", "all_but_qk_transfer",
-                            "frozen_attention", "data_swap"}
+                            "frozen_attention", "data_swap", "spt_only", "spt_swap_start"}
+
+
+def _same_states(a, b):
+    assert list(a) == list(b)
+    return all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_spt_only_is_exactly_the_spt_phase_of_spt(small_data):
+    only = run_recipe("spt_only", small_data, train_cfg=TINY, seed=3)
+    full = run_recipe("spt", small_data, train_cfg=TINY, seed=3)
+    assert [h["phase"] for h in only.history] == ["pretrain"] * TINY.pre_epochs
+    assert only.history == [h for h in full.history if h["phase"] == "pretrain"]
+    assert _same_states(only.states["pretrained"], full.states["pretrained"])
+    assert _same_states(only.states["final"], only.states["pretrained"])
+    assert only.summary["final_recon_val_loss"] == full.history[TINY.pre_epochs - 1]["val_loss"]
+
+
+def test_spt_swap_start(small_data):
+    from dataclasses import replace
+
+    other = make_task(replace(small_data.config, offset=0.5))
+    with pytest.raises(ValueError, match="pretrain_data"):
+        run_recipe("spt_swap_start", small_data, train_cfg=TINY)
+    with pytest.raises(ValueError, match="swap_epochs=3 exceeds pre_epochs=2"):
+        run_recipe("spt_swap_start", small_data, train_cfg=replace(TINY, swap_epochs=3), pretrain_data=other)
+    # no swap epochs: exactly spt (the other data set is never touched)
+    zero = run_recipe("spt_swap_start", small_data, train_cfg=replace(TINY, swap_epochs=0), pretrain_data=other)
+    spt = run_recipe("spt", small_data, train_cfg=TINY)
+    assert zero.history == spt.history and _same_states(zero.states["final"], spt.states["final"])
+    # one swap epoch: the first SPT epoch saw the other data, so the weights differ from spt's
+    one = run_recipe("spt_swap_start", small_data, train_cfg=TINY, pretrain_data=other)
+    assert not _same_states(one.states["pretrained"], spt.states["pretrained"])
+    assert len([h for h in one.history if h["phase"] == "pretrain"]) == TINY.pre_epochs

@@ -13,7 +13,7 @@ execute_seeds = RunSpec.execute_group
 
 from conftest import SMALL_TASK
 
-TC = TrainConfig(epochs=2, pre_epochs=2, batch_size=32)  # 4 steps per epoch on 128 sequences
+TC = TrainConfig(epochs=2, pre_epochs=2, batch_size=32, swap_epochs=1)  # 4 steps per epoch on 128 sequences
 SEEDS = (0, 5)
 FIVE = ("scratch", "spt", "qk_transfer", "frozen_attention", "data_swap")
 

@@ -18,6 +18,12 @@ factory below, so adding a recipe is one row here (plus its test).
 * ``all_but_qk_transfer``: the complement: everything from SPT but W_Q, W_K and the heads.
 * ``frozen_attention``: W_Q, W_K fixed at their random init; labels for E epochs.
 * ``data_swap``: SPT on ``pretrain_data`` (another family or seed), then as ``spt``.
+* ``spt_only``: the SPT phase alone (E_pre epochs, no label phase): what the basin of SPT
+  is, without paying for fine-tuning. Its "final" weights are the pretrained ones.
+* ``spt_swap_start``: SPT whose first ``swap_epochs`` epochs run on ``pretrain_data`` (e.g.
+  the task with a per-sequence offset) and the remaining E_pre - swap_epochs on the task's
+  own inputs, one optimizer throughout; then as ``spt``. Started in the proximity basin,
+  does SPT stay there on the task's own data?
 """
 from __future__ import annotations
 
@@ -31,7 +37,8 @@ from .model import head_param_names, qk_param_names
 
 TrainConfig = Any  # toyspt.train.TrainConfig (train.py imports this module, not the reverse)
 
-PRETRAIN_ON = (None, "task", "swap")  # no SPT phase / the task's own inputs / pretrain_data
+# no SPT phase / the task's own inputs / pretrain_data / pretrain_data first, then the task's inputs
+PRETRAIN_ON = (None, "task", "swap", "swap_then_task")
 KEEP = ("none", "all", "qk", "all_but_qk")  # what the label phase keeps from SPT (heads never)
 OPTIMIZERS = ("adamw", "sgd")
 
@@ -45,6 +52,7 @@ class Recipe:
     keep: str = "none"  # parameters taken from the SPT weights: none | all | qk | all_but_qk
     freeze_qk: bool = False  # W_Q, W_K (weights and biases) fixed during the label phase
     matched_budget: bool = False  # label phase trains pre_epochs + epochs (SPT's total budget)
+    label_phase: bool = True  # False: the run ends after SPT (its final weights = pretrained)
 
     def __post_init__(self):
         if self.pretrain_on not in PRETRAIN_ON:
@@ -53,6 +61,24 @@ class Recipe:
             raise ValueError(f"recipe {self.name}: keep must be one of {KEEP}")
         if (self.pretrain_on is None) != (self.keep == "none"):
             raise ValueError(f"recipe {self.name}: keep={self.keep!r} needs an SPT phase and vice versa")
+        if not self.label_phase and self.pretrain_on is None:
+            raise ValueError(f"recipe {self.name}: a recipe without label phase needs an SPT phase")
+
+    @property
+    def needs_swap(self) -> bool:
+        """Whether the recipe pretrains (in part) on ``pretrain_data``."""
+        return self.pretrain_on in ("swap", "swap_then_task")
+
+    def spt_schedule(self, cfg: TrainConfig) -> list[str]:
+        """Per SPT epoch, which data it runs on: "swap" or "task"."""
+        if self.pretrain_on is None:
+            return []
+        if self.pretrain_on == "swap_then_task":
+            if cfg.swap_epochs > cfg.pre_epochs:
+                raise ValueError(f"recipe {self.name}: swap_epochs={cfg.swap_epochs} exceeds "
+                                 f"pre_epochs={cfg.pre_epochs}")
+            return ["swap"] * cfg.swap_epochs + ["task"] * (cfg.pre_epochs - cfg.swap_epochs)
+        return [self.pretrain_on] * cfg.pre_epochs
 
     @property
     def pretrains(self) -> bool:
@@ -60,6 +86,8 @@ class Recipe:
 
     def label_epochs(self, cfg: TrainConfig) -> int:
         """Epochs of the label phase."""
+        if not self.label_phase:
+            return 0
         return cfg.epochs + (cfg.pre_epochs if self.matched_budget else 0)
 
     def transferred(self, model: nn.Module) -> list[str]:
@@ -87,6 +115,8 @@ TABLE: dict[str, Recipe] = {r.name: r for r in (
     Recipe("all_but_qk_transfer", pretrain_on="task", keep="all_but_qk"),
     Recipe("frozen_attention", freeze_qk=True),
     Recipe("data_swap", pretrain_on="swap", keep="all"),
+    Recipe("spt_only", pretrain_on="task", keep="all", label_phase=False),
+    Recipe("spt_swap_start", pretrain_on="swap_then_task", keep="all"),
 )}
 RECIPES = tuple(TABLE)  # recipe names, in table order
 PRETRAINED = tuple(n for n, r in TABLE.items() if r.pretrains)

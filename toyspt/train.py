@@ -4,6 +4,7 @@ seed; callbacks (trackers) see the live model through :class:`RunContext`."""
 from __future__ import annotations
 
 import copy
+import functools
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
@@ -34,6 +35,8 @@ class TrainConfig:
     recon: str = validated("l1", Text(("l1", "mse")))  # SPT loss on masked positions: l1 | mse
     # SPT: what masked queries attend to: all | no_masked_keys | no_self
     spt_attention: str = validated("all", Text(SPT_ATTENTION))
+    # spt_swap_start: SPT epochs on pretrain_data before the task's own inputs
+    swap_epochs: int = validated(3, Int(ge=0))
 
     def __post_init__(self):
         validate(self)
@@ -122,24 +125,29 @@ def _epoch(ctx: RunContext, opt, n: int, batch_size: int, gen: torch.Generator, 
 
 
 def pretrain(ctx: RunContext, data: TaskData, cfg: TrainConfig, gen: torch.Generator,
-             callbacks: Sequence = (), progress: bool = False) -> list[dict]:
-    """SPT phase: masked reconstruction of the training inputs (labels unused)."""
-    model, x = ctx.model, data.train.x
+             callbacks: Sequence = (), progress: bool = False, schedule: Sequence[str] | None = None,
+             swap: TaskData | None = None) -> list[dict]:
+    """SPT phase: masked reconstruction of the training inputs (labels unused). ``schedule``
+    says per epoch whether it trains on ``data`` ("task") or on ``swap`` ("swap"); the
+    validation loss is always that of ``data``."""
+    model = ctx.model
+    schedule = list(schedule) if schedule is not None else ["task"] * cfg.pre_epochs
     ctx.phase, ctx.epoch = "pretrain", 0
     ctx.phase_start_state = clone_state(model)
     _call(callbacks, "on_phase_start", ctx)
     opt = make_optimizer(model.parameters(), cfg, cfg.pre_lr or cfg.lr)
-    val_mask = sample_mask(len(data.val), x.shape[1], cfg.mask_rate,
+    val_mask = sample_mask(len(data.val), data.val.x.shape[1], cfg.mask_rate,
                            torch.Generator().manual_seed(ctx.seed + 7919))
     history = []
 
-    def loss_fn(idx):
+    def loss_fn(x, idx):
         xb = x[idx]
         mb = sample_mask(len(xb), xb.shape[1], cfg.mask_rate, gen)
         return recon_loss(model.reconstruct(xb, mb, cfg.spt_attention), xb, mb, cfg.recon)
 
-    for _ in _epochs(cfg.pre_epochs, ctx, progress):
-        losses = _epoch(ctx, opt, len(x), cfg.batch_size, gen, loss_fn, callbacks)
+    for e in _epochs(len(schedule), ctx, progress):
+        x = (swap if schedule[e] == "swap" else data).train.x
+        losses = _epoch(ctx, opt, len(x), cfg.batch_size, gen, functools.partial(loss_fn, x), callbacks)
         ctx.epoch += 1
         model.eval()
         with torch.no_grad():
@@ -179,10 +187,14 @@ def finetune(ctx: RunContext, data: TaskData, cfg: TrainConfig, epochs: int, gen
 
 
 def summarize(history: list[dict]) -> dict[str, float]:
-    """Peak validation accuracy, test accuracy at that (first) epoch, final accuracies."""
+    """Peak validation accuracy, test accuracy at that (first) epoch, final accuracies; for a
+    run without label phase, the final SPT losses."""
     ft = [h for h in history if h["phase"] == "finetune"]
     if not ft:
-        raise ValueError("history has no label-phase epochs to summarise")
+        pre = [h for h in history if h["phase"] == "pretrain"]
+        if not pre:
+            raise ValueError("history has no epochs to summarise")
+        return dict(final_recon_train_loss=pre[-1]["train_loss"], final_recon_val_loss=pre[-1]["val_loss"])
     best = max(ft, key=lambda h: h["val_acc"])  # max keeps the first epoch among ties
     return dict(peak_val_acc=best["val_acc"], test_at_peak=best["test_acc"], peak_epoch=best["epoch"],
                 final_train_acc=ft[-1]["train_acc"], final_val_acc=ft[-1]["val_acc"],
@@ -217,8 +229,13 @@ def run_recipe(recipe: str, data: TaskData, model_cfg: ModelConfig | None = None
     history: list[dict] = []
     gen = torch.Generator().manual_seed(seed_stream(seed))
     if rec.pretrains:
-        history += pretrain(ctx, spt_data, train_cfg, gen, callbacks, progress)
+        history += pretrain(ctx, spt_data, train_cfg, gen, callbacks, progress, rec.spt_schedule(train_cfg),
+                            pretrain_data)
         states["pretrained"] = clone_state(model)
+        if not rec.label_phase:
+            states["final"] = clone_state(model)
+            return RunResult(recipe, seed, history, summarize(history), ctx.records, states,
+                             dict(model=asdict(model_cfg), train=asdict(train_cfg)))
         model.load_state_dict(ctx.init_state)
         transfer(model, states["pretrained"], rec.transferred(model))
     frozen = rec.frozen(model)
@@ -238,12 +255,14 @@ def seed_stream(seed: int) -> int:
 
 
 def check_inputs(rec, data: TaskData, model_cfg: ModelConfig, pretrain_data: TaskData | None) -> TaskData | None:
-    """Refuse data that does not fit the recipe or model; returns the data SPT runs on."""
-    if rec.pretrain_on == "swap" and pretrain_data is None:
+    """Refuse data that does not fit the recipe or model; returns the data whose validation
+    split the SPT phase reports (pretrain_data for data_swap, else the task's)."""
+    if rec.needs_swap and pretrain_data is None:
         raise ValueError(f"recipe {rec.name} needs pretrain_data (the data set SPT runs on)")
-    if data.train.x.shape[-1] != model_cfg.d_in:
-        raise ValueError(f"data has {data.train.x.shape[-1]} features per token, "
-                         f"ModelConfig.d_in={model_cfg.d_in}")
+    for name, d in (("data", data), ("pretrain_data", pretrain_data if rec.needs_swap else None)):
+        if d is not None and d.train.x.shape[-1] != model_cfg.d_in:
+            raise ValueError(f"{name} has {d.train.x.shape[-1]} features per token, "
+                             f"ModelConfig.d_in={model_cfg.d_in}")
     return pretrain_data if rec.pretrain_on == "swap" else data if rec.pretrains else None
 
 

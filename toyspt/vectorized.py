@@ -225,14 +225,16 @@ def _checker(recipe: str, seeds: Sequence[int], phase: str, epoch: int, step: in
 # --------------------------------------------------------------------------------------
 # the two phases, mirroring toyspt.train.pretrain / finetune step for step
 
-def _pretrain(stack, data: TaskData, cfg: TrainConfig, gens, seeds, recipe, histories, progress):
-    x = data.train.x
+def _pretrain(stack, data: TaskData, cfg: TrainConfig, gens, seeds, recipe, histories, progress,
+              schedule, swap):
+    T = data.val.x.shape[1]
     stack.start_phase(cfg, cfg.pre_lr or cfg.lr)
-    val_masks = [sample_mask(len(data.val), x.shape[1], cfg.mask_rate,
+    val_masks = [sample_mask(len(data.val), T, cfg.mask_rate,
                              torch.Generator().manual_seed(s + 7919)) for s in seeds]
     step = 0
-    for epoch in tqdm(range(1, cfg.pre_epochs + 1), desc=f"{recipe} x{len(seeds)} pretrain",
+    for epoch in tqdm(range(1, len(schedule) + 1), desc=f"{recipe} x{len(seeds)} pretrain",
                       leave=False, disable=not progress):
+        x = (swap if schedule[epoch - 1] == "swap" else data).train.x
         perms = [torch.randperm(len(x), generator=g) for g in gens]
         losses = [[] for _ in seeds]
         for i in range(0, len(x), cfg.batch_size):
@@ -304,8 +306,15 @@ def run_recipe_seeds(recipe: str, data: TaskData, model_cfg: ModelConfig | None 
     histories: list[list[dict]] = [[] for _ in seeds]
     stack, step, pretrained = make(model_cfg, inits), 0, None
     if rec.pretrains:
-        step = _pretrain(stack, spt_data, train_cfg, gens, seeds, recipe, histories, progress)
+        step = _pretrain(stack, spt_data, train_cfg, gens, seeds, recipe, histories, progress,
+                         rec.spt_schedule(train_cfg), pretrain_data)
         pretrained = [stack.state(k) for k in range(len(seeds))]
+    if not rec.label_phase:
+        config = dict(model=asdict(model_cfg), train=asdict(train_cfg))
+        return [RunResult(recipe, s, histories[k], summarize(histories[k]), [],
+                          {"init": inits[k], "pretrained": pretrained[k], "final": pretrained[k]}, config)
+                for k, s in enumerate(seeds)]
+    if rec.pretrains:
         moved = set(rec.transferred(names))
         stack = make(model_cfg, [{n: (pre if n in moved else init)[n] for n in init}
                                  for init, pre in zip(inits, pretrained)])
