@@ -31,6 +31,31 @@ def test_closed_form_check_catches_a_wrong_formula(monkeypatch):
     assert r.verdict == "fail" and r.symbolic == "fails"
 
 
+def test_closed_form_numeric_part_catches_a_wrong_mask_moment(monkeypatch):
+    real = t3.expected_drec
+    # a planted error: p2 replaced by p1 (two unmasked keys treated as one event)
+    monkeypatch.setattr(t3, "expected_drec", lambda D, rv, bv, p1, p2: real(D, rv, bv, p1, p1))
+    # along a row-constant direction both sides are 0 whatever the formula: no evidence
+    ones = [[1] * 4 for _ in range(4)]
+    assert t3.expected_drec(ones, sp.Rational(7, 10), sp.Integer(1), sp.Rational(3, 5), sp.Rational(3, 5)) == 0
+    r = t3.check_closed_form(quick=True)
+    assert r.verdict == "fail"
+    assert r.figure > 1e6 * r.tolerance  # the numeric part alone rejects it
+
+
+def test_autograd_expectation_matches_brute_force():
+    T, rv, qv = 3, 0.7, 0.4
+    D = torch.tensor(t3.neighbours(T), dtype=torch.float64)
+    auto, scale = t3.autograd_expected_drec(D, rv, qv, (1.3,))
+    subs = {t3.rho: sp.Rational(7, 10), t3.q: sp.Rational(2, 5), t3.beta: sp.Rational(13, 10)}
+    for i, law in enumerate(t3.LAWS):
+        exact = float(t3.brute_expected_drec(T, law, sp.Matrix(t3.neighbours(T))).subs(subs))
+        # float64: 10 x n u relative to the sum of |terms| (n = 2^T + 2T^2 + 2T = 32)
+        assert abs(auto[i, 0].item() - exact) <= 10 * 32 * 2 ** -53 * scale[i, 0].item()
+    with pytest.raises(ValueError, match="mask law"):
+        t3.autograd_expected_drec(D, rv, qv, (1.0,), laws=("bernoulli",))
+
+
 def test_neighbour_closed_form_and_flip_conditions():
     T, rv, q = 9, 0.7, 0.4
     p1, p2 = t3.mask_moments("iid", T, q)
