@@ -94,6 +94,28 @@ def test_monte_carlo_matches_closed_form_small():
     assert exact > 0 and mean > 2 * se  # beta < 0: proximity raises the loss
 
 
+def test_mc_flip_point_is_the_root_of_the_expected_derivative():
+    T, rv, q = 6, 0.8, 0.5
+    D = torch.tensor(t3.neighbours(T), dtype=torch.float64)
+    fp = t3.flip_point(T, rv, "sample_mask", q)
+    est, se, gap = t3.mc_flip_point(D, rv, q, N=40_000, seed=5)
+    assert abs(est - fp["beta_star"]) < t3.Z_MC * se and se < 0.1 * fp["beta_star"]
+    assert gap < 1e-13
+
+
+def test_monte_carlo_check_catches_a_wrong_flip_point(monkeypatch):
+    real = t3.neighbour_PQ
+
+    def wrong(T, rv=t3.rho, p1=t3.p1s, p2=t3.p2s):  # a planted error: P 25% too large
+        P, Q = real(T, rv, p1, p2)
+        return 1.25 * P, Q
+
+    monkeypatch.setattr(t3, "neighbour_PQ", wrong)
+    r = t3.check_monte_carlo(quick=True)
+    assert r.verdict == "fail"
+    assert r.detail("beta_star_z") > t3.Z_MC  # the MC beta* disagrees with the planted one
+
+
 def test_scalar_formula_matches_autograd():
     g = torch.Generator().manual_seed(0)
     x = t3.ar1(50, 7, 0.6, g)

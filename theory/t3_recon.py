@@ -373,11 +373,11 @@ def scalar_drec_formula(D: torch.Tensor, x: torch.Tensor, mask: torch.Tensor, bv
     return 2 * (r * dy * m).sum(-1) / n, 2 * (r_abs * dy_abs * m).sum(-1) / n
 
 
-def mc_drec(D: torch.Tensor, rv: float, qv: float, bv: float, N: int, seed: int,
-            chunk: int = 50_000) -> tuple[float, float, float]:
-    """Monte Carlo (mean, standard error) of dL_rec[D] by forward-mode autograd (jvp), and
-    the max gap between jvp and the per-sample formula relative to the formula's sum of
-    absolute terms."""
+def mc_samples(D: torch.Tensor, rv: float, qv: float, bv: float, N: int, seed: int,
+               chunk: int = 50_000) -> tuple[torch.Tensor, float]:
+    """N per-sequence dL_rec[D] at S = 0 by forward-mode autograd (jvp) on AR(1) data and
+    toyspt.tasks.sample_mask masks (same seed, same samples), and the max gap between jvp
+    and the per-sample formula relative to the formula's sum of absolute terms."""
     T = D.shape[0]
     gen = torch.Generator().manual_seed(seed)
     vals, gap = [], 0.0
@@ -393,43 +393,86 @@ def mc_drec(D: torch.Tensor, rv: float, qv: float, bv: float, N: int, seed: int,
         f, scale = scalar_drec_formula(D, x, mask, bv)
         gap = max(gap, ((d - f).abs() / scale.clamp_min(1e-300)).max().item())
         vals.append(d)
-    v = torch.cat(vals)
+    return torch.cat(vals), gap
+
+
+def mc_drec(D: torch.Tensor, rv: float, qv: float, bv: float, N: int, seed: int,
+            chunk: int = 50_000) -> tuple[float, float, float]:
+    """Monte Carlo (mean, standard error) of dL_rec[D] (:func:`mc_samples`), and the max
+    jvp/formula gap."""
+    v, gap = mc_samples(D, rv, qv, bv, N, seed, chunk)
     return v.mean().item(), v.std().item() / math.sqrt(N), gap
 
 
+def mc_flip_point(D: torch.Tensor, rv: float, qv: float, N: int, seed: int
+                  ) -> tuple[float, float, float]:
+    """Monte Carlo beta* with its standard error. Per sequence dL_rec[D] = a beta^2 - b beta
+    exactly (yhat is linear in beta), so two jvps on the same samples (beta = 1, 2) give
+    a = (d_2 - 2 d_1)/2 and b = (d_2 - 4 d_1)/2; beta* = mean(b) / mean(a), with the
+    delta-method SE sqrt(var(b - beta* a) / N) / |mean(a)|. Also returns the jvp gap."""
+    d1, g1 = mc_samples(D, rv, qv, 1.0, N, seed)
+    d2, g2 = mc_samples(D, rv, qv, 2.0, N, seed)
+    a, b = (d2 - 2 * d1) / 2, (d2 - 4 * d1) / 2
+    est = (b.mean() / a.mean()).item()
+    se = ((b - est * a).std() / math.sqrt(N) / a.mean().abs()).item()
+    return est, se, max(g1, g2)
+
+
 Z_MC = 4.0  # |MC - closed form| <= 4 standard errors (two-sided normal p = 6e-5)
+Z_SIGN = 3.0  # an MC sign counts when |mean| > 3 SE (one-sided p = 1e-3)
+FLIP_DELTA = 0.25  # the sign flip is tested at beta* (1 -/+ FLIP_DELTA)
 
 
 def check_monte_carlo(quick: bool = False) -> Result:
     """T3.5: the closed form against Monte Carlo (toyspt.tasks.sample_mask, 1/|M| loss,
-    jvp derivative) for positive, negative and large gains; signs flip as predicted."""
-    T, rv, qv = 8, 0.8, 0.5
+    jvp derivative) for positive, negative and large gains; beta* = Q/P against a Monte
+    Carlo estimate; the MC sign flips between beta* (1 - delta) and beta* (1 + delta)."""
+    T, rv, qv, law = 8, 0.8, 0.5, "sample_mask"
     N = 40_000 if quick else 400_000
     D = torch.tensor(neighbours(T), dtype=torch.float64)
-    p1, p2 = (float(v) for v in mask_moments("sample_mask", T, qv))
-    fp = flip_point(T, rv, "sample_mask", qv)
-    betas = [1.0, -1.0]
-    if fp["P"] > 0:
-        betas.append(2.0 * fp["beta_star"])
+    p1, p2 = (float(v) for v in mask_moments(law, T, qv))
+    fp = flip_point(T, rv, law, qv)
+    bstar = fp["beta_star"]
+    if not fp["P"] > 0:
+        raise ValueError(f"T3.5 needs P > 0 (a finite positive beta*), got P = {fp['P']}")
+    betas = [1.0, -1.0, 2.0 * bstar, (1 - FLIP_DELTA) * bstar, (1 + FLIP_DELTA) * bstar]
     rows, worst_z, worst_gap, signs_ok = [], 0.0, 0.0, True
     for k, bv in enumerate(betas):
         exact = float(expected_drec(neighbours(T), rv, bv, p1, p2))
         mean, se, gap = mc_drec(D, rv, qv, bv, N, seed=100 + k)
         z = abs(mean - exact) / se
         worst_z, worst_gap = max(worst_z, z), max(worst_gap, gap)
-        signs_ok &= (mean < 0) == (exact < 0) and abs(mean) > 2 * se
+        signs_ok &= (mean < 0) == (exact < 0) and abs(mean) > Z_SIGN * se
         rows.append(dict(beta=bv, closed_form=exact, mc_mean=mean, mc_se=se, z=z))
+    # the sign must flip across beta* (closed form: negative below, positive above)
+    below, above = rows[3], rows[4]
+    flips = below["mc_mean"] < 0 < above["mc_mean"] and below["closed_form"] < 0 < above["closed_form"]
+    b_mc, b_se, gap = mc_flip_point(D, rv, qv, N, seed=200)
+    worst_gap = max(worst_gap, gap)
+    z_star = abs(b_mc - bstar) / b_se
     # the per-sample formula must match jvp to rounding: chained sums over j, over the
     # tokens for yhat and over m, each of T terms, relative to the sum of |terms|
     tol_gap = rounding_tol(3 * T)
-    fig = worst_z if (worst_gap <= tol_gap and signs_ok) else math.inf
+    fig = max(worst_z, z_star) if (worst_gap <= tol_gap and signs_ok and flips) else math.inf
+    setting = (f"T={T}, E x_i x_j = rho^|i-j| with rho={rv}, mask law {law} (each position "
+               f"masked i.i.d. Bernoulli(q={qv}), an empty mask replaced by one uniformly chosen "
+               "position), masked values zeroed, yhat = beta A x~, loss (1/|M|) sum_masked "
+               "(yhat_m - x_m)^2, S = 0, N_ij = 1[|i-j| = 1]")
     return checked_result(
-        "T3.5", "closed form = E over AR(1) data and sample_mask masks; sign flips with beta",
-        f"{N} sequences per beta in {[round(b, 3) for b in betas]} (T={T}, rho={rv}, q={qv}): max "
-        f"|MC - closed|/SE; jvp vs per-sample formula gap {worst_gap:.1e} (tol {tol_gap:.0e}); "
-        f"MC signs significant and as predicted: {signs_ok}", "n.a.", fig, "max z",
-        Z_MC, "le", f"statistical: {Z_MC:g} standard errors (p = 6e-5 two-sided); the jvp/formula "
-        "gap is held to 10 x 3T u (float64)", rows=rows, flip=fp, jvp_formula_gap=worst_gap)
+        "T3.5", "closed form = E over AR(1) data and sample_mask masks; sign flips at beta* = Q/P",
+        f"{setting}: beta* = Q/P = {bstar:.4g} (closed form), MC {b_mc:.4g} +- {b_se:.2g} (z = "
+        f"{z_star:.2f}); MC sign at beta*(1 -/+ {FLIP_DELTA}) = {below['beta']:.3g} / "
+        f"{above['beta']:.3g}: {below['mc_mean']:+.3g} +- {below['mc_se']:.2g} / "
+        f"{above['mc_mean']:+.3g} +- {above['mc_se']:.2g} (closed {below['closed_form']:+.3g} / "
+        f"{above['closed_form']:+.3g}), flips: {flips}; {N} sequences per beta in "
+        f"{[round(b, 3) for b in betas]}: max |MC - closed|/SE; every MC sign beyond "
+        f"{Z_SIGN:g} SE and as predicted: {signs_ok}; jvp vs per-sample formula gap "
+        f"{worst_gap:.1e} (tol {tol_gap:.0e})", "n.a.", fig, "max z (values and beta*)",
+        Z_MC, "le", f"statistical: {Z_MC:g} standard errors (p = 6e-5 two-sided) for the values "
+        f"and for beta* (delta-method SE of a ratio of means); signs count beyond {Z_SIGN:g} "
+        "SE; the jvp/formula gap is held to 10 x 3T u (float64)",
+        rows=rows, flip=fp, beta_star_mc=b_mc, beta_star_mc_se=b_se, beta_star_z=z_star,
+        sign_flips=flips, jvp_formula_gap=worst_gap)
 
 
 # ---------------------------------------------------------------------------------------
