@@ -56,6 +56,25 @@ def attention_input(model: ToyTransformer, x: torch.Tensor) -> torch.Tensor:
         return model.blocks[0].ln1(h)
 
 
+def pattern_grad(model: ToyTransformer, batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """(A, Gamma), each (B, T, T): the layer-0, head-0 attention pattern and the per-example
+    label-loss gradient Gamma_b = dl_b/dA_b (B x the gradient of the batch-mean loss), by
+    autograd at ``hook_pattern``. What the softmax backward turns into G = dl/dS."""
+    B, T = batch["x"].shape[:2]
+    delta = torch.zeros(B, T, T, dtype=batch["x"].dtype, requires_grad=True)
+    seen = {}
+
+    def add(t, name):
+        seen["A"] = t[:, 0].detach()
+        sel = torch.zeros(t.shape[1], dtype=t.dtype)
+        sel[0] = 1.0
+        return t + sel[None, :, None, None] * delta[:, None]
+
+    with hooks(model, [(HOOK_A, add)]):
+        (g,) = torch.autograd.grad(probes.label_loss(model, batch), delta)
+    return seen["A"], B * g
+
+
 def autograd_dLdM(model: ToyTransformer, batch) -> torch.Tensor:
     """Per-example dL_b/dM (B, d_model, d_model) of the label loss at W_Q = W_K = 0, by
     autograd through the model's own query/key layers, independent of :mod:`toyspt.probes`.
@@ -149,4 +168,4 @@ def effective_gain(model: ToyTransformer, batch, head: int = 0, attend: str = "a
 
 
 __all__ = ["HOOK_S", "HOOK_A", "T1_MODEL", "DEFAULT_UNIFORM", "toy_model", "toy_batch",
-           "layer_probe", "attention_input", "autograd_dLdM", "logits_with_pattern", "effective_gain"]
+           "layer_probe", "attention_input", "pattern_grad", "autograd_dLdM", "logits_with_pattern", "effective_gain"]
