@@ -104,13 +104,14 @@ def test_mc_flip_point_is_the_root_of_the_expected_derivative():
 
 
 def test_monte_carlo_check_catches_a_wrong_flip_point(monkeypatch):
-    real = t3.neighbour_PQ
+    from theory import scalar_model
+    real = scalar_model.neighbour_PQ
 
     def wrong(T, rv=t3.rho, p1=t3.p1s, p2=t3.p2s):  # a planted error: P 25% too large
         P, Q = real(T, rv, p1, p2)
         return 1.25 * P, Q
 
-    monkeypatch.setattr(t3, "neighbour_PQ", wrong)
+    monkeypatch.setattr(scalar_model, "neighbour_PQ", wrong)  # flip_point's beta* = Q/P
     r = t3.check_monte_carlo(quick=True)
     assert r.verdict == "fail"
     assert r.detail("beta_star_z") > t3.Z_MC  # the MC beta* disagrees with the planted one

@@ -94,8 +94,8 @@ def check_pooling(quick: bool = False, visible: bool = False) -> Result:
     return checked_result(
         "T1.1", STATEMENT,
         f"sympy T={Ts.start}..{Ts.stop - 1}: z built token by token, A's last row eliminated "
-        f"via c leaves no entry of A and gives c^T V W_O + b + mean X; |L(A+E)-L(A)|/(1+max|z|) over 64 random "
-        f"instances, E with zero row+column sums{' (NEGATIVE CONTROL: column sums changed)' if visible else ''}",
+        f"via c leaves no entry of A and gives c^T V W_O + b + mean X; |L(A+E)-L(A)|/(1+max|z|) "
+        f"over 64 random instances, E with zero row+column sums{' (NEGATIVE CONTROL: column sums changed)' if visible else ''}",
         sym, resid, "max rel. change", tol, "le",
         f"float64: 10 x n u with n = 2(3d+2T+C) = {2 * (3 * cfg.d + 2 * cfg.T + cfg.n_classes)} "
         "reduction terms (Higham gamma_n per sum, two losses differenced)",

@@ -168,4 +168,5 @@ def effective_gain(model: ToyTransformer, batch, head: int = 0, attend: str = "a
 
 
 __all__ = ["HOOK_S", "HOOK_A", "T1_MODEL", "DEFAULT_UNIFORM", "toy_model", "toy_batch",
-           "layer_probe", "attention_input", "pattern_grad", "autograd_dLdM", "logits_with_pattern", "effective_gain"]
+           "layer_probe", "attention_input", "pattern_grad", "autograd_dLdM", "logits_with_pattern",
+           "effective_gain"]
