@@ -7,6 +7,20 @@ def test_symbolic_identity():
     assert t1.symbolic_pooling(3)
 
 
+def test_symbolic_derivation_rejects_planted_errors():
+    # last-token pooling and a non-affine per-token map: z then sees more of A than c(A)
+    assert not t1.symbolic_pooling(3, weights=(0, 0, 1))
+    assert not t1.symbolic_pooling(3, weights=(0.2, 0.3, 0.5))
+    assert not t1.symbolic_pooling(3, square=True)
+
+
+def test_pooling_check_reports_a_planted_symbolic_error(monkeypatch):
+    real = t1.symbolic_pooling
+    monkeypatch.setattr(t1, "symbolic_pooling", lambda T: real(T, weights=[0] * (T - 1) + [1]))
+    r = t1.check_pooling(quick=True)
+    assert r.symbolic == "fails" and r.verdict == "fail"
+
+
 def test_balanced_perturbation_keeps_row_and_column_sums():
     E = t1.balanced_perturbation(4, 6, seed=0)
     assert E.sum(-1).abs().max() < 1e-12 and E.sum(-2).abs().max() < 1e-12

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from theory import geometry as geo
+from theory import onehead as oh
 from theory import t2_blindness as t2
 from toyspt import directions as dr
 
@@ -63,7 +64,55 @@ def test_toy_model_checks():
     assert m.verdict == "measured" and m.figure > 1e-3  # MLP + LayerNorm: rows differ
 
 
+def test_blind_cos_bound_holds_and_is_not_vacuous():
+    T, B = 10, 16
+    cfg, p, X, y = t2._instances(T, B, seed=4)
+    S = t2.identical_row_scores(B, T, seed=5)
+    G = oh.score_grad(lambda s: oh.label_losses(p, X, y, s), S)
+    A, Gam = t2.label_pattern_grad(p, X, y, S)
+    # the softmax backward identity the bound is built on: G = A o (Gamma - rowsum(A o Gamma))
+    assert torch.allclose(G, A * (Gam - (A * Gam).sum(-1, keepdim=True)), rtol=0, atol=1e-15)
+    bound = geo.blind_cos_bound(G, A * Gam.abs(), t2._n_upstream(T, cfg.d, cfg.n_classes))
+    D = dr.direction("circ_w2", T)
+    assert (geo.cosine(G, D).abs() <= bound["per_example"]).all()
+    assert bound["per_example"].max() < 1e-12 and bound["batch"] < 1e-11
+    # a planted error of relative size 1e-11 along the blind direction exceeds the bound
+    Gp = G + 1e-11 * torch.linalg.matrix_norm(G)[:, None, None] * dr.normalise(D)
+    assert (geo.cosine(Gp, D).abs() > bound["per_example"]).all()
+
+
+def test_toy_blind_check_catches_a_planted_gradient_error(monkeypatch):
+    import dataclasses
+
+    from theory import toy
+    real = toy.layer_probe
+
+    def planted(model, batch, loss="label", directions=("circ_w1",)):
+        lp = real(model, batch, loss, directions)
+        G = lp.G_per_example
+        D = dr.normalise(dr.direction("circ_w1", G.shape[-1]))
+        bad = G + 1e-11 * torch.linalg.matrix_norm(G)[..., None, None] * D
+        return dataclasses.replace(lp, G_per_example=bad)
+
+    monkeypatch.setattr(toy, "layer_probe", planted)
+    r = t2.check_toy_blind(quick=True)
+    assert r.verdict == "fail" and r.figure > 1.0
+
+
+def test_toy_blind_negative_control():
+    r = t2.check_toy_blind(quick=True, kinds=("toep_w1",))
+    assert r.verdict == "fail" and r.figure > 1e6
+
+
 def test_power_fit_recovers_exponent():
     x = np.array([8, 16, 32, 64.0])
     slope, se = t2.power_fit(x, 3 * x ** -1.5, 0.01 * 3 * x ** -1.5)
     assert slope == pytest.approx(-1.5, abs=1e-9) and se > 0
+
+
+def test_circulant_bound_module(capsys):
+    from theory import circulant_bound as cb
+    assert cb.main(["--seeds", "0", "--n", "16"]) == 0
+    assert "every cosine within its bound: True" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cb.main(["--n", "0"])

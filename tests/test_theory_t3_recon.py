@@ -31,6 +31,31 @@ def test_closed_form_check_catches_a_wrong_formula(monkeypatch):
     assert r.verdict == "fail" and r.symbolic == "fails"
 
 
+def test_closed_form_numeric_part_catches_a_wrong_mask_moment(monkeypatch):
+    real = t3.expected_drec
+    # a planted error: p2 replaced by p1 (two unmasked keys treated as one event)
+    monkeypatch.setattr(t3, "expected_drec", lambda D, rv, bv, p1, p2: real(D, rv, bv, p1, p1))
+    # along a row-constant direction both sides are 0 whatever the formula: no evidence
+    ones = [[1] * 4 for _ in range(4)]
+    assert t3.expected_drec(ones, sp.Rational(7, 10), sp.Integer(1), sp.Rational(3, 5), sp.Rational(3, 5)) == 0
+    r = t3.check_closed_form(quick=True)
+    assert r.verdict == "fail"
+    assert r.figure > 1e6 * r.tolerance  # the numeric part alone rejects it
+
+
+def test_autograd_expectation_matches_brute_force():
+    T, rv, qv = 3, 0.7, 0.4
+    D = torch.tensor(t3.neighbours(T), dtype=torch.float64)
+    auto, scale = t3.autograd_expected_drec(D, rv, qv, (1.3,))
+    subs = {t3.rho: sp.Rational(7, 10), t3.q: sp.Rational(2, 5), t3.beta: sp.Rational(13, 10)}
+    for i, law in enumerate(t3.LAWS):
+        exact = float(t3.brute_expected_drec(T, law, sp.Matrix(t3.neighbours(T))).subs(subs))
+        # float64: 10 x n u relative to the sum of |terms| (n = 2^T + 2T^2 + 2T = 32)
+        assert abs(auto[i, 0].item() - exact) <= 10 * 32 * 2 ** -53 * scale[i, 0].item()
+    with pytest.raises(ValueError, match="mask law"):
+        t3.autograd_expected_drec(D, rv, qv, (1.0,), laws=("bernoulli",))
+
+
 def test_neighbour_closed_form_and_flip_conditions():
     T, rv, q = 9, 0.7, 0.4
     p1, p2 = t3.mask_moments("iid", T, q)
@@ -67,6 +92,29 @@ def test_monte_carlo_matches_closed_form_small():
     assert abs(mean - exact) < 4 * se
     assert gap < 1e-13
     assert exact > 0 and mean > 2 * se  # beta < 0: proximity raises the loss
+
+
+def test_mc_flip_point_is_the_root_of_the_expected_derivative():
+    T, rv, q = 6, 0.8, 0.5
+    D = torch.tensor(t3.neighbours(T), dtype=torch.float64)
+    fp = t3.flip_point(T, rv, "sample_mask", q)
+    est, se, gap = t3.mc_flip_point(D, rv, q, N=40_000, seed=5)
+    assert abs(est - fp["beta_star"]) < t3.Z_MC * se and se < 0.1 * fp["beta_star"]
+    assert gap < 1e-13
+
+
+def test_monte_carlo_check_catches_a_wrong_flip_point(monkeypatch):
+    from theory import scalar_model
+    real = scalar_model.neighbour_PQ
+
+    def wrong(T, rv=t3.rho, p1=t3.p1s, p2=t3.p2s):  # a planted error: P 25% too large
+        P, Q = real(T, rv, p1, p2)
+        return 1.25 * P, Q
+
+    monkeypatch.setattr(scalar_model, "neighbour_PQ", wrong)  # flip_point's beta* = Q/P
+    r = t3.check_monte_carlo(quick=True)
+    assert r.verdict == "fail"
+    assert r.detail("beta_star_z") > t3.Z_MC  # the MC beta* disagrees with the planted one
 
 
 def test_scalar_formula_matches_autograd():

@@ -30,3 +30,32 @@ def test_toy_rank_one():
     r = t4.check_toy_rank_one(quick=True)
     assert r.verdict == "pass", r.checked
     assert r.detail("default")["sv2_sv1"] > 1e-6  # MLP + LayerNorm: not rank one
+
+
+def test_autograd_dLdM_matches_the_probe_and_refuses_other_points():
+    import pytest
+
+    from theory import toy
+    batch = toy.toy_batch(8, 4, seed=0)
+    model = toy.toy_model(toy.T1_MODEL, seed=0)
+    GM = toy.autograd_dLdM(model, batch)
+    sv_probe = toy.layer_probe(model, batch, "label", ("circ_w1",)).dLdM_sv_per_example[:, 0]
+    # float64 SVD of 32 x 32 matrices agreeing to rounding (10 x n u x ||.|| with n ~ 10^2)
+    assert torch.allclose(torch.linalg.svdvals(GM), sv_probe, rtol=0, atol=1e-12 * sv_probe.max())
+    assert model.blocks[0].attn.W_K.weight.abs().max() == 0  # the caller's model is untouched
+    with pytest.raises(ValueError, match="W_Q = W_K = 0"):
+        toy.autograd_dLdM(toy.toy_model(toy.ModelConfig(d_mlp=0, final_norm=False), seed=0), batch)
+
+
+def test_toy_rank_one_check_catches_a_wrong_attention_input(monkeypatch):
+    from theory import toy
+    real = toy.attention_input
+
+    def wrong_input(model, x):  # a planted error: the attention input rescaled and shifted
+        return real(model, x) * 1.5 + 0.1
+
+    monkeypatch.setattr(toy, "attention_input", wrong_input)
+    r = t4.check_toy_rank_one(quick=True)
+    assert r.verdict == "fail" and r.detail("t1")["formula_gap"] > 1e6 * r.tolerance
+    # the autograd dL/dM itself is still rank one: only the independent comparison catches it
+    assert r.detail("t1")["sv2_sv1"] < r.tolerance

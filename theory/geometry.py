@@ -3,8 +3,9 @@
 toyspt.directions defines the named directions (``circ_w1``, ``toep_w1``, ``prev``,
 ``random_s0`` ...), row-centring, ``kappa`` and the blind / visible projectors; the checks
 use those. Added here: a *visible* test direction (``column_s{seed}``, ``D_ij = v_j``),
-the normalised derivative ``cos(G, D)``, the blind fraction of a gradient, and kappa as an
-integer matrix for exact (sympy) rank computations.
+the normalised derivative ``cos(G, D)``, the blind fraction of a gradient, the float64
+bound on the cosine of a gradient with a blind direction, and kappa as an integer matrix for
+exact (sympy) rank computations.
 """
 from __future__ import annotations
 
@@ -35,6 +36,38 @@ def blind_fraction(G: torch.Tensor) -> torch.Tensor:
     return dr.energy_share(G, dr.blind).sqrt()
 
 
+def blind_cos_bound(G_BxTxT: torch.Tensor, AGamma_BxTxT: torch.Tensor, n_upstream: int
+                    ) -> dict:
+    """Float64 bound on |cos(G, D)| for a blind D (<G, D> = 0 exactly), per example and for
+    the batch sum G = sum_b G_b.
+
+    The softmax backward computes G = A o (Gamma - s 1^T) with Gamma = dL/dA and
+    s_i = sum_k A_ik Gamma_ik, so its rounding error is relative to the *terms*
+    A o |Gamma|, not to G: when Gamma has a large common part, G is a small difference of
+    large numbers. With n_upstream the reduction terms behind each entry of Gamma plus the
+    T-term sum s_i, |delta G_ij| <~ n_upstream u (A o |Gamma|)_ij; the inner product with a
+    unit D adds T^2 u ||G||_F and the batch sum B u sum_b ||G_b||_F. Hence (10x safety, as
+    :func:`theory.result.rounding_tol`)
+
+        |cos| <= 10 u [n_upstream kappa_A + (T^2 + B) kappa_B],
+        kappa_A = sum_b ||A_b o |Gamma_b| ||_F / ||sum_b G_b||_F,
+        kappa_B = sum_b ||G_b||_F / ||sum_b G_b||_F,
+
+    (B = 1, kappa_B = 1 per example): kappa_A is the cancellation in the softmax backward,
+    kappa_B the cancellation between examples. ``AGamma_BxTxT`` is A o |Gamma| per example.
+    Returns the per-example bounds (B,), the batch bound and both kappas."""
+    from .result import U64
+
+    B, T, _ = G_BxTxT.shape
+    nG_B = torch.linalg.matrix_norm(G_BxTxT)
+    nA_B = torch.linalg.matrix_norm(AGamma_BxTxT)
+    per_example = 10 * U64 * (n_upstream * nA_B / nG_B + T * T)
+    nsum = torch.linalg.matrix_norm(G_BxTxT.sum(0)).item()
+    kA, kB = nA_B.sum().item() / nsum, nG_B.sum().item() / nsum
+    return dict(per_example=per_example, batch=10 * U64 * (n_upstream * kA + (T * T + B) * kB),
+                kappa_A=kA, kappa_B=kB, kappa_A_per_example=nA_B / nG_B)
+
+
 def kappa_matrix(T: int) -> np.ndarray:
     """The T x T^2 integer matrix of T * kappa acting on row-major vec(D)."""
     K = np.zeros((T, T * T), dtype=np.int64)
@@ -45,4 +78,4 @@ def kappa_matrix(T: int) -> np.ndarray:
     return K
 
 
-__all__ = ["direction", "cosine", "blind_fraction", "kappa_matrix"]
+__all__ = ["direction", "cosine", "blind_fraction", "blind_cos_bound", "kappa_matrix"]

@@ -4,9 +4,11 @@ If everything between the head output O = A V and the logits is affine per token
 tokens are mean-pooled, the pooled vector is z = c(A)^T V W_O + (terms without A) with
 c(A) = A^T 1 / T, so the label loss depends on the T x T matrix A only through c.
 
-Checks: the identity with symbolic A and V (sympy, T = 2..5); on random float64 instances
-of the analysed head, a perturbation A -> A + E with zero row *and* column sums (c and the
-row sums of A unchanged) leaves the loss unchanged to rounding; the same on the real toy
+Checks: a sympy derivation with symbolic A, V, W_O, bias and residual (T = 2..5): z is
+built token by token, the last row of A is eliminated through the column sums, and no entry
+of A may survive; on random float64 instances of the analysed head, a perturbation
+A -> A + E with zero row *and* column sums (c and the row sums of A unchanged) leaves the
+loss unchanged to rounding; the same on the real toy
 model in the T1 setting (perturbation added at ``hook_pattern``); on the default toy model
 (MLP + final LayerNorm) the change is reported as a measured figure.
 """
@@ -22,21 +24,37 @@ from .result import U64, Result, checked_result, measured_result, rounding_tol
 STATEMENT = "z = (1/T) 1^T (A V W_O) = c(A)^T V W_O,  c(A) = A^T 1 / T: L depends on A only via c"
 
 
-def symbolic_pooling(T: int, d: int = 2) -> bool:
-    """z - c^T V == 0 and dz/dA_ij independent of i, for symbolic A (T x T) and V (T x d)."""
+def symbolic_pooling(T: int, d: int = 2, weights=None, square: bool = False) -> bool:
+    """Derives T1 for symbolic A (T x T), X, V (T x d), W_O (d x d) and bias b: z is built
+    token by token (O = A V, Y_i = O_i W_O + b + X_i, z = sum_i w_i Y_i with w_i = 1/T),
+    then the last row of A is eliminated through the column sums, A_(T-1)j = T c_j -
+    sum_(i<T-1) A_ij. Holds iff the result contains no entry of A (z depends on A only
+    through c) and equals the independently written c^T V W_O + b + mean_i X_i.
+
+    ``weights`` (pooling weights other than 1/T) and ``square`` (Y_i squared entrywise, not
+    affine) are planted errors for the tests: the derivation must then fail."""
     A = sp.Matrix(T, T, lambda i, j: sp.Symbol(f"a{i}_{j}"))
-    V = sp.Matrix(T, d, lambda i, j: sp.Symbol(f"v{i}_{j}"))
-    ones = sp.ones(T, 1)
-    z = (ones.T * A * V) / T
-    c = A.T * ones / T
-    if any(sp.expand(e) != 0 for e in (z - c.T * V)):
-        return False
-    for k in range(d):
-        for i in range(1, T):
-            for j in range(T):
-                if sp.expand(sp.diff(z[k], A[i, j]) - sp.diff(z[k], A[0, j])) != 0:
-                    return False
-    return True
+    X = sp.Matrix(T, d, lambda i, k: sp.Symbol(f"x{i}_{k}"))
+    V = sp.Matrix(T, d, lambda i, k: sp.Symbol(f"v{i}_{k}"))
+    W = sp.Matrix(d, d, lambda k, l: sp.Symbol(f"w{k}_{l}"))
+    b = sp.Matrix(1, d, lambda _, k: sp.Symbol(f"b{k}"))
+    c = sp.Matrix(T, 1, lambda j, _: sp.Symbol(f"c{j}"))
+    w = [sp.Rational(1, T)] * T if weights is None else [sp.nsimplify(v) for v in weights]
+    if len(w) != T:
+        raise ValueError(f"weights: need {T} pooling weights, got {len(w)}")
+    z = sp.zeros(1, d)
+    for i in range(T):  # token by token: nothing here mentions c
+        O_i = sp.Matrix(1, d, lambda _, k: sum(A[i, j] * V[j, k] for j in range(T)))
+        Y_i = O_i * W + b + X[i, :]
+        if square:
+            Y_i = Y_i.applyfunc(lambda e: e ** 2)
+        z += w[i] * Y_i
+    last = {A[T - 1, j]: T * c[j] - sum(A[i, j] for i in range(T - 1)) for j in range(T)}
+    z_c = z.subs(last).applyfunc(sp.expand)
+    if z_c.free_symbols & set(A):
+        return False  # some entry of A survives: z sees more of A than its column means
+    predicted = c.T * V * W + b + sp.ones(1, T) * X / T
+    return all(sp.expand(e) == 0 for e in (z_c - predicted))
 
 
 def balanced_perturbation(B: int, T: int, seed: int, visible: bool = False) -> torch.Tensor:
@@ -75,8 +93,9 @@ def check_pooling(quick: bool = False, visible: bool = False) -> Result:
     tol = rounding_tol(2 * (3 * cfg.d + 2 * cfg.T + cfg.n_classes))
     return checked_result(
         "T1.1", STATEMENT,
-        f"sympy identity T={Ts.start}..{Ts.stop - 1}; |L(A+E)-L(A)|/(1+max|z|) over 64 random "
-        f"instances, E with zero row+column sums{' (NEGATIVE CONTROL: column sums changed)' if visible else ''}",
+        f"sympy T={Ts.start}..{Ts.stop - 1}: z built token by token, A's last row eliminated "
+        f"via c leaves no entry of A and gives c^T V W_O + b + mean X; |L(A+E)-L(A)|/(1+max|z|) "
+        f"over 64 random instances, E with zero row+column sums{' (NEGATIVE CONTROL: column sums changed)' if visible else ''}",
         sym, resid, "max rel. change", tol, "le",
         f"float64: 10 x n u with n = 2(3d+2T+C) = {2 * (3 * cfg.d + 2 * cfg.T + cfg.n_classes)} "
         "reduction terms (Higham gamma_n per sum, two losses differenced)",

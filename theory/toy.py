@@ -56,6 +56,59 @@ def attention_input(model: ToyTransformer, x: torch.Tensor) -> torch.Tensor:
         return model.blocks[0].ln1(h)
 
 
+def pattern_grad(model: ToyTransformer, batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """(A, Gamma), each (B, T, T): the layer-0, head-0 attention pattern and the per-example
+    label-loss gradient Gamma_b = dl_b/dA_b (B x the gradient of the batch-mean loss), by
+    autograd at ``hook_pattern``. What the softmax backward turns into G = dl/dS."""
+    B, T = batch["x"].shape[:2]
+    delta = torch.zeros(B, T, T, dtype=batch["x"].dtype, requires_grad=True)
+    seen = {}
+
+    def add(t, name):
+        seen["A"] = t[:, 0].detach()
+        sel = torch.zeros(t.shape[1], dtype=t.dtype)
+        sel[0] = 1.0
+        return t + sel[None, :, None, None] * delta[:, None]
+
+    with hooks(model, [(HOOK_A, add)]):
+        (g,) = torch.autograd.grad(probes.label_loss(model, batch), delta)
+    return seen["A"], B * g
+
+
+def autograd_dLdM(model: ToyTransformer, batch) -> torch.Tensor:
+    """Per-example dL_b/dM (B, d_model, d_model) of the label loss at W_Q = W_K = 0, by
+    autograd through the model's own query/key layers, independent of :mod:`toyspt.probes`.
+
+    On a copy, W_K is set to sqrt(d_head) I, so M = W_Q^T W_K / sqrt(d_head) = W_Q^T (as
+    nn.Linear stores it). With W_Q = 0 and b_Q = 0 the queries, hence the scores, stay 0, so
+    the forward pass (uniform attention) is unchanged; b_K only adds a row-constant score
+    term, which softmax ignores. Then dL/dM = (dL/dW_Q)^T, one backward pass per example."""
+    import copy
+    import math
+
+    attn = model.blocks[0].attn
+    if model.cfg.n_layers != 1 or attn.n_heads != 1:
+        raise ValueError("autograd_dLdM: defined for one-layer, one-head models")
+    if attn.W_Q.weight.abs().max() != 0 or attn.W_K.weight.abs().max() != 0 or (
+            attn.W_Q.bias is not None and attn.W_Q.bias.abs().max() != 0):
+        raise ValueError("autograd_dLdM: needs W_Q = W_K = 0 and b_Q = 0 (uniform attention)")
+    work = copy.deepcopy(model)
+    for p in work.parameters():
+        p.requires_grad_(False)
+    wq = work.blocks[0].attn.W_Q.weight
+    with torch.no_grad():
+        work.blocks[0].attn.W_K.weight.copy_(
+            math.sqrt(attn.d_head) * torch.eye(attn.d_model, dtype=wq.dtype))
+    wq.requires_grad_(True)
+    B = batch["x"].shape[0]
+    out = []
+    for b in range(B):
+        one = {k: v[b:b + 1] for k, v in batch.items()}
+        (g,) = torch.autograd.grad(probes.label_loss(work, one), wq)
+        out.append(g.T)
+    return torch.stack(out)
+
+
 def logits_with_pattern(model: ToyTransformer, x: torch.Tensor, delta: torch.Tensor,
                         head: int = 0) -> torch.Tensor:
     def add(t, name):
@@ -115,4 +168,5 @@ def effective_gain(model: ToyTransformer, batch, head: int = 0, attend: str = "a
 
 
 __all__ = ["HOOK_S", "HOOK_A", "T1_MODEL", "DEFAULT_UNIFORM", "toy_model", "toy_batch",
-           "layer_probe", "attention_input", "logits_with_pattern", "effective_gain"]
+           "layer_probe", "attention_input", "pattern_grad", "autograd_dLdM", "logits_with_pattern",
+           "effective_gain"]
