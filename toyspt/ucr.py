@@ -10,8 +10,8 @@ Preprocessing:
 * every series is z-normalised on its own over time, with the population standard deviation
   (``ZNORM_DDOF = 0``): mean 0 and mean square 1 (a constant series becomes all zeros). The
   archive z-normalised most of its files with the sample standard deviation (ddof=1, MATLAB's
-  ``zscore``), which makes them 0.3-0.5% wider (a factor sqrt(T/(T-1)): 1.0034 for GunPoint's
-  T=150, 1.0053 for ECG200's T=96), and left some sets raw (GunPointAgeSpan: means near 1000,
+  ``zscore``), which leaves them 0.3-0.5% narrower (a factor sqrt((T-1)/T): 0.9967 for
+  GunPoint's T=150, 0.9948 for ECG200's T=96), and left some sets raw (GunPointAgeSpan: means near 1000,
   standard deviations 74-231). The loader therefore normalises every set the same way instead
   of trusting each file's state; ddof=0 is the normalisation of the series itself (not an
   estimate of a population's spread), the same for every length, and what the cached UCR
@@ -35,9 +35,9 @@ import torch
 
 from .tasks import Split, TaskData
 from .ucr_read import UCRError, read_ucr_file
-from .ucr_sources import (ARCHIVE_SIZES, ENV_ROOT, PACKAGES, PAPER_DATASETS, SOURCES, Located,
-                          SourceInfo, UCRNotFound, describe_sources, format_sources, in_package,
-                          is_available, locate)
+from .ucr_sources import (ARCHIVE_SIZES, ENV_ROOT, PACKAGES, PAPER_DATASETS, SOURCES, DataPackage,
+                          Located, SourceInfo, UCRNotFound, describe_sources, format_sources,
+                          in_package, is_available, locate)
 
 # per-series z-normalisation divides by the population standard deviation (see the docstring)
 ZNORM_DDOF = 0
@@ -93,8 +93,9 @@ def _label_order(labels: set[str]) -> list[str]:
 
 
 def znormalize(x_NxT: np.ndarray) -> np.ndarray:
-    """Per-series z-normalisation over time (ddof=0, :data:`ZNORM_DDOF`): mean 0, mean square 1;
-    a constant series maps to zeros."""
+    """Per-series z-normalisation over time (ddof=0, :data:`ZNORM_DDOF`): mean 0, mean square 1.
+    A series flat up to the archive's printed digits is only centred (a constant one maps to
+    zeros)."""
     mean = x_NxT.mean(axis=1, keepdims=True)
     std = x_NxT.std(axis=1, ddof=ZNORM_DDOF, keepdims=True)
     # the archive prints 8 significant digits, so a series whose std is below 1e-8 of its
@@ -183,7 +184,7 @@ def load_ucr(cfg: UCRConfig | str | None = None, **overrides) -> UCRData:
                    label_map=tuple(classes), source=loc.source, fingerprint=fingerprint)
 
 
-__all__ = ["UCRConfig", "UCRData", "UCRError", "UCRNotFound", "Located", "SourceInfo", "ENV_ROOT",
-           "SOURCES", "PACKAGES", "PAPER_DATASETS", "ARCHIVE_SIZES", "ZNORM_DDOF", "locate",
-           "in_package", "is_available", "describe_sources", "format_sources", "read_ucr_file",
-           "znormalize", "stratified_split", "load_ucr"]
+__all__ = ["UCRConfig", "UCRData", "UCRError", "UCRNotFound", "Located", "SourceInfo", "DataPackage",
+           "ENV_ROOT", "SOURCES", "PACKAGES", "PAPER_DATASETS", "ARCHIVE_SIZES", "ZNORM_DDOF",
+           "locate", "in_package", "is_available", "describe_sources", "format_sources",
+           "read_ucr_file", "znormalize", "stratified_split", "load_ucr"]

@@ -10,10 +10,11 @@ guessed around:
   else (files concatenated with their BOMs), UTF-16 text and undecodable bytes are refused.
 * delimiter: a line without the expected separator is refused, naming the separator the
   line does use (comma, semicolon, space, ...): the archive before 2018 used commas.
-* header rows: UCR files have none. A row whose values are not numbers, or are exactly the
-  integers k, k+1, k+2, ... (the column names ``pandas.DataFrame.to_csv(sep="\\t",
-  index=False)`` writes), is refused as a header with its line named, never read as a series
-  of some class.
+* header rows: UCR files have none. A row none of whose values is a number, or whose fields
+  are the column numbers ``pandas.DataFrame.to_csv(sep="\\t")`` writes (``0 1 2 ... T``, an
+  empty or named first field then ``0 1 ... T-1``), is refused as a header with its line
+  named, on any line, never read as a series of some class. A series that happens to be a
+  unit ramp (``2 1 2 3``) under its own label is data.
 * labels: all numbers or all text; a mix (e.g. a stray header or BOM left in a label) is
   refused. Numeric labels are canonical (``1``, ``1.0`` and ``1.0000000e+00`` are class ``1``).
 * values: ragged rows, empty fields, non-numeric values, NaN (the archive pads
@@ -83,10 +84,13 @@ def _header_reason(fields: list[str]) -> str | None:
         shown = ", ".join(repr(t) for t in fields[:3])
         return f"no numeric value, it starts {shown}"
     if len(values) >= 2 and all(_INTEGER.fullmatch(t) for t in values):
-        first = int(values[0])
-        if all(int(t) == first + j for j, t in enumerate(values)):
-            return (f"its values are the column numbers {values[0]}, {values[1]}, ..., {values[-1]} "
-                    "as pandas.DataFrame.to_csv writes them")
+        first, label = int(values[0]), fields[0]
+        # column numbers continue the label's: "0 1 2 ... T" (index=False), " 0 1 ... T-1"
+        # (index=True) or "name 0 1 ..."; a series that is a unit ramp keeps its own label
+        continues = not _is_number(label) or (_INTEGER.fullmatch(label) and int(label) == first - 1)
+        if continues and all(int(t) == first + j for j, t in enumerate(values)):
+            return (f"its fields are the column numbers {label or '(empty)'}, {values[0]}, ..., "
+                    f"{values[-1]} as pandas.DataFrame.to_csv writes them")
     return None
 
 
@@ -118,7 +122,9 @@ def _values(path: Path, lineno: int, fields: list[str]) -> list[float]:
                 what = "empty field"
             else:
                 seps = [name for sep, name in _OTHER_DELIMITERS if sep in tok]
-                what = f"non-numeric value {tok!r}" + (f" (holds a {seps[0]}: mixed separators?)" if seps else "")
+                what = f"non-numeric value {tok!r}"
+                if seps:
+                    what += f" (holds a {seps[0]}: mixed separators?)"
             raise UCRError(f"{path}:{lineno}: column {col}: {what}") from None
         if np.isnan(v):
             raise UCRError(f"{path}:{lineno}: column {col}: NaN. The UCR archive pads variable-length "

@@ -216,6 +216,6 @@ def format_sources(infos: list[SourceInfo]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ENV_ROOT", "SOURCES", "PAPER_DATASETS", "PAPER_EXTRAS", "ARCHIVE_SIZES", "DataPackage", "PACKAGES",
-           "UCRNotFound", "Located", "SourceInfo", "in_package", "locate", "is_available",
+__all__ = ["ENV_ROOT", "SOURCES", "PAPER_DATASETS", "PAPER_EXTRAS", "ARCHIVE_SIZES", "DataPackage",
+           "PACKAGES", "UCRNotFound", "Located", "SourceInfo", "in_package", "locate", "is_available",
            "describe_sources", "format_sources"]
