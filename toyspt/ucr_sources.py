@@ -193,6 +193,8 @@ def describe_sources(names=PAPER_DATASETS, root: str | os.PathLike | None = None
             if base is not None and source != "package":
                 note = (f"not in the archive at {base} ({root_from}), the only place looked at "
                         "when a root is given")
+            elif source == "archive":
+                note = f"source archive needs an archive root (--ucr-root or ${ENV_ROOT})"
             else:
                 note = f"{_install_hint(name)}, or point --ucr-root or ${ENV_ROOT} at a UCR archive"
             out.append(SourceInfo(name, None, None, (), note))
