@@ -8,15 +8,16 @@ This module turns the two files into splits.
 Preprocessing:
 
 * every series is z-normalised on its own over time, with the population standard deviation
-  (``ZNORM_DDOF = 0``): mean 0 and mean square 1 (a constant series becomes all zeros). The
-  archive z-normalised most of its files with the sample standard deviation (ddof=1, MATLAB's
-  ``zscore``), which leaves them 0.3-0.5% narrower (a factor sqrt((T-1)/T): 0.9967 for
-  GunPoint's T=150, 0.9948 for ECG200's T=96), and left some sets raw (GunPointAgeSpan:
-  means near 1000, standard deviations 74-231). The loader therefore normalises every set
-  the same way instead of trusting each file's state; ddof=0 is the normalisation of the series itself (not an
-  estimate of a population's spread), the same for every length, and what the cached UCR
-  runs and the numbers in the README were computed with. ``UCRConfig(znorm=False)`` keeps
-  the values as written;
+  (``ZNORM_DDOF = 0``): mean 0 and mean square 1 (a constant series becomes all zeros).
+  The archive z-normalised most of its files with the sample standard deviation (ddof=1,
+  MATLAB's ``zscore``), whose mean square is (T-1)/T: they are narrower by sqrt((T-1)/T),
+  0.9967 for GunPoint (T=150), 0.9963 for ECGFiveDays (T=136), 0.9948 for ECG200 (T=96);
+  GunPointAgeSpan it left raw (means near 1000, standard deviations 74-231). So the loader
+  normalises every set itself rather than trusting each file's state, and uses ddof=0
+  because it normalises the series it has (it estimates nothing), gives every length the
+  same mean square, and is what the cached UCR runs and the README's UCR numbers were
+  computed with (changing it would change every input by 0.3-0.5%).
+  ``UCRConfig(znorm=False)`` keeps the values as written;
 * labels are remapped to 0..C-1 in sorted order of the original labels (the map is kept in
   ``UCRData.label_map``);
 * a validation split is carved from the train split by a seeded, class-stratified rule
