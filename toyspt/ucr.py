@@ -12,7 +12,7 @@ Preprocessing:
   The archive z-normalised most of its files with the sample standard deviation (ddof=1,
   MATLAB's ``zscore``), whose mean square is (T-1)/T: they are narrower by sqrt((T-1)/T),
   0.9967 for GunPoint (T=150), 0.9963 for ECGFiveDays (T=136), 0.9948 for ECG200 (T=96);
-  GunPointAgeSpan it left raw (means near 1000, standard deviations 74-231). So the loader
+  GunPointAgeSpan it left raw (means 263-1072, standard deviations 74-231). So the loader
   normalises every set itself rather than trusting each file's state, and uses ddof=0
   because it normalises the series it has (it estimates nothing), gives every length the
   same mean square, and is what the cached UCR runs and the README's UCR numbers were
