@@ -11,7 +11,8 @@ import torch
 from .cli_flags import add_arms_flag, add_config_flags, add_seeds, add_sweep_flags, config_values, split_arms
 from .model import ModelConfig
 from .train import TrainConfig
-from .ucr import ENV_ROOT, PAPER_DATASETS, SOURCES, UCRConfig, load_ucr, locate
+from .ucr import ENV_ROOT, PAPER_DATASETS, SOURCES, UCRConfig, load_ucr
+from .ucr_sources import describe_sources, format_sources
 from .ucr_runs import UCR_TRAIN_DEFAULTS, UCRRunSpec, per_seed_frame, summary_table, write_outputs
 
 
@@ -31,13 +32,9 @@ def _base_from_flags(args) -> UCRRunSpec:
 
 
 def cmd_list(args) -> int:
+    """Where each data set would be read from (archive, which package) or what to install."""
     names = [n for n in args.dataset.split(",") if n] if args.dataset else list(PAPER_DATASETS)
-    for name in names:
-        try:
-            loc = locate(name, args.ucr_root, args.source)
-            print(f"{name:18s} {loc.source}")
-        except FileNotFoundError as e:
-            print(f"{name:18s} not available: {e}")
+    print(format_sources(describe_sources(names, args.ucr_root, args.source)))
     return 0
 
 
