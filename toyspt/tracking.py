@@ -41,6 +41,7 @@ from torch import nn
 from . import directions as dr
 from . import probes as pr
 from .attention import hooks
+from .basin import BetaTracker
 from .directions import offsets
 from .tasks import TaskData, make_task
 
@@ -276,6 +277,7 @@ TRACKERS: dict[str, Callable[..., Any]] = {
     "displacement": DisplacementTracker,
     "profile": ProfileTracker,
     "probes": ProbeTracker,
+    "beta": BetaTracker,  # toyspt.basin: the model's recon gain on the uniform visible mean, per SPT epoch
 }
 
 
@@ -290,14 +292,20 @@ def _parse(name: str) -> tuple[str, dict[str, Any]]:
     return base, kw
 
 
-def make_trackers(names: Sequence[str], data: TaskData) -> list:
+def make_trackers(names: Sequence[str], data: TaskData, train=None) -> list:
     """Callbacks from names in :data:`TRACKERS`, optionally with integer/float options:
-    ``"displacement"``, ``"profile:every=5"``, ``"probes:every=25,n=64"``."""
+    ``"displacement"``, ``"profile:every=5"``, ``"probes:every=25,n=64"``, ``"beta"``.
+    ``train`` (the run's TrainConfig) gives the beta tracker the run's SPT mask rate; a
+    ``mask_rate`` option that contradicts it is refused."""
     out = []
     for name in names:
         base, kw = _parse(name)
         if base not in TRACKERS:
             raise ValueError(f"unknown tracker {base!r}; choose from {sorted(TRACKERS)}")
+        if base == "beta" and train is not None:
+            if kw.get("mask_rate", train.mask_rate) != train.mask_rate:
+                raise ValueError(f"tracker {name!r}: mask_rate differs from the run's {train.mask_rate}")
+            kw["mask_rate"] = train.mask_rate
         try:
             out.append(TRACKERS[base](data, **kw))
         except TypeError as e:

@@ -124,7 +124,7 @@ def execute(spec: UCRRunSpec, progress: bool = False) -> RunResult:
     callbacks = ()
     if spec.trackers:
         from .tracking import make_trackers  # imported only when a spec asks for trackers
-        callbacks = make_trackers(spec.trackers, data)
+        callbacks = make_trackers(spec.trackers, data, spec.train)
     return run_recipe(spec.recipe, data, spec.model, spec.train, spec.seed, callbacks=callbacks,
                       pretrain_data=swap, progress=progress)
 

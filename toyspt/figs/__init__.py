@@ -27,7 +27,7 @@ SGD_LR = 0.05  # SGD (momentum 0.9) learning rate of tracked SGD runs; AdamW kee
 # SGD runs use no weight decay: with L2 decay and momentum, shrinkage alone moves W_Q by
 # ~lr*wd/(1-momentum) per step and would swamp the gradient-driven displacement of W_Q, W_K
 SGD_WEIGHT_DECAY = 0.0
-FIGURES = ("task", "accuracy", "proximity", "displacement", "blindness", "theory", "ablations",
+FIGURES = ("task", "accuracy", "proximity", "basin", "displacement", "blindness", "theory", "ablations",
            "lra", "ucr")
 
 

@@ -119,7 +119,7 @@ class RunSpec(Spec):
         callbacks = ()
         if self.trackers:
             from ..tracking import make_trackers  # measurement modules load only when asked
-            callbacks = make_trackers(self.trackers, data)
+            callbacks = make_trackers(self.trackers, data, self.train)
         return run_recipe(self.recipe, data, self.model, self.train, self.seed, callbacks=callbacks,
                           pretrain_data=swap, progress=progress)
 
