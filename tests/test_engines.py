@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from toyspt.runs.executors import executor_scope, make_executor, slots
-from toyspt.runs.sweep import plan_jobs
+from toyspt.runs.sweeps import plan_jobs
 from toyspt.runs import RunCache, RunSpec, sweep
 from toyspt.train import RunResult, TrainConfig
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import toyspt.runs.sweep as sweep_mod
+import toyspt.runs.sweeps as sweep_mod
 from toyspt.figs import FIGURES, load
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -92,7 +92,7 @@ def test_toy_blind_check_catches_a_planted_gradient_error(monkeypatch):
         G = lp.G_per_example
         D = dr.normalise(dr.direction("circ_w1", G.shape[-1]))
         bad = G + 1e-11 * torch.linalg.matrix_norm(G)[..., None, None] * D
-        return dataclasses.replace(lp, G_per_example=bad)
+        return dataclasses.replace(lp, per_example=dataclasses.replace(lp.per_example, G=bad))
 
     monkeypatch.setattr(toy, "layer_probe", planted)
     r = t2.check_toy_blind(quick=True)

@@ -198,7 +198,7 @@ def per_seed_frame(datasets: Sequence[UCRData], arms: Sequence[str], seeds: Sequ
                    executor=None, dask: str | None = None) -> pd.DataFrame:
     """One row per (dataset, arm, seed): the run summary (see :data:`METRICS`) and, when
     ``probes``, the :data:`PROBE_COLUMNS` of the final weights; runs through the sweep."""
-    from .runs.sweep import sweep
+    from .runs.sweeps import sweep
 
     specs = arm_specs(datasets, arms, seeds, base, swap)
     results = sweep([s for *_, s in specs], cache, workers=workers, executor=executor, recompute=recompute,

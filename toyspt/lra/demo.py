@@ -323,7 +323,7 @@ def run_demo(cfg: DemoConfig = DemoConfig(), out: Path | str | None = "lra_demo"
              workers: int = 1, executor=None) -> DemoResult:
     """Every seed through the run cache (trained on a miss), the checkpoints written to
     ``out/seed<k>/`` (unless ``out`` is None), the records and summary gathered."""
-    from ..runs.sweep import sweep
+    from ..runs.sweeps import sweep
 
     specs = [DemoSpec(int(s), cfg) for s in seeds]
     if not specs:

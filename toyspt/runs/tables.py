@@ -53,8 +53,8 @@ def per_seed_frame(arms: Sequence[str], seeds: Sequence[int], base: RunSpec, cac
                    executor=None, vectorize: bool = True, dask: str | None = None,
                    columns: Mapping[str, Column] | None = None) -> pd.DataFrame:
     """One row per (arm, seed) with the run summary and the extra columns (default
-    :func:`default_columns`); runs go through :func:`toyspt.runs.sweep.sweep`."""
-    from .sweep import sweep
+    :func:`default_columns`); runs go through :func:`toyspt.runs.sweeps.sweep`."""
+    from .sweeps import sweep
 
     specs = toy_specs(arms, seeds, base)
     results = sweep([s for _, s in specs], cache, workers=workers, executor=executor, recompute=recompute,
