@@ -20,7 +20,7 @@ from .tasks import make_task
 from .tracking import attention_maps, proximity_index
 from .train import RunResult, load_model
 
-OFFSETS = (0.0, 0.05, 0.1, 0.15, 0.25, 0.5)  # per-sequence offset std, at the default frequencies
+OFFSETS = (0.0, 0.05, 0.1, 0.15, 0.25, 0.5)  # per-sequence offset std, at 1-3 cycles per sequence
 FREQ_RANGES = ((0.25, 0.75), (0.5, 1.5), (1.0, 2.0), (1.0, 3.0), (2.0, 4.0))  # cycles per sequence, no offset
 TRACKERS = ("beta",)
 EARLY_EPOCHS = (1, 2, 3)  # SPT epochs after which the model's beta is read as a predictor
@@ -29,8 +29,8 @@ CLEAR_MARGIN = 0.1  # |beta_unif| above this: a setting where the data statistic
 
 def settings() -> list[dict]:
     """The grid: (sweep, TaskConfig overrides) of the phase diagram."""
-    return ([dict(sweep="offset", offset=o) for o in OFFSETS]
-            + [dict(sweep="freq", freq_range=f) for f in FREQ_RANGES])
+    return ([dict(sweep="offset", offset=o, freq_range=(1.0, 3.0)) for o in OFFSETS]
+            + [dict(sweep="freq", freq_range=f, offset=0.0) for f in FREQ_RANGES])
 
 
 def setting_spec(base: RunSpec, setting: dict, seed: int) -> RunSpec:

@@ -23,7 +23,7 @@ import torch
 
 from . import plots
 from .cli_flags import add_seeds, add_sweep_flags, default_workers, run_main
-from .figs import FIGURES, FigContext, load
+from .figs import CONTRAST, FIGURES, FigContext, load
 from .runs import RunCache, sweep
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout (for the git revision)
@@ -45,6 +45,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="few seeds and epochs: a smoke test, stamped QUICK")
     add_seeds(p, None, help="seeds, e.g. 0-4 or 0,2 (default 0-4, quick 0-1)")
     p.add_argument("--out", default=None, help="output directory (default figures/, quick figures-quick/)")
+    p.add_argument("--no-contrast", action="store_true",
+                   help=f"skip the zero-mean contrast of {', '.join(CONTRAST)} (written to OUT/zero_mean/)")
     add_sweep_flags(p, workers=default_workers())
 
 
@@ -65,26 +67,30 @@ def make(args: argparse.Namespace) -> int:
     names = select(args.only)
     out = Path(args.out or ("figures-quick" if args.quick else "figures"))
     seeds = tuple(args.seeds or ((0, 1) if args.quick else (0, 1, 2, 3, 4)))
-    ctx = FigContext(out=out, seeds=seeds, quick=args.quick, cache=RunCache(args.cache))
+    cache = RunCache(args.cache)
+    ctx = FigContext(out=out, seeds=seeds, quick=args.quick, cache=cache)
+    contrast = FigContext(out=out / "zero_mean", seeds=seeds, quick=args.quick, cache=cache, regime="zero_mean")
+    jobs = [(ctx, n) for n in names] + ([] if args.no_contrast else [(contrast, n) for n in names if n in CONTRAST])
     plots.style()
     mods = {n: load(n) for n in names}
     t0 = time.time()
-    specs = [s for m in mods.values() for s in m.specs(ctx)]
-    results = sweep(specs, ctx.cache, workers=args.workers, dask=args.dask, recompute=args.recompute,
+    specs = [s for c, n in jobs for s in mods[n].specs(c)]
+    results = sweep(specs, cache, workers=args.workers, dask=args.dask, recompute=args.recompute,
                     desc="training runs", vectorize=not args.no_vectorize)
     by_key = {s.key(): r for s, r in zip(specs, results)}
     train_s = time.time() - t0
     timings = {}
-    for name, mod in mods.items():
+    for c, name in jobs:
         t = time.time()
-        runs = {s.key(): by_key[s.key()] for s in mod.specs(ctx)}
-        frame = mod.draw(ctx, runs)
-        missing = [c for c in mod.COLUMNS if c not in frame.columns]
+        mod = mods[name]
+        frame = mod.draw(c, {s.key(): by_key[s.key()] for s in mod.specs(c)})
+        missing = [col for col in mod.COLUMNS if col not in frame.columns]
         if missing:
             raise RuntimeError(f"figure {name}: CSV lacks documented columns {missing}")
-        plots.save_csv(frame, out, name)
-        timings[name] = round(time.time() - t, 2)
-        print(f"{name:13s} {timings[name]:7.1f}s  -> {out / name}.png/.pdf/.csv", flush=True)
+        plots.save_csv(frame, c.out, name)
+        label = name if c is ctx else f"{c.regime}/{name}"
+        timings[label] = round(time.time() - t, 2)
+        print(f"{label:22s} {timings[label]:7.1f}s  -> {c.out / name}.png/.pdf/.csv", flush=True)
     meta_path = out / "metadata.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     if meta.get("quick", args.quick) != args.quick:
@@ -95,6 +101,12 @@ def make(args: argparse.Namespace) -> int:
     meta.setdefault("figures", {})
     for name in mods:
         meta["figures"][name] = dict(draw_seconds=timings[name], **ctx.meta.get(name, {}))
+    if not args.no_contrast:
+        meta.setdefault("contrast", dict(regime=contrast.regime, out="zero_mean", figures={}))
+        for name in mods:
+            if name in CONTRAST:
+                meta["contrast"]["figures"][name] = dict(draw_seconds=timings[f"{contrast.regime}/{name}"],
+                                                         **contrast.meta.get(name, {}))
     meta["last_run"] = dict(figures=list(mods), training_seconds=round(train_s, 1),
                             total_seconds=round(time.time() - t0, 1))
     plots.write_text(meta_path, json.dumps(meta, indent=1))

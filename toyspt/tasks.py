@@ -15,7 +15,7 @@ Generative process (every draw comes from one ``numpy.random.Generator`` seeded 
 * ``freq_band``: class 0 draws integer frequencies from ``band0``, class 1 from ``band1``;
   no shuffling. A contrast in which content (not order) separates the classes.
 * Observation noise ``N(0, noise^2)`` is added to every coordinate.
-* ``offset`` (default 0): every sequence is translated by ``b_c ~ N(0, offset^2)``, one draw
+* ``offset`` (default 0.5): every sequence is translated by ``b_c ~ N(0, offset^2)``, one draw
   per sequence and coordinate, constant over time. The offsets of all three splits are
   drawn after every other draw of the task (train, val, test in that order), so the
   underlying trajectories, noise and labels are those of ``offset=0`` and ``offset=0``
@@ -57,8 +57,9 @@ class TaskConfig:
     band0: tuple[int, ...] = validated((1, 2, 3, 4), _BAND)  # freq_band: integer frequencies of class 0
     band1: tuple[int, ...] = validated((5, 6, 7, 8), _BAND)  # freq_band: integer frequencies of class 1
     seed: int = validated(0, Int(ge=0))  # seeds every draw of the data
-    # std of a per-sequence, per-coordinate translation b ~ N(0, offset^2) (drawn after all else)
-    offset: float = validated(0.0, Float(ge=0))
+    # std of a per-sequence, per-coordinate translation b ~ N(0, offset^2) (drawn after all else);
+    # 0.5: the proximity regime (SPT learns proximity); 0: the zero-mean regime (anti-local)
+    offset: float = validated(0.5, Float(ge=0))
 
     def __post_init__(self):
         validate(self)

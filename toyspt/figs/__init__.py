@@ -27,6 +27,11 @@ SGD_LR = 0.05  # SGD (momentum 0.9) learning rate of tracked SGD runs; AdamW kee
 # SGD runs use no weight decay: with L2 decay and momentum, shrinkage alone moves W_Q by
 # ~lr*wd/(1-momentum) per step and would swamp the gradient-driven displacement of W_Q, W_K
 SGD_WEIGHT_DECAY = 0.0
+# the task regimes the figures are drawn in: the default task (per-sequence offset 0.5, where
+# SPT learns proximity) and, as the contrast, the same task without offset (zero-mean
+# oscillations, where SPT falls into the anti-local basin); see toyspt.basin
+REGIMES = {"proximity": {}, "zero_mean": dict(offset=0.0)}
+CONTRAST = ("accuracy", "proximity", "displacement", "blindness", "ablations")  # drawn in both regimes
 FIGURES = ("task", "accuracy", "proximity", "basin", "displacement", "blindness", "theory", "ablations",
            "lra", "ucr")
 
@@ -40,14 +45,29 @@ class FigContext:
     quick: bool = False
     cache: RunCache = field(default_factory=RunCache)
     meta: dict[str, Any] = field(default_factory=dict)  # per-figure facts for metadata.json
+    regime: str = "proximity"  # a key of REGIMES: which task the toy figures use
+
+    def __post_init__(self):
+        if self.regime not in REGIMES:
+            raise ValueError(f"regime: choose one of {sorted(REGIMES)}, got {self.regime!r}")
 
     @property
     def base(self) -> RunSpec:
         """The default run (full), or a small fast one (quick)."""
+        task = replace(TaskConfig(), **REGIMES[self.regime])
         if not self.quick:
-            return RunSpec("scratch")
-        return RunSpec("scratch", task=replace(TaskConfig(), n_train=400, n_val=200, n_test=200),
+            return RunSpec("scratch", task=task)
+        return RunSpec("scratch", task=replace(task, n_train=400, n_val=200, n_test=200),
                        model=ModelConfig(), train=TrainConfig(epochs=4, pre_epochs=3))
+
+    def save(self, fig, name: str) -> None:
+        """Write ``name.png``/``.pdf`` into ``out``, stamped with the task regime (and QUICK)."""
+        from ..plots import save_figure
+
+        offset = self.base.task.offset
+        fig.text(0.995, 0.005, f"task regime: {self.regime} (per-sequence offset std {offset:g})",
+                 ha="right", va="bottom", fontsize=7, color="0.35")
+        save_figure(fig, self.out, name, self.quick)
 
     def spec(self, arm: str, seed: int, **overrides) -> RunSpec:
         from ..arms import arm_spec

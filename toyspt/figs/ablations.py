@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..plots import color, save_figure
+from ..plots import color
 
 NAME = "ablations"
 TITLE = "Which part of SPT helps, and what built-in locality does"
@@ -37,7 +37,7 @@ def draw(ctx, runs) -> pd.DataFrame:
         ax.set_title({"test_at_peak": "test accuracy at peak validation", "final_train_acc": "final training accuracy"}[m])
     axes[0].set_ylabel("accuracy (points: seeds, bar: mean)")
     fig.suptitle(f"{TITLE} ({len(ctx.seeds)} seeds)")
-    save_figure(fig, ctx.out, NAME, ctx.quick)
+    ctx.save(fig, NAME)
     ctx.meta[NAME] = {a: {m: float(frame[(frame.arm == a) & (frame.metric == m)].value.mean()) for m in METRICS}
                       for a in ARMS}
     return frame

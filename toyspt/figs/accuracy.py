@@ -5,16 +5,47 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from ..plots import color, save_figure
+from ..plots import color
 
 NAME = "accuracy"
 TITLE = "Self-pretraining vs training from scratch on the local-shuffle task"
 COLUMNS = ["arm", "split", "epoch", "mean", "std", "n"]
 ARMS = ("scratch", "spt", "scratch_matched")
+HEADLINE_ARMS = ("scratch", "spt", "qk_transfer")  # the headline comparison (metadata), proximity regime
+HEADLINE_SEEDS = tuple(range(10))  # its seeds in full mode (quick: the figure's seeds)
+
+
+def headline_seeds(ctx) -> tuple[int, ...]:
+    return tuple(ctx.seeds) if ctx.quick else HEADLINE_SEEDS
 
 
 def specs(ctx):
-    return [ctx.spec(a, s) for a in ARMS for s in ctx.seeds]
+    out = [ctx.spec(a, s) for a in ARMS for s in ctx.seeds]
+    if ctx.regime == "proximity":
+        out += [ctx.spec(a, s) for a in HEADLINE_ARMS for s in headline_seeds(ctx)]
+    return out
+
+
+def headline(ctx, runs) -> dict:
+    """SPT - scratch and qk_transfer - scratch over the headline seeds (test at peak
+    validation, final train accuracy), and which basin SPT's attention is in after SPT."""
+    from ..tasks import make_task
+    from ..tracking import attention_maps, proximity_index
+    from ..train import load_model
+
+    seeds = headline_seeds(ctx)
+    summ = {a: [runs[ctx.spec(a, s).key()].summary for s in seeds] for a in HEADLINE_ARMS}
+    x = make_task(ctx.base.task).val.x[:256]
+    pis = [proximity_index(next(iter(attention_maps(load_model(runs[ctx.spec("spt", s).key()], "pretrained"),
+                                                    x).values()))).mean().item() for s in seeds]
+    out = dict(seeds=list(seeds), proximity_index_after_spt=pis, share_proximity=sum(p > 1 for p in pis) / len(pis))
+    for m in ("test_at_peak", "final_train_acc"):
+        mean = {a: sum(r[m] for r in summ[a]) / len(seeds) for a in HEADLINE_ARMS}
+        gain = mean["spt"] - mean["scratch"]
+        out[m] = dict(mean=mean, spt_minus_scratch=gain,
+                      per_seed_spt_minus_scratch=[a[m] - b[m] for a, b in zip(summ["spt"], summ["scratch"])],
+                      qk_share_of_gain=(mean["qk_transfer"] - mean["scratch"]) / gain if gain else float("nan"))
+    return out
 
 
 def history_frame(ctx, runs, arms) -> pd.DataFrame:
@@ -59,6 +90,8 @@ def draw(ctx, runs) -> pd.DataFrame:
     axes[0].legend([lines["train", a] for a in ARMS],
                    [f"{a}: final train {peaks[a]['final_train_acc']:.3f}" for a in ARMS], loc="lower right")
     fig.suptitle(f"{TITLE} ({len(ctx.seeds)} seeds, band = ±1 sd)")
-    save_figure(fig, ctx.out, NAME, ctx.quick)
+    ctx.save(fig, NAME)
     ctx.meta[NAME] = dict(peaks=peaks)
+    if ctx.regime == "proximity":
+        ctx.meta[NAME]["headline"] = headline(ctx, runs)
     return agg

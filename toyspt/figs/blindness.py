@@ -9,7 +9,7 @@ import pandas as pd
 
 from .. import directions as dr
 from ..model import ModelConfig, build_model
-from ..plots import color, save_figure
+from ..plots import color
 from ..probes import blindness, make_batch
 from ..tasks import make_task
 from ..tracking import records_frame
@@ -110,7 +110,7 @@ def draw(ctx, runs) -> pd.DataFrame:
         ax.set_xlabel("optimizer step")
         ax.legend(fontsize=7)
     fig.suptitle(f"{TITLE} ({len(ctx.seeds)} seeds; recon probe uses L1, 50% mask)")
-    save_figure(fig, ctx.out, NAME, ctx.quick)
+    ctx.save(fig, NAME)
     summ = init[init.metric.str.startswith("abs_cos")].groupby(["setting", "direction", "metric"]).value.median()
     ctx.meta[NAME] = {f"{a}|{b}|{c}": float(v) for (a, b, c), v in summ.items()}
     return frame

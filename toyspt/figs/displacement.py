@@ -6,7 +6,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from ..plots import color, save_figure
+from ..plots import color
 from . import SGD_LR
 from ..tracking import records_frame
 
@@ -52,7 +52,7 @@ def draw(ctx, runs) -> pd.DataFrame:
         axes[r, 0].set_ylabel("||W_t − W_0||_F / ||W_0||_F")
     axes[0, 0].legend()
     fig.suptitle(f"{TITLE} ({len(ctx.seeds)} seeds, band ±1 sd)")
-    save_figure(fig, ctx.out, NAME, ctx.quick)
+    ctx.save(fig, NAME)
     final = agg.sort_values("step").groupby(["optimizer", "arm", "name"]).tail(1)
     ctx.meta[NAME] = {f"{r['optimizer']}/{r['arm']}/{r['name']}": round(float(r["mean"]), 4)
                       for _, r in final.iterrows()}

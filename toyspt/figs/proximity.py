@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..plots import color, save_figure
+from ..plots import color
 from ..tasks import make_task
 from ..tracking import attention_maps, profile_rows, proximity_index
 from ..train import load_model
@@ -99,7 +99,7 @@ def draw(ctx, runs) -> pd.DataFrame:
     ax.set_xticks(range(len(SPT_OPTIONS)), [a.replace("spt_", "") for a in SPT_OPTIONS])
     ax.set_title("proximity index after SPT (per seed)\n>1 proximity, <1 anti-local")
     fig.suptitle(TITLE)
-    save_figure(fig, ctx.out, NAME, ctx.quick)
+    ctx.save(fig, NAME)
     ctx.meta[NAME] = {a: {bn: sum(basins[a, s] == bn for s in ctx.seeds) for bn in ("proximity", "anti-local")}
                       for a in SPT_OPTIONS}
     return frame
