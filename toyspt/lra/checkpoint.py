@@ -126,6 +126,12 @@ def infer_config(sd: dict, config: dict | None = None, *, n_heads: int | None = 
     refused); an argument that contradicts the run config raises; a file without a run
     config needs ``n_heads``, ``causal`` and, for a classifier, ``pool`` and ``use_lengths``."""
     notes: list[str] = []
+    pool = {"mean": "pool"}.get(pool, pool)
+    if activation is not None:
+        try:
+            activation = rc.activation(activation, {})
+        except rc.Refused as e:
+            raise CheckpointError(f"activation {activation!r}: {e}") from None
     r = _Resolver(config, notes)
     no_cfg = " and the file has no run config" if config is None else ""
     idx = _layer_indices(sd)
@@ -214,6 +220,8 @@ def infer_config(sd: dict, config: dict | None = None, *, n_heads: int | None = 
                          "pool (--pool mean|max|last|first|sum) and use_lengths (--use-lengths / "
                          "--all-positions)")
         pool_mode = {"pool": "mean"}.get(mode, mode)
+        if pool_mode not in ("mean", "max", "last", "first", "sum"):
+            raise CheckpointError(f"pool {mode!r}: choose pool/mean, max, last, first or sum")
         use_len = r("pool over valid lengths", use_lengths, "decoder.use_lengths",
                     missing=f"whether pooling stops at each sequence's length is not in the state "
                             f"dict{no_cfg}; pass --use-lengths or --all-positions")

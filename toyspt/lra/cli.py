@@ -30,8 +30,13 @@ TASKS = ("listops",) + PIXEL_TASKS + ("tokens",)
 
 def _load(path, args) -> LoadedLRA:
     return load_lra(path, n_heads=args.heads, head=args.head, window=args.window,
-                    trust=args.trust_checkpoint, strict=not args.allow_unexpected,
-                    dtype=torch.float64)
+                    pool=args.pool, causal=args.causal, use_lengths=args.use_lengths,
+                    activation=args.activation, look_backward=args.look_backward,
+                    look_forward=args.look_forward, trust=args.trust_checkpoint,
+                    strict=not args.allow_unexpected, dtype=torch.float64)
+
+
+N_CLASSES = {"listops": 10, "image": 10, "pathfinder": 2}  # LRA class counts (tokens: from labels)
 
 
 def listops_data(args, loaded: LoadedLRA, n_total: int) -> tuple[dict, list[str]]:
@@ -128,7 +133,8 @@ def cmd_probe(args) -> int:
     rep = lra_report(loaded.model, probe_batch, fit_batch=fit_batch, ref=ref.model if ref else None,
                      cfg=rcfg, notes=notes,
                      meta=dict(checkpoint=str(args.ckpt), ref=args.ref, task=args.task,
-                               load_report=vars(loaded.report)))
+                               load_report=vars(loaded.report)),
+                     n_classes=N_CLASSES.get(args.task))
     print(f"lra probe: {args.ckpt} ({args.task}, {n} examples, {args.dtype})")
     for note in rep.notes:
         print(f"  note: {note}")
@@ -165,6 +171,24 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="treat decoder.0.output_transform as classifier (cls) or SPT decoder (rec), "
                         "or ignore the decoder (none)")
     p.add_argument("--window", type=int, default=None, help="local attention block size (Path-X)")
+    p.add_argument("--look-backward", type=int, default=None,
+                   help="local attention: blocks before the query block (mhfla look_backward)")
+    p.add_argument("--look-forward", type=int, default=None,
+                   help="local attention: blocks after the query block (mhfla look_forward)")
+    c = p.add_mutually_exclusive_group()
+    c.add_argument("--causal", dest="causal", action="store_true", default=None,
+                   help="causal attention (files without a run config must say --causal or --no-causal)")
+    c.add_argument("--no-causal", dest="causal", action="store_false")
+    p.add_argument("--pool", choices=("pool", "mean", "max", "last", "first", "sum"), default=None,
+                   help="classifier pooling (the run's decoder.mode), for files without a run config")
+    u = p.add_mutually_exclusive_group()
+    u.add_argument("--use-lengths", dest="use_lengths", action="store_true", default=None,
+                   help="pool over each sequence's valid length (decoder.use_lengths=true)")
+    u.add_argument("--all-positions", dest="use_lengths", action="store_false",
+                   help="pool over all positions, padding included (decoder.use_lengths=false)")
+    p.add_argument("--activation", default=None,
+                   help="feed-forward activation (model.layer[ff].activation); gelu is assumed "
+                        "for files without a run config")
     p.add_argument("--trust-checkpoint", action="store_true",
                    help="unpickle the file fully (can run code from it; trusted files only)")
     p.add_argument("--allow-unexpected", action="store_true",

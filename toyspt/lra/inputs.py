@@ -165,8 +165,9 @@ def label_loss(model: LRATransformer, batch: Batch) -> torch.Tensor:
     return F.cross_entropy(model.classify(inputs, batch["lengths"]), batch["y"])
 
 
-def recon_loss(model: LRATransformer, batch: Batch) -> torch.Tensor:
-    """The SPT loss of that code on the batch's fixed mask."""
+def spt_loss(model: LRATransformer, batch: Batch) -> torch.Tensor:
+    """The SPT (masked reconstruction) loss of that code on the batch's fixed mask; named
+    apart from :func:`toyspt.tasks.recon_loss`, which is toyspt's own task loss."""
     x, m = batch["inputs"], batch["mask"]
     if model.cfg.token_task:
         return token_recon_loss(model.reconstruct(mask_tokens(x, m)), x, m)
@@ -176,9 +177,9 @@ def recon_loss(model: LRATransformer, batch: Batch) -> torch.Tensor:
     return pixel_recon_loss(pred, x, m)
 
 
-LOSSES = {"label": label_loss, "recon": recon_loss}  # the bridge's adapters for toyspt.probes
+LOSSES = {"label": label_loss, "recon": spt_loss}  # the bridge's adapters for toyspt.probes
 
 
 __all__ = ["PIXEL_TASKS", "normalize_pixels", "load_pixels", "spt_mask", "mask_tokens",
            "mask_pixels", "token_recon_loss", "pixel_recon_loss", "make_batch", "select",
-           "label_loss", "recon_loss", "LOSSES"]
+           "label_loss", "spt_loss", "LOSSES"]

@@ -90,10 +90,12 @@ def _ridge_fit(head: nn.Linear, X: torch.Tensor, loss_fn, steps: int, l2: float)
         return float(loss_fn(head(X)))
 
 
-def fit_missing_heads(model: LRATransformer, fit_batch: dict, cfg: ReportConfig = ReportConfig()
-                      ) -> tuple[LRATransformer, list[str]]:
+def fit_missing_heads(model: LRATransformer, fit_batch: dict, cfg: ReportConfig = ReportConfig(),
+                      n_classes: int | None = None) -> tuple[LRATransformer, list[str]]:
     """A copy of ``model`` with a classifier and/or token decoder fitted on frozen features
-    of ``fit_batch`` where the checkpoint has none; notes say what was fitted."""
+    of ``fit_batch`` where the checkpoint has none; notes say what was fitted. The fitted
+    classifier has ``n_classes`` outputs (the task's count), never fewer than the labels
+    seen, so a small fit set cannot leave a probed label out of range."""
     notes: list[str] = []
     if model.head_cls is not None and model.head_rec is not None:
         return model, notes
@@ -110,7 +112,13 @@ def fit_missing_heads(model: LRATransformer, fit_batch: dict, cfg: ReportConfig 
             with torch.no_grad():
                 X = model.features(clean_inputs(model, x), fit_batch["lengths"])
             y = fit_batch["y"]
-            n_classes = int(y.max()) + 1
+            seen = int(y.max()) + 1
+            if n_classes is None:
+                n_classes = seen
+                notes.append(f"classifier classes: {seen}, from the labels seen (pass the task's "
+                             "class count to fix it)")
+            elif seen > n_classes:
+                raise ValueError(f"labels reach {seen - 1} but the task has {n_classes} classes")
             model.head_cls = nn.Linear(X.shape[-1], n_classes).to(dtype)
             loss = _ridge_fit(model.head_cls, X, lambda z: F.cross_entropy(z, y), cfg.fit_steps, cfg.fit_l2)
             acc = float((model.head_cls(X).argmax(-1) == y).double().mean())
@@ -306,13 +314,14 @@ class LRAReport:
         t = s[s.metric.isin(["row_heterogeneity_label", "row_heterogeneity_recon"])].pivot_table(
             index=["layer", "head"], columns="metric", values="value")
         t.columns = [c.replace("row_heterogeneity", "rowhet") for c in t.columns]
-        r = s[(s.metric == "ratio") & s.direction.isin(dirs)].pivot_table(
-            index=["layer", "head"], columns="direction", values="value")
-        r.columns = [f"ratio_{c}" for c in r.columns]
+        sel = s[s.metric.isin(["ratio", "cos_rms_label"]) & s.direction.isin(dirs)].copy()
+        sel["col"] = sel.metric.str.replace("cos_rms_", "cos_") + "_" + sel.direction
+        r = sel.pivot_table(index=["layer", "head"], columns="col", values="value", dropna=False)
+        r.columns = list(r.columns)
         p = self.profiles
         idx = p[p.metric.isin(["proximity_index", "self_index"])].pivot_table(
             index=["layer", "head"], columns="metric", values="value", aggfunc="mean")
-        out = r.join(t).join(idx)
+        out = r.join(t, how="outer").join(idx, how="outer")
         if self.displacement is not None and not self.displacement.empty:
             d = self.displacement
             d = d[(d.section == "head") & (d.metric == "rel_disp_ref")].copy()
@@ -346,12 +355,16 @@ class LRAReport:
 
 def lra_report(model: LRATransformer, batch: dict, *, fit_batch: dict | None = None,
                ref: LRATransformer | None = None, cfg: ReportConfig = ReportConfig(),
-               notes: list[str] | tuple = (), meta: dict | None = None) -> LRAReport:
+               notes: list[str] | tuple = (), meta: dict | None = None,
+               n_classes: int | None = None) -> LRAReport:
     """Probe ``model`` on ``batch`` (see the module docstring); ``fit_batch`` (default: the
     probe batch) fits missing heads; ``ref`` adds the displacement section."""
     dtype = DTYPES[cfg.dtype]
     work = copy.deepcopy(model).to(dtype).eval()
-    work, fitted = fit_missing_heads(work, fit_batch or batch, cfg)
+    if n_classes is None and model.head_cls is None and "y" in batch:
+        seen = [int(b["y"].max()) + 1 for b in (batch, fit_batch) if b is not None and "y" in b]
+        n_classes = max(seen)
+    work, fitted = fit_missing_heads(work, fit_batch or batch, cfg, n_classes)
     rows = probe_rows(work, batch, cfg)
     disp = None
     all_notes = list(notes) + fitted
