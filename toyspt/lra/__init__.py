@@ -17,8 +17,8 @@ differs or adds, the bridge follows this list):
 * Keys: ``encoder.0`` is the embedding/linear input encoder and ``encoder.1.pe`` the
   positional buffer (the task encoder is None and the sequential wrapper flattens);
   attention ``model.layers.{2i}.layer.linears.{0,1,2,3}`` = Q, K, V, O (the first three
-  project q, k, v, the last one is the output); feed-forward ``ff.0.0`` (Linear, then exact
-  GELU in ``ff.0.1``), ``ff.1`` dropout, ``ff.2`` Linear.
+  project q, k, v, the last one is the output); feed-forward ``ff.0.0`` (Linear, then the
+  run's activation in ``ff.0.1``, GELU in the LRA configs), ``ff.1`` dropout, ``ff.2`` Linear.
 * The embedding is **not** scaled by sqrt(d) before the table is added (only the code's
   language-model task rescales; the LRA runs use the base task). The table is
   ``pe[p, 2i] = sin(p * exp(-ln(10^4) 2i/d))``, ``pe[p, 2i+1] = cos(...)``, 16384 rows,
