@@ -22,10 +22,10 @@ import torch
 
 from . import listops as lo
 from .checkpoint import HEAD_OVERRIDES, LoadedLRA, load_lra
-from .inputs import PIXEL_TASKS, load_pixels, make_batch, select
+from .inputs import PIXEL_TASKS, load_pixels, make_batch, make_pair_batch, select
 from .report import DIRECTIONS, ReportConfig, lra_report
 
-TASKS = ("listops",) + PIXEL_TASKS + ("tokens",)
+TASKS = ("listops",) + PIXEL_TASKS + ("tokens", "retrieval")
 
 
 def _load(path, args) -> LoadedLRA:
@@ -36,7 +36,7 @@ def _load(path, args) -> LoadedLRA:
                     strict=not args.allow_unexpected, dtype=torch.float64)
 
 
-N_CLASSES = {"listops": 10, "image": 10, "pathfinder": 2}  # LRA class counts (tokens: from labels)
+N_CLASSES = {"listops": 10, "image": 10, "pathfinder": 2, "retrieval": 2}  # LRA class counts (tokens: from labels)
 
 
 def listops_data(args, loaded: LoadedLRA, n_total: int) -> tuple[dict, list[str]]:
@@ -76,6 +76,17 @@ def array_data(args, loaded: LoadedLRA, n_total: int) -> tuple[dict, list[str]]:
     if not args.data:
         raise ValueError(f"--task {args.task} needs --data FILE.npy (and --labels FILE.npy)")
     y = None
+    if args.task == "retrieval":
+        ids = torch.from_numpy(np.load(args.data, allow_pickle=False).astype(np.int64))
+        if ids.dim() != 3 or ids.shape[1] != 2:
+            raise ValueError(f"{args.data}: retrieval pairs must be ids (N, 2, T), got {tuple(ids.shape)}")
+        x = ids[:n_total].transpose(1, 2)  # (N, T, 2): the pair layout of toyspt.lra.inputs
+        lengths = (x != lo.PAD_ID).long().cumsum(1).argmax(1) + 1  # (N, 2): up to the last non-<pad>
+        if not args.labels:
+            raise ValueError("--labels FILE.npy is needed for the label loss")
+        y = torch.from_numpy(np.load(args.labels, allow_pickle=False).astype(np.int64))[:n_total]
+        return (make_pair_batch(x, y, lengths, args.p_mask, args.seed),
+                [f"data: {args.data} ({len(x)} document pairs; <pad> = {lo.PAD_ID})"])
     if args.task == "tokens":
         ids = torch.from_numpy(np.load(args.data, allow_pickle=False).astype(np.int64))
         if ids.dim() != 2:
@@ -110,8 +121,9 @@ def cmd_inspect(args) -> int:
 def cmd_probe(args) -> int:
     torch.set_num_threads(args.threads)
     loaded = _load(args.ckpt, args)
-    if loaded.cfg.head == "retrieval":
-        raise ValueError("the probe report does not handle retrieval (document-pair) models yet")
+    if (loaded.cfg.head == "retrieval") != (args.task == "retrieval"):
+        raise ValueError("retrieval (two-document) models need --task retrieval with pairs "
+                         "(N, 2, T), and --task retrieval needs a retrieval model")
     if args.task == "listops" and not loaded.cfg.token_task:
         raise ValueError("--task listops needs a token (embedding) model; this one has a linear encoder")
     if args.task in PIXEL_TASKS and loaded.cfg.token_task:

@@ -40,7 +40,7 @@ from torch import nn
 from .. import probes as pr
 from .. import tracking as tr
 from ..attention import hooks
-from .inputs import LOSSES, mask_pixels, mask_tokens, select
+from .inputs import LOSSES, documents, mask_pixels, mask_tokens, select
 from .model import LRATransformer
 
 DIRECTIONS = ("circ_w1", "circ_w2", "toep_w1", "toep_w2", "prev", "next", "random_s0")
@@ -125,7 +125,9 @@ def fit_missing_heads(model: LRATransformer, fit_batch: dict, cfg: ReportConfig 
             notes.append(f"classifier: none in the checkpoint; a linear head was fitted on frozen "
                          f"pooled features of {len(y)} examples (train CE {loss:.3f}, acc {acc:.2f})")
         if model.head_rec is None:
-            m = fit_batch["mask"]
+            docs = documents(fit_batch)  # retrieval pairs: both documents
+            x, m = docs["inputs"], docs["mask"]
+            x = x.to(dtype) if x.is_floating_point() else x
             with torch.no_grad():
                 if not model.cfg.token_task and model.cfg.d_input != 2:
                     notes.append("per-token decoder: none, and the encoder has no mask channel "
@@ -227,7 +229,7 @@ def profile_rows(model: LRATransformer, batch: dict, cfg: ReportConfig = ReportC
     dtype = next(model.parameters()).dtype
     emb_sum, emb_n = 0.0, 0
     for b in range(len(batch["lengths"])):
-        ex = select(batch, slice(b, b + 1))
+        ex = documents(select(batch, slice(b, b + 1)))  # a pair: profiles of its first document
         x = ex["inputs"].to(dtype) if ex["inputs"].is_floating_point() else ex["inputs"]
         got = {}
         keep = lambda t, name: got.__setitem__(name, t.detach()[0])  # noqa: E731
@@ -374,7 +376,7 @@ def lra_report(model: LRATransformer, batch: dict, *, fit_batch: dict | None = N
         if skipped:
             all_notes.append(f"displacement: not compared (absent in one model or shapes differ): {skipped}")
     meta = dict(meta or {}, report_config=asdict(cfg), n_examples=int(len(batch["lengths"])),
-                lengths=[int(v) for v in batch["lengths"]], model_config=asdict(model.cfg),
+                lengths=batch["lengths"].tolist(), model_config=asdict(model.cfg),
                 summary_directions=list(cfg.summary_directions), torch=torch.__version__)
     return LRAReport(pd.DataFrame(rows), aggregate_probes(rows), pd.DataFrame(profile_rows(work, batch, cfg)),
                      disp, all_notes, meta)
