@@ -200,3 +200,20 @@ def test_relu_silu_runs_differ_from_gelu(tmp_path):
         outs[act] = load_lra(p).model.classify(x)
         torch.testing.assert_close(outs[act], model.double().classify(x))
     assert (outs["relu"] - outs["gelu"]).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("path,value,match", [
+    ("decoder.d_output", 3, "decoder.d_output = 3 but the head tensors have 10 outputs"),
+    ("decoder.l_output", None, "decoder.l_output = None but the tensors hold a pooled head"),
+    ("model.d_model", 32, "model.d_model = 32 but the tensors say 16"),
+    ("model.layer[ff].expand", 4, "expand = 4 but the feed-forward width"),
+    ("model.n_layers", 2, "n_layers = 2"),
+    ("encoder", "linear", "encoder = 'linear' but the tensors say 'embedding'"),
+    ("model.prenorm", False, "prenorm = False"),
+])
+def test_run_config_must_agree_with_the_tensors(path, value, match):
+    sd = lra_state_dict(build_lra(GLOBAL))
+    conf = _full_config(GLOBAL, "linears")
+    rc.set_field(conf, path, value)
+    with pytest.raises(CheckpointError, match=match.replace("[", r"\[").replace("]", r"\]")):
+        infer_config(sd, conf)

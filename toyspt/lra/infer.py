@@ -254,7 +254,30 @@ def _head_config(sd, r: _Resolver, head, enc, d_model) -> tuple[dict, list[str]]
         notes.append("head: none (no decoder keys)")
     if head == "none":
         hcfg = dict(head="none")
+    _check_decoder_sizes(r, hcfg, d_model)
     return hcfg, notes
+
+
+def _check_decoder_sizes(r: _Resolver, hcfg: dict, d_model: int) -> None:
+    """decoder.d_output / d_model / l_output of the run config against the head tensors."""
+    kind = hcfg.get("head")
+    out = hcfg.get("rec_out") if kind == "none" else hcfg.get("n_classes")
+    d_out = r.vals.get("decoder.d_output")
+    if d_out is not None and out and d_out != out:
+        raise CheckpointError(f"run config field decoder.d_output = {d_out} but the head "
+                              f"tensors have {out} outputs")
+    if kind == "retrieval":
+        hidden = hcfg["head_hidden"] or d_model
+        want = r.vals.get("decoder.d_model") or d_model
+        if want != hidden:
+            raise CheckpointError(f"run config field decoder.d_model = "
+                                  f"{r.vals.get('decoder.d_model')!r} (hidden {want}) but the "
+                                  f"retrieval head tensors have hidden width {hidden}")
+    if r.present("decoder.l_output"):
+        l_out = r.vals.get("decoder.l_output")
+        if (l_out is None) != bool(hcfg.get("rec_out")):
+            raise CheckpointError(f"run config field decoder.l_output = {l_out!r} but the tensors "
+                                  f"hold a {'per-token decoder' if hcfg.get('rec_out') else 'pooled head'}")
 
 
 __all__ = ["infer_config"]
