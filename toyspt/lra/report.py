@@ -42,6 +42,7 @@ from .. import tracking as tr
 from ..attention import hooks
 from .inputs import LOSSES, documents, mask_pixels, mask_tokens, select
 from .model import LRATransformer
+from .scoregrad import score_grad_stats
 
 DIRECTIONS = ("circ_w1", "circ_w2", "toep_w1", "toep_w2", "prev", "next", "random_s0")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -56,10 +57,13 @@ class ReportConfig:
     fit_steps: int = 200  # LBFGS iterations when fitting a missing head
     fit_l2: float = 1e-3  # ridge penalty (on the weights) of a fitted head
     summary_directions: tuple[str, ...] = ("circ_w1", "toep_w1", "prev")  # ratios in the table
+    engine: str = "lean"  # lean: per-layer/per-head reduction (scoregrad) | probes: toyspt.probes.probe
 
     def __post_init__(self):
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+        if self.engine not in ("lean", "probes"):
+            raise ValueError(f"engine must be lean or probes, got {self.engine!r}")
         if self.max_offset < 1:
             raise ValueError("max_offset must be >= 1")
         missing = [d for d in self.summary_directions if d not in self.directions]
@@ -164,10 +168,21 @@ def probe_rows(model: LRATransformer, batch: dict, cfg: ReportConfig = ReportCon
         ex = select(batch, slice(b, b + 1))
         if not bool(ex["mask"].any()):
             continue  # nothing masked: the reconstruction loss is undefined for this example
+        losses = [loss for loss, head in (("label", model.head_cls), ("recon", model.head_rec))
+                  if head is not None]
+        if cfg.engine == "lean":
+            for loss in losses:
+                names, stats = score_grad_stats(model, ex, LOSSES[loss], cfg.directions)
+                for layer, heads in stats.items():
+                    for h, st in enumerate(heads):
+                        base = dict(example=b, loss=loss, layer=layer, head=h)
+                        rows += [dict(base, direction=None, metric=m, value=st[m])
+                                 for m in ("grad_norm", "row_heterogeneity", "blind_share")]
+                        rows += [dict(base, direction=n, metric="deriv", value=v)
+                                 for n, v in zip(names, st["deriv"])]
+            continue
         results = [(loss, pr.probe(model, ex, loss, list(cfg.directions), losses=LOSSES, dtype=None,
-                                   per_example=False, use_jvp=False))
-                   for loss, head in (("label", model.head_cls), ("recon", model.head_rec))
-                   if head is not None]
+                                   per_example=False, use_jvp=False)) for loss in losses]
         for loss, res in results:
             for lp in res.layers:
                 layer = _layer(lp.site)
