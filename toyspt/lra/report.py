@@ -237,48 +237,45 @@ def _central(M_HxTxT: torch.Tensor, K: int) -> tuple[list[int], torch.Tensor]:
                               for o in offs], dim=-1)
 
 
+def _profile(t_HxTxT: torch.Tensor, name: str, example, cfg: ReportConfig, rows: list) -> None:
+    """Rows of one hooked (H, T, T) pattern or score tensor, reduced one head at a time as the
+    forward pass produces it (nothing of size T^2 is kept)."""
+    layer = _layer(name)
+    pattern = name.endswith("hook_pattern")
+    if pattern:
+        for h, (pi, si) in enumerate(zip(tr.proximity_index(t_HxTxT, cfg.proximity_window).tolist(),
+                                         tr.self_index(t_HxTxT).tolist())):
+            rows.append(dict(example=example, layer=layer, head=h, metric="proximity_index", value=pi))
+            rows.append(dict(example=example, layer=layer, head=h, metric="self_index", value=si))
+    metric = ("attn_weight" if pattern else "score_centred") if example is not None else "pos_score"
+    for h in range(t_HxTxT.shape[0]):
+        M = t_HxTxT[h] if pattern else t_HxTxT[h] - t_HxTxT[h].mean(-1, keepdim=True)
+        offs, prof = _central(M[None], cfg.max_offset)
+        rows += [dict(example=example, layer=layer, head=h, metric=metric, offset=o, value=v)
+                 for o, v in zip(offs, prof[0].tolist())]
+
+
 def profile_rows(model: LRATransformer, batch: dict, cfg: ReportConfig = ReportConfig()) -> list[dict]:
     """Attention by offset, proximity/self index, row-centred scores by offset (per example
-    on the data), and the positional profile on the mean input (rows with example=None)."""
-    rows = []
+    on the data), and the positional profile on the mean input (rows with example=None).
+    Each layer's (H, T, T) tensors are reduced inside the forward hooks and dropped."""
+    rows: list[dict] = []
     dtype = next(model.parameters()).dtype
     emb_sum, emb_n = 0.0, 0
     for b in range(len(batch["lengths"])):
         ex = documents(select(batch, slice(b, b + 1)))  # a pair: profiles of its first document
         x = ex["inputs"].to(dtype) if ex["inputs"].is_floating_point() else ex["inputs"]
-        got = {}
-        keep = lambda t, name: got.__setitem__(name, t.detach()[0])  # noqa: E731
-        with torch.no_grad(), hooks(model, [(lambda n: n.endswith(("hook_pattern", "hook_attn_scores")), keep)]):
+        on = lambda t, name, b=b: _profile(t.detach()[0], name, b, cfg, rows)  # noqa: E731
+        with torch.no_grad(), hooks(model, [(lambda n: n.endswith(("hook_pattern", "hook_attn_scores")), on)]):
             e = model.embed_inputs(clean_inputs(model, x))
             model.encode_embedded(e)
         emb_sum, emb_n = emb_sum + e[0].sum(0), emb_n + e.shape[1]
-        for name, t in got.items():
-            layer = _layer(name)
-            if name.endswith("hook_pattern"):
-                for h, (pi, si) in enumerate(zip(tr.proximity_index(t, cfg.proximity_window).tolist(),
-                                                 tr.self_index(t).tolist())):
-                    rows.append(dict(example=b, layer=layer, head=h, metric="proximity_index", value=pi))
-                    rows.append(dict(example=b, layer=layer, head=h, metric="self_index", value=si))
-                metric, M = "attn_weight", t
-            else:
-                metric, M = "score_centred", t - t.mean(-1, keepdim=True)
-            offs, prof = _central(M, cfg.max_offset)
-            for h in range(prof.shape[0]):
-                rows += [dict(example=b, layer=layer, head=h, metric=metric, offset=o, value=v)
-                         for o, v in zip(offs, prof[h].tolist())]
     # positional part: every position gets the mean embedding of the probe data
     T = int(batch["lengths"].max())
     mean_e = (emb_sum / emb_n).to(dtype)
-    with torch.no_grad():
-        S = {}
-        with hooks(model, [(lambda n: n.endswith("hook_attn_scores"),
-                            lambda t, name: S.__setitem__(name, t.detach()[0]))]):
-            model.encode_embedded(mean_e.expand(1, T, -1))
-    for name, s in S.items():
-        offs, prof = _central(s - s.mean(-1, keepdim=True), cfg.max_offset)
-        for h in range(prof.shape[0]):
-            rows += [dict(example=None, layer=_layer(name), head=h, metric="pos_score",
-                          offset=o, value=v) for o, v in zip(offs, prof[h].tolist())]
+    with torch.no_grad(), hooks(model, [(lambda n: n.endswith("hook_attn_scores"),
+                                         lambda t, name: _profile(t.detach()[0], name, None, cfg, rows))]):
+        model.encode_embedded(mean_e.expand(1, T, -1))
     return rows
 
 
