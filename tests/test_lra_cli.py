@@ -164,3 +164,10 @@ def test_pair_label_loss_is_the_stacked_classification():
     docs = torch.cat([ids[..., 0], ids[..., 1]])
     ref = torch.nn.functional.cross_entropy(model.classify(docs, torch.cat([lengths[:, 0], lengths[:, 1]])), y)
     torch.testing.assert_close(label_loss(model, batch), ref, rtol=0, atol=0)
+
+
+def test_fields_command_prints_the_table(capsys):
+    from toyspt.lra.runconfig import FIELDS
+    assert run(["lra", "fields"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"`{f.path}`" in out for f in FIELDS)

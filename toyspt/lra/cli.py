@@ -6,6 +6,7 @@ or run the offline demo.
         --n 16 --ref init.ckpt --out report/
     toyspt lra probe model.ckpt --task image --data x.npy --labels y.npy --heads 4
     toyspt lra demo --out lra_demo/
+    toyspt lra fields                                  # the run-config fields read
 
 Checkpoints are read without executing code from them; ``--trust-checkpoint`` unpickles
 them fully (only for files you trust). Token ids of ListOps follow the training file's
@@ -135,7 +136,7 @@ def cmd_probe(args) -> int:
     fit_batch = select(batch, slice(n, None)) if len(batch["lengths"]) > n else probe_batch
     ref = _load(args.ref, args) if args.ref else None
     dirs = tuple(d for d in args.directions.split(",") if d)
-    rcfg = ReportConfig(directions=dirs, max_offset=args.max_offset, dtype=args.dtype,
+    rcfg = ReportConfig(directions=dirs, max_offset=args.max_offset, dtype=args.dtype, engine=args.engine,
                         summary_directions=tuple(d for d in ReportConfig().summary_directions if d in dirs)
                         or dirs[:1])
     notes = loaded.report.notes + notes
@@ -158,6 +159,13 @@ def cmd_probe(args) -> int:
     if args.out:
         paths = rep.write(args.out, figure=not args.no_figure)
         print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+def cmd_fields(args) -> int:
+    from .runconfig import table_markdown
+
+    print(table_markdown())
     return 0
 
 
@@ -236,6 +244,9 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the generated data and the SPT mask")
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--engine", choices=("lean", "probes"), default="lean",
+                   help="lean: per-layer/per-head score-gradient reduction (long sequences); "
+                        "probes: toyspt.probes.probe (full gradients)")
     g = p.add_argument_group("generated ListOps (when --data is not given)")
     g.add_argument("--min-len", type=int, default=501)
     g.add_argument("--max-len", type=int, default=1999)
@@ -243,6 +254,9 @@ def register(sub) -> None:
     g.add_argument("--max-args", type=int, default=10)
     _common(p)
     p.set_defaults(func=cmd_probe)
+
+    f = lsub.add_parser("fields", help="every run-config field the bridge reads: honoured values")
+    f.set_defaults(func=cmd_fields)
 
     d = lsub.add_parser("demo", help="train small scratch/SPT ListOps models offline, save, probe")
     d.add_argument("--out", default="lra_demo")
