@@ -52,6 +52,35 @@ def one(T: int, dtype: str, threads: int, engine: str) -> dict:
                 peak_rss_gib=round(peak, 2), probe_rows=len(rows), profile_rows=len(prof))
 
 
+def precision(T: int, threads: int) -> dict:
+    """How far the float32 report is from the float64 one on the same weights and example:
+    largest |difference| of the aggregated per-(layer, head, direction) numbers."""
+    import torch
+
+    torch.set_num_threads(threads)
+    from toyspt.lra.inputs import make_batch
+    from toyspt.lra.model import LRAConfig, build_lra
+    from toyspt.lra.report import ReportConfig, aggregate_probes, probe_rows
+
+    cfg = LRAConfig(n_layers=6, d_model=512, n_heads=8, d_ff=2048, rec_out=19, max_len=16384)
+    model = build_lra(cfg, seed=0).double().eval()
+    ids = torch.randint(4, 19, (1, T), generator=torch.Generator().manual_seed(0))
+    batch = make_batch(ids, torch.tensor([3]), p_mask=0.5, seed=0)
+    aggs = {}
+    for dt in ("float64", "float32"):
+        m = model.to(getattr(torch, dt))
+        aggs[dt] = aggregate_probes(probe_rows(m, batch, ReportConfig(dtype=dt))).set_index(
+            ["layer", "head", "direction", "metric"]).value
+    diff = (aggs["float32"] - aggs["float64"]).abs()
+    out = {}
+    for metric in ("cos_rms_label", "cos_rms_recon", "ratio", "row_heterogeneity_label",
+                   "row_heterogeneity_recon"):
+        d = diff.xs(metric, level="metric")
+        v = aggs["float64"].xs(metric, level="metric").abs()
+        out[metric] = dict(max_abs_diff=float(d.max()), max_rel_diff=float((d / v.clip(lower=1e-12)).max()))
+    return dict(T=T, **{f"{k}_{kk}": vv for k, v in out.items() for kk, vv in v.items()})
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--T", type=int, nargs="+", default=[1000, 2000])
@@ -59,7 +88,13 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--engine", nargs="+", default=["lean"], choices=["lean", "probes"])
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--precision", action="store_true",
+                    help="instead: float32 against float64 report numbers at each --T (lean engine)")
     a = ap.parse_args(argv)
+    if a.precision:
+        for T in a.T:
+            print(json.dumps(precision(T, a.threads)), flush=True)
+        return
     if a.child:
         print(json.dumps(one(a.T[0], a.dtype[0], a.threads, a.engine[0])))
         return
