@@ -11,6 +11,12 @@ plain data; anything else in the pickle (``os.system``, ``builtins.eval``, an un
 class) is refused before it can run. ``trust=True`` (the CLI's ``--trust-checkpoint``) uses
 ``torch.load(weights_only=False)`` and needs ``omegaconf`` installed.
 
+Before torch sees the file, :mod:`toyspt.lra.guard` checks the container and the pickle
+against a budget (:class:`ReadLimits`: stored zip records no larger than the file, pickle
+size and opcode count), and the config is converted to plain data within a depth and value
+budget; state-dict keys must be strings and tensors dense views within their storage.
+Every failure is a one-line :class:`CheckpointError`.
+
 Writing emits the same pickle layout as OmegaConf 2.x (``NEWOBJ`` of
 ``omegaconf.dictconfig.DictConfig`` etc. with ``_metadata``/``_parent``/``_content``
 state) without importing omegaconf, so files written here load with the real library too.
