@@ -4,7 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from toyspt.lra.checkpoint import infer_config, load_lra, load_state, lra_state_dict, save_lra
+from toyspt.lra.checkpoint import (infer_config, load_lra, load_state, lra_state_dict, run_config,
+                                   save_lra)
 from toyspt.lra.lightning import CheckpointError, write_checkpoint
 from toyspt.lra.model import LRAConfig, build_lra
 
@@ -38,6 +39,8 @@ def _out(model, x):
 @pytest.mark.parametrize("attn_kind", ["linears", "mha"])
 def test_roundtrip_through_the_checkpoint_format(tmp_path, name, attn_kind):
     cfg = VARIANTS[name]
+    if attn_kind == "mha" and cfg.window:
+        pytest.skip("the mha layout has no local attention")
     model = build_lra(cfg, seed=1)
     p = tmp_path / "m.ckpt"
     save_lra(p, model, dataset={"_name_": name, "mlm_prob": 0.5 if cfg.rec_out else 0.0},
@@ -97,15 +100,15 @@ def test_heads_come_from_config_or_argument(tmp_path):
     p = _write(tmp_path, sd)  # no run config at all
     with pytest.raises(CheckpointError, match="number of heads"):
         load_lra(p)
-    loaded = load_lra(p, n_heads=4)
+    loaded = load_lra(p, n_heads=4, causal=False, pool="mean", use_lengths=True)
     assert loaded.cfg.n_heads == 4 and any("argument" in n for n in loaded.report.notes)
     with pytest.raises(ValueError, match="not divisible"):
-        load_lra(p, n_heads=3)
+        load_lra(p, n_heads=3, causal=False, pool="mean", use_lengths=True)
 
 
 def test_missing_unexpected_and_mismatched_keys_are_named(tmp_path):
     sd = lra_state_dict(build_lra(LISTOPS))
-    conf = {"model": {"layer": [{"_name_": "mhfa", "n_heads": 4}]}, "dataset": {"mlm_prob": 0.0}}
+    conf = run_config(LISTOPS, dataset={"mlm_prob": 0.0})
     bad = dict(sd)
     del bad["model.layers.1.layer.ff.2.bias"]
     with pytest.raises(CheckpointError, match=r"model\.layers\.1\.layer\.ff\.2\.bias \(expected \(16,\)\)"):
@@ -131,13 +134,15 @@ def test_classifier_or_spt_decoder(tmp_path):
     """decoder.0.output_transform is a classifier or the SPT decoder: config, argument, guess."""
     cfg = LRAConfig(n_layers=1, d_model=8, n_heads=2, d_ff=8, max_len=32, head="none", rec_out=19)
     sd = lra_state_dict(build_lra(cfg))
-    c, _, notes = infer_config(sd, None, n_heads=2)
+    c, _, notes = infer_config(sd, None, n_heads=2, causal=False)
     assert c.rec_out == 19 and "guess" in " ".join(notes)
-    c, _, _ = infer_config(sd, {"dataset": {"mlm_prob": 0.0}}, n_heads=2)
+    c, _, _ = infer_config(sd, {"dataset": {"mlm_prob": 0.0}}, n_heads=2, causal=False,
+                           pool="mean", use_lengths=True)
     assert c.head == "linear" and c.n_classes == 19
-    c, _, _ = infer_config(sd, None, n_heads=2, head="cls")
-    assert c.head == "linear"
-    c, _, _ = infer_config(sd, {"dataset": {"mlm_prob": 0.5}}, n_heads=2)
+    c, _, _ = infer_config(sd, None, n_heads=2, head="cls", causal=False, pool="max",
+                           use_lengths=False)
+    assert c.head == "linear" and c.pool == "max" and not c.use_lengths
+    c, _, _ = infer_config(sd, {"dataset": {"mlm_prob": 0.5}}, n_heads=2, causal=False)
     assert c.rec_out == 19 and c.head == "none"
 
 
@@ -145,17 +150,43 @@ def test_positional_table_is_taken_from_the_file(tmp_path):
     model = build_lra(LISTOPS)
     sd = lra_state_dict(model)
     sd["encoder.1.pe"] = sd["encoder.1.pe"] + 0.5
-    conf = {"model": {"layer": [{"_name_": "mhfa", "n_heads": 4}]}}
+    conf = run_config(LISTOPS)
     loaded = load_lra(_write(tmp_path, sd, conf))
     assert torch.equal(loaded.model.pe.table.float(), sd["encoder.1.pe"])
     assert any("not the sinusoidal" in n for n in loaded.report.notes)
 
 
-def test_multiheadattention_layout_without_config_is_causal(tmp_path):
-    """The code's nn.MultiheadAttention wrapper defaults to causal attention; the four-linear
-    layout does not."""
-    sd = lra_state_dict(build_lra(LISTOPS), attn_kind="mha")
-    loaded = load_lra(_write(tmp_path, sd), n_heads=4)
-    assert loaded.cfg.causal and any("causal attention assumed" in n for n in loaded.report.notes)
-    sd = lra_state_dict(build_lra(LISTOPS), attn_kind="linears")
-    assert not load_lra(_write(tmp_path, sd, name="l.ckpt"), n_heads=4).cfg.causal
+@pytest.mark.parametrize("attn_kind", ["mha", "linears"])
+def test_config_less_files_need_causal_and_pooling_stated(tmp_path, attn_kind):
+    """Without a run config nothing about causality or pooling is assumed: the caller says
+    it, and the loaded model follows what was said."""
+    for causal in (False, True):
+        model = build_lra(LRAConfig(**{**vars(LISTOPS), "causal": causal, "pool": "max",
+                                       "use_lengths": False}), seed=3)
+        p = _write(tmp_path, lra_state_dict(model, attn_kind=attn_kind), name=f"{causal}.ckpt")
+        with pytest.raises(CheckpointError, match="causal"):
+            load_lra(p, n_heads=4)
+        with pytest.raises(CheckpointError, match="pool"):
+            load_lra(p, n_heads=4, causal=causal)
+        loaded = load_lra(p, n_heads=4, causal=causal, pool="max", use_lengths=False)
+        assert loaded.cfg == model.cfg
+        x = torch.randint(0, 19, (2, 9))
+        torch.testing.assert_close(loaded.model.classify(x), model.double().classify(x))
+
+
+def test_learned_table_is_refused_with_the_reason(tmp_path):
+    sd = lra_state_dict(build_lra(LISTOPS))
+    sd["encoder.1.pe"] = sd["encoder.1.pe"][:, None, :].clone()
+    with pytest.raises(CheckpointError, match="learned table.*broadcasts over the batch"):
+        load_lra(_write(tmp_path, sd, run_config(LISTOPS)))
+
+
+@pytest.mark.parametrize("what", ["0-d", "nan", "int"])
+def test_bad_tensors_are_named(tmp_path, what):
+    sd = lra_state_dict(build_lra(LISTOPS))
+    key = "model.layers.0.layer.linears.0.weight"
+    sd[key] = {"0-d": torch.tensor(1.0), "nan": sd[key].masked_fill(torch.eye(16, dtype=torch.bool), float("nan")),
+               "int": sd[key].long()}[what]
+    match = {"0-d": "expected a 2-d tensor", "nan": "16 non-finite values", "int": "floating point"}[what]
+    with pytest.raises(CheckpointError, match=f"{key}.*{match}" if what != "0-d" else match):
+        load_lra(_write(tmp_path, sd, run_config(LISTOPS)))

@@ -62,8 +62,8 @@ def test_losses_on_models():
     tok = build_lra(LRAConfig(n_layers=1, d_model=8, n_heads=2, d_ff=8, max_len=32, rec_out=19))
     batch = li.make_batch(torch.randint(4, 19, (3, 10)), torch.tensor([1, 2, 3]),
                           torch.tensor([10, 6, 3]), p_mask=0.5, seed=0)
-    assert li.label_loss(tok, batch).item() > 0 and li.recon_loss(tok, batch).item() > 0
+    assert li.label_loss(tok, batch).item() > 0 and li.spt_loss(tok, batch).item() > 0
     pix = build_lra(LRAConfig(n_layers=1, d_model=8, n_heads=2, d_ff=8, max_len=32, encoder="linear",
                               d_input=2, rec_out=1, use_lengths=False))
     pb = li.make_batch(torch.randn(3, 10, 1), torch.tensor([0, 1, 2]), seed=1)
-    assert li.recon_loss(pix, pb).item() > 0 and li.label_loss(pix, pb).item() > 0
+    assert li.spt_loss(pix, pb).item() > 0 and li.label_loss(pix, pb).item() > 0

@@ -113,3 +113,23 @@ def test_report_outputs(tmp_path, batch):
     # attention weights by offset average probabilities: each lies in [0, 1]
     aw = prof[prof.metric == "attn_weight"].value
     assert aw.between(0, 1).all()
+
+
+@pytest.mark.parametrize("cfg", [CFG, LRAConfig(n_layers=2, d_model=16, n_heads=2, d_ff=32, max_len=64,
+                                                 rec_out=19, window=4, look_backward=2, rotary=True)],
+                         ids=["global", "local_rotary"])
+def test_lean_engine_equals_the_probes_engine(batch, cfg):
+    """The per-layer/per-head reduction gives the rows of toyspt.probes.probe."""
+    model = build_lra(cfg, seed=0).double()
+    b = select(batch, slice(0, 3))
+    if cfg.window:  # local attention needs lengths that are multiples of the window (no padding)
+        ids = torch.randint(4, 19, (3, 16), generator=torch.Generator().manual_seed(1))
+        b = make_batch(ids, b["y"], None, 0.5, seed=0)
+    lean = pd.DataFrame(probe_rows(model, b, RCFG))
+    ref = pd.DataFrame(probe_rows(model, b, ReportConfig(directions=RCFG.directions, engine="probes")))
+    key = ["example", "loss", "layer", "head", "metric", "direction"]
+    m = lean.merge(ref, on=key, how="outer", suffixes=("_lean", "_ref"))
+    assert len(m) == len(ref) == len(lean) and m.value_ref.notna().all()
+    # float64, the same gradients reduced in a different order: relative rounding ~1e-14
+    assert ((m.value_lean - m.value_ref).abs() <= 1e-10 * (1 + m.value_ref.abs())).all()
+    assert all(p.requires_grad for p in model.parameters())  # weights unfrozen afterwards

@@ -19,12 +19,12 @@ Key layout (i = layer pair, a = 2i, f = 2i + 1), as written by that code:
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import asdict, dataclass, field
 
 import torch
 
 from ..positional import sinusoidal_table
+from .infer import infer_config
 from .lightning import CheckpointError, RawCheckpoint, read_checkpoint, write_checkpoint
 from .model import LRAConfig, LRATransformer
 
@@ -51,190 +51,6 @@ class LoadedLRA:
     raw: RawCheckpoint
 
 
-# --------------------------------------------------------------------------- config reading
-
-def _get(tree, *path, default=None):
-    for p in path:
-        if isinstance(tree, dict) and p in tree:
-            tree = tree[p]
-        elif isinstance(tree, list) and isinstance(p, int) and -len(tree) <= p < len(tree):
-            tree = tree[p]
-        else:
-            return default
-    return tree
-
-
-def _attn_layer_cfg(config: dict | None) -> dict:
-    """The attention layer's config (``model.layer`` is a list [attention, ff] in LRA runs)."""
-    layer = _get(config, "model", "layer")
-    if isinstance(layer, list):
-        layer = next((item for item in layer if isinstance(item, dict)
-                      and item.get("_name_") in ("mha", "mhfa", "mhfla")), None)
-    return layer if isinstance(layer, dict) else {}
-
-
-def _decoder_cfg(config: dict | None) -> dict:
-    dec = _get(config, "decoder")
-    if isinstance(dec, list):
-        dec = next((d for d in dec if isinstance(d, dict)), {})
-    if isinstance(dec, str):
-        dec = {"_name_": dec}
-    return dec if isinstance(dec, dict) else {}
-
-
-def _spt_from_config(config: dict | None) -> bool | None:
-    ds = _get(config, "dataset")
-    if not isinstance(ds, dict):
-        return None
-    if ds.get("mlm_prob") or ds.get("causal_lm"):
-        return True
-    return False
-
-
-# ---------------------------------------------------------------------- state-dict reading
-
-def _layer_indices(sd) -> list[int]:
-    idx = sorted({int(m.group(1)) for k in sd if (m := re.match(r"model\.layers\.(\d+)\.", k))})
-    if not idx:
-        raise CheckpointError("no 'model.layers.N.*' keys: not a Transformer checkpoint of the LRA "
-                              f"code (first keys: {list(sd)[:6]})")
-    if idx != list(range(len(idx))) or len(idx) % 2:
-        raise CheckpointError(f"model.layers indices {idx} are not an even, contiguous range "
-                              "(expected attention/feed-forward pairs 0..2L-1)")
-    return idx
-
-
-def _attn_kind(sd, a: int) -> str:
-    pre = f"model.layers.{a}.layer."
-    if pre + "linears.0.weight" in sd:
-        return "linears"
-    if pre + "mha.in_proj_weight" in sd:
-        return "mha"
-    found = sorted(k for k in sd if k.startswith(pre))[:6]
-    raise CheckpointError(f"model.layers.{a} should be an attention layer; unknown format, "
-                          f"keys found: {found}")
-
-
-def _shape(sd, key):
-    if key not in sd:
-        raise CheckpointError(f"missing key {key!r}")
-    return tuple(sd[key].shape)
-
-
-def infer_config(sd: dict, config: dict | None = None, *, n_heads: int | None = None,
-                 head: str | None = None, window: int | None = None,
-                 pool: str | None = None) -> tuple[LRAConfig, str, list[str]]:
-    """(LRAConfig, attention kind, notes) from a state dict + optional run config/overrides."""
-    notes: list[str] = []
-    idx = _layer_indices(sd)
-    n_layers = len(idx) // 2
-    kinds = {_attn_kind(sd, 2 * i) for i in range(n_layers)}
-    if len(kinds) > 1:
-        raise CheckpointError(f"mixed attention layouts across layers: {sorted(kinds)}")
-    kind = kinds.pop()
-    if kind == "linears":
-        d_model = _shape(sd, "model.layers.0.layer.linears.0.weight")[0]
-    else:
-        d_model = _shape(sd, "model.layers.0.layer.mha.in_proj_weight")[1]
-    d_ff = _shape(sd, "model.layers.1.layer.ff.0.0.weight")[0]
-
-    w = _shape(sd, "encoder.0.weight")
-    if "encoder.0.bias" in sd:
-        enc = dict(encoder="linear", d_input=w[1])
-    else:
-        enc = dict(encoder="embedding", n_tokens=w[0])
-    pe = _shape(sd, "encoder.1.pe")
-    max_len = pe[0]
-    if pe[-1] != d_model or len(pe) not in (2, 3):
-        raise CheckpointError(f"encoder.1.pe has shape {pe}, expected (max_len, {d_model})")
-
-    attn_cfg = _attn_layer_cfg(config)
-    if n_heads is not None:
-        notes.append(f"heads: {n_heads} (argument)")
-    elif isinstance(attn_cfg.get("n_heads"), int):
-        n_heads = attn_cfg["n_heads"]
-        notes.append(f"heads: {n_heads} (run config model.layer.n_heads)")
-    else:
-        raise CheckpointError("the number of heads is not in the state dict and the checkpoint has "
-                              "no readable run config; pass n_heads (--heads)")
-    if attn_cfg.get("rotary"):
-        raise CheckpointError("run config has rotary=True: rotary embeddings are not supported")
-    if "causal" in attn_cfg:
-        causal = bool(attn_cfg["causal"])
-    else:  # the nn.MultiheadAttention wrapper of the code is causal by default, the others not
-        causal = kind == "mha"
-        if causal:
-            notes.append("causal attention assumed: the MultiheadAttention layout's default "
-                         "(no 'causal' in the run config)")
-    if window is None:
-        window = int(attn_cfg.get("window_size") or 0) if attn_cfg.get("_name_") == "mhfla" else 0
-    if window:
-        notes.append(f"block-local attention, window {window}, look-around 1")
-    if causal and "causal" in attn_cfg:
-        notes.append("causal attention (run config)")
-    prenorm = "model.norm.norm.weight" in sd
-    if not prenorm:
-        if _get(config, "model", "prenorm") is False:
-            notes.append("post-norm blocks (run config prenorm=false)")
-        else:
-            raise CheckpointError("missing key 'model.norm.norm.weight' (final LayerNorm of a "
-                                  "pre-norm model)")
-
-    # heads
-    dec = _decoder_cfg(config)
-    hcfg: dict = {}
-    if "decoder.0.retrieval.classifier.0.weight" in sd:
-        hw = _shape(sd, "decoder.0.retrieval.classifier.0.weight")
-        if hw[1] != 4 * d_model or "decoder.0.retrieval.classifier.4.weight" in sd:
-            raise CheckpointError("retrieval head: only the nli head on [a, b, a-b, a*b] is supported "
-                                  f"(decoder.0.retrieval.classifier.0.weight {hw})")
-        act = dec.get("activation", "gelu")
-        hcfg = dict(head="retrieval", head_hidden=0 if hw[0] == d_model else hw[0],
-                    head_activation=act,
-                    n_classes=_shape(sd, "decoder.0.retrieval.classifier.2.weight")[0])
-        notes.append(f"head: retrieval MLP, {act} ({'run config' if 'activation' in dec else 'LRA aan default'})")
-    elif "decoder.0.output_transform.0.weight" in sd:
-        hidden = _shape(sd, "decoder.0.output_transform.0.weight")[0]
-        hcfg = dict(head="mlp", head_hidden=0 if hidden == d_model else hidden,
-                    n_classes=_shape(sd, "decoder.0.output_transform.2.weight")[0])
-        notes.append("head: MLP Linear-ReLU-Linear")
-    elif "decoder.0.output_transform.weight" in sd:
-        out = _shape(sd, "decoder.0.output_transform.weight")[0]
-        if head in ("cls", "rec"):
-            is_rec, why = head == "rec", "argument"
-        elif (spt := _spt_from_config(config)) is not None:
-            is_rec, why = spt, "run config dataset.mlm_prob/causal_lm"
-        elif enc["encoder"] == "embedding":
-            is_rec, why = out == enc["n_tokens"], "output size vs vocabulary (guess)"
-        else:
-            is_rec, why = out in (1, 256), "output size 1/256 = pixel reconstruction (guess)"
-        if is_rec:
-            hcfg = dict(head="none", rec_out=out)
-            notes.append(f"head: per-token SPT decoder with {out} outputs ({why})")
-        else:
-            hcfg = dict(head="linear", n_classes=out)
-            notes.append(f"head: linear classifier with {out} classes ({why})")
-    else:
-        hcfg = dict(head="none")
-        notes.append("head: none (no decoder keys)")
-    if head == "none":
-        hcfg = dict(head="none")
-
-    mode = pool or dec.get("mode")
-    pool_mode = {"pool": "mean", "max": "max", "last": "last", "first": "first",
-                 "mean": "mean"}.get(mode or "pool")
-    if pool_mode is None:
-        raise CheckpointError(f"decoder mode {mode!r} is not supported (pool, max, last, first)")
-    use_lengths = bool(dec.get("use_lengths", enc["encoder"] == "embedding"))
-    if hcfg.get("head") in ("linear", "mlp", "retrieval"):
-        notes.append(f"pooling: {pool_mode}, {'valid length' if use_lengths else 'all positions'} "
-                     f"({'run config' if dec else 'LRA default'})")
-    cfg = LRAConfig(n_layers=n_layers, d_model=d_model, n_heads=n_heads, d_ff=d_ff,
-                    max_len=max_len, prenorm=prenorm, causal=causal, window=window,
-                    pool=pool_mode, use_lengths=use_lengths, **enc, **hcfg)
-    return cfg, kind, notes
-
-
 # ------------------------------------------------------------------------------ key mapping
 
 def key_map(cfg: LRAConfig, attn_kind: str = "linears") -> list[tuple[str, str, int | None]]:
@@ -254,6 +70,8 @@ def key_map(cfg: LRAConfig, attn_kind: str = "linears") -> list[tuple[str, str, 
                 m += [(f"{a}.layer.mha.in_proj_{p}", f"{b}.attn.W_{n}.{p}", j)
                       for j, n in enumerate("QKV")]
                 m.append((f"{a}.layer.mha.out_proj.{p}", f"{b}.attn.W_O.{p}", None))
+            if p == "weight" and cfg.rotary:
+                m.append((f"{a}.layer.rope.freqs", f"{b}.attn.rope_freqs", None))
             m.append((f"{f}.norm.norm.{p}", f"{b}.ln2.{p}", None))
             m.append((f"{f}.layer.ff.0.0.{p}", f"{b}.mlp.0.{p}", None))
             m.append((f"{f}.layer.ff.2.{p}", f"{b}.mlp.2.{p}", None))
@@ -295,9 +113,15 @@ def load_state(model: LRATransformer, sd: dict, attn_kind: str, strict: bool = T
             t = t[block * d:(block + 1) * d]
         if dst == "pe.table" and t.dim() == 3 and t.shape[1] == 1:
             t = t[:, 0]  # learned table stored as (max_len, 1, d)
+        if not t.is_floating_point():
+            raise CheckpointError(f"{src} has dtype {t.dtype}; weights must be floating point")
         if tuple(t.shape) != tuple(own[dst].shape):
             raise CheckpointError(f"shape mismatch at {src}: found {tuple(sd[src].shape)}, "
                                   f"expected {tuple(own[dst].shape)} (for {dst})")
+        finite = torch.isfinite(t)
+        if not bool(finite.all()):
+            raise CheckpointError(f"{src} holds {int((~finite).sum())} non-finite values (NaN/inf) "
+                                  f"of {t.numel()}; the file is corrupt or the run diverged")
         new[dst] = t.to(own[dst].dtype)
         if src not in used:
             used.append(src)
@@ -312,11 +136,16 @@ def load_state(model: LRATransformer, sd: dict, attn_kind: str, strict: bool = T
 
 
 def load_lra(path: str | os.PathLike, *, n_heads: int | None = None, head: str | None = None,
-             window: int | None = None, pool: str | None = None, trust: bool = False,
-             strict: bool = True, dtype: torch.dtype = torch.float64) -> LoadedLRA:
+             window: int | None = None, pool: str | None = None, causal: bool | None = None,
+             use_lengths: bool | None = None, activation: str | None = None,
+             look_backward: int | None = None, look_forward: int | None = None,
+             trust: bool = False, strict: bool = True,
+             dtype: torch.dtype = torch.float64) -> LoadedLRA:
     """Load an LRA checkpoint onto toyspt's attention; see the module docstring.
 
     ``head``: force ``cls`` / ``rec`` for ``decoder.0.output_transform`` or ``none``.
+    The other keyword arguments state what a file without run config cannot tell
+    (:func:`infer_config`); they must agree with a run config that is present.
     ``dtype``: float64 by default (probes); float32 for speed.
     """
     if head is not None and head not in HEAD_OVERRIDES:
@@ -324,7 +153,9 @@ def load_lra(path: str | os.PathLike, *, n_heads: int | None = None, head: str |
     raw = read_checkpoint(path, trust=trust)
     sd = raw.state_dict
     cfg, kind, notes = infer_config(sd, raw.config, n_heads=n_heads, head=head, window=window,
-                                    pool=pool)
+                                    pool=pool, causal=causal, use_lengths=use_lengths,
+                                    activation=activation, look_backward=look_backward,
+                                    look_forward=look_forward)
     if head == "none":
         strict = False
     model = LRATransformer(cfg).to(dtype)
@@ -333,7 +164,8 @@ def load_lra(path: str | os.PathLike, *, n_heads: int | None = None, head: str |
     dev = float((pe - sinusoidal_table(cfg.max_len, cfg.d_model, torch.float64)).abs().max())
     # The code computes its table in float32 (sin of p * 10000^(-2i/d) with p up to 16383), so
     # a genuine sinusoidal table differs from the float64 formula by up to ~1e-3 at the far end.
-    kind_pe = "sinusoidal" if dev < 1e-2 else "not the sinusoidal formula (learned?)"
+    kind_pe = ("sinusoidal" if dev < 1e-2 else "not the sinusoidal formula; the stored "
+               "buffer is used as is, as that code adds whatever buffer the file holds")
     notes.append(f"positional table {cfg.max_len}x{cfg.d_model}: {kind_pe}, max |diff| to the "
                  f"float64 formula {dev:.2e}")
     if raw.config is None:
@@ -365,19 +197,28 @@ def lra_state_dict(model: LRATransformer, attn_kind: str = "linears") -> dict[st
     return out
 
 
-def run_config(cfg: LRAConfig, *, dataset: dict | None = None, extra: dict | None = None) -> dict:
+def run_config(cfg: LRAConfig, *, dataset: dict | None = None, extra: dict | None = None,
+               attn_kind: str = "linears") -> dict:
     """A run config shaped like the code's Hydra config for this architecture (plain dict)."""
-    attn = {"_name_": "mhfla" if cfg.window else "mhfa", "causal": cfg.causal,
-            "n_heads": cfg.n_heads, "dropout": None, "bias": True, "rotary": False}
+    name = "mha" if attn_kind == "mha" else "mhfla" if cfg.window else "mhfa"
+    if name == "mha" and (cfg.window or cfg.rotary):
+        raise ValueError("the mha layout has no local attention or rotary embedding")
+    attn = {"_name_": name, "causal": cfg.causal,
+            "n_heads": cfg.n_heads, "dropout": None, "bias": True}
+    if name != "mha":
+        attn["rotary"] = cfg.rotary
     if cfg.window:
-        attn.update(window_size=cfg.window, look_forward=1, look_backward=1)
+        attn.update(window_size=cfg.window, look_forward=cfg.look_forward,
+                    look_backward=cfg.look_backward)
     decoder = {"_name_": {"linear": "sequence", "mlp": "sequence_nonelinear",
                           "retrieval": "retrieval"}.get(cfg.head, "sequence"),
                "mode": {"mean": "pool"}.get(cfg.pool, cfg.pool), "use_lengths": cfg.use_lengths}
+    if cfg.head == "retrieval":
+        decoder.update(nli=True, activation=cfg.head_activation)
     conf = {"model": {"_name_": "model", "n_layers": cfg.n_layers, "d_model": cfg.d_model,
                       "prenorm": cfg.prenorm, "norm": "layer", "dropout": 0.0, "residual": "R",
                       "layer": [attn, {"_name_": "ff", "expand": cfg.d_ff // cfg.d_model,
-                                       "activation": "gelu", "dropout": "${...dropout}"}]},
+                                       "activation": cfg.activation, "dropout": None}]},
             "encoder": cfg.encoder, "decoder": decoder, "dataset": dict(dataset or {})}
     conf.update(extra or {})
     return conf
@@ -388,7 +229,7 @@ def save_lra(path: str | os.PathLike, model: LRATransformer, *, dataset: dict | 
              extra_config: dict | None = None) -> None:
     """Write ``model`` as a Lightning checkpoint of the LRA code (pickled DictConfig included)."""
     write_checkpoint(path, lra_state_dict(model, attn_kind),
-                     run_config(model.cfg, dataset=dataset, extra=extra_config),
+                     run_config(model.cfg, dataset=dataset, extra=extra_config, attn_kind=attn_kind),
                      epoch=epoch, global_step=global_step)
 
 

@@ -6,6 +6,7 @@ or run the offline demo.
         --n 16 --ref init.ckpt --out report/
     toyspt lra probe model.ckpt --task image --data x.npy --labels y.npy --heads 4
     toyspt lra demo --out lra_demo/
+    toyspt lra fields                                  # the run-config fields read
 
 Checkpoints are read without executing code from them; ``--trust-checkpoint`` unpickles
 them fully (only for files you trust). Token ids of ListOps follow the training file's
@@ -23,16 +24,21 @@ import torch
 from ..cli_flags import add_seeds, add_sweep_flags
 from . import listops as lo
 from .checkpoint import HEAD_OVERRIDES, LoadedLRA, load_lra
-from .inputs import PIXEL_TASKS, load_pixels, make_batch, select
+from .inputs import PIXEL_TASKS, load_pixels, make_batch, make_pair_batch, select
 from .report import DIRECTIONS, ReportConfig, lra_report
 
-TASKS = ("listops",) + PIXEL_TASKS + ("tokens",)
+TASKS = ("listops",) + PIXEL_TASKS + ("tokens", "retrieval")
 
 
 def _load(path, args) -> LoadedLRA:
     return load_lra(path, n_heads=args.heads, head=args.head, window=args.window,
-                    trust=args.trust_checkpoint, strict=not args.allow_unexpected,
-                    dtype=torch.float64)
+                    pool=args.pool, causal=args.causal, use_lengths=args.use_lengths,
+                    activation=args.activation, look_backward=args.look_backward,
+                    look_forward=args.look_forward, trust=args.trust_checkpoint,
+                    strict=not args.allow_unexpected, dtype=torch.float64)
+
+
+N_CLASSES = {"listops": 10, "image": 10, "pathfinder": 2, "retrieval": 2}  # LRA class counts (tokens: from labels)
 
 
 def listops_data(args, loaded: LoadedLRA, n_total: int) -> tuple[dict, list[str]]:
@@ -72,6 +78,17 @@ def array_data(args, loaded: LoadedLRA, n_total: int) -> tuple[dict, list[str]]:
     if not args.data:
         raise ValueError(f"--task {args.task} needs --data FILE.npy (and --labels FILE.npy)")
     y = None
+    if args.task == "retrieval":
+        ids = torch.from_numpy(np.load(args.data, allow_pickle=False).astype(np.int64))
+        if ids.dim() != 3 or ids.shape[1] != 2:
+            raise ValueError(f"{args.data}: retrieval pairs must be ids (N, 2, T), got {tuple(ids.shape)}")
+        x = ids[:n_total].transpose(1, 2)  # (N, T, 2): the pair layout of toyspt.lra.inputs
+        lengths = (x != lo.PAD_ID).long().cumsum(1).argmax(1) + 1  # (N, 2): up to the last non-<pad>
+        if not args.labels:
+            raise ValueError("--labels FILE.npy is needed for the label loss")
+        y = torch.from_numpy(np.load(args.labels, allow_pickle=False).astype(np.int64))[:n_total]
+        return (make_pair_batch(x, y, lengths, args.p_mask, args.seed),
+                [f"data: {args.data} ({len(x)} document pairs; <pad> = {lo.PAD_ID})"])
     if args.task == "tokens":
         ids = torch.from_numpy(np.load(args.data, allow_pickle=False).astype(np.int64))
         if ids.dim() != 2:
@@ -106,8 +123,9 @@ def cmd_inspect(args) -> int:
 def cmd_probe(args) -> int:
     torch.set_num_threads(args.threads)
     loaded = _load(args.ckpt, args)
-    if loaded.cfg.head == "retrieval":
-        raise ValueError("the probe report does not handle retrieval (document-pair) models yet")
+    if (loaded.cfg.head == "retrieval") != (args.task == "retrieval"):
+        raise ValueError("retrieval (two-document) models need --task retrieval with pairs "
+                         "(N, 2, T), and --task retrieval needs a retrieval model")
     if args.task == "listops" and not loaded.cfg.token_task:
         raise ValueError("--task listops needs a token (embedding) model; this one has a linear encoder")
     if args.task in PIXEL_TASKS and loaded.cfg.token_task:
@@ -119,7 +137,7 @@ def cmd_probe(args) -> int:
     fit_batch = select(batch, slice(n, None)) if len(batch["lengths"]) > n else probe_batch
     ref = _load(args.ref, args) if args.ref else None
     dirs = tuple(d for d in args.directions.split(",") if d)
-    rcfg = ReportConfig(directions=dirs, max_offset=args.max_offset, dtype=args.dtype,
+    rcfg = ReportConfig(directions=dirs, max_offset=args.max_offset, dtype=args.dtype, engine=args.engine,
                         summary_directions=tuple(d for d in ReportConfig().summary_directions if d in dirs)
                         or dirs[:1])
     notes = loaded.report.notes + notes
@@ -129,7 +147,8 @@ def cmd_probe(args) -> int:
     rep = lra_report(loaded.model, probe_batch, fit_batch=fit_batch, ref=ref.model if ref else None,
                      cfg=rcfg, notes=notes,
                      meta=dict(checkpoint=str(args.ckpt), ref=args.ref, task=args.task,
-                               load_report=vars(loaded.report)))
+                               load_report=vars(loaded.report)),
+                     n_classes=N_CLASSES.get(args.task))
     print(f"lra probe: {args.ckpt} ({args.task}, {n} examples, {args.dtype})")
     for note in rep.notes:
         print(f"  note: {note}")
@@ -141,6 +160,13 @@ def cmd_probe(args) -> int:
     if args.out:
         paths = rep.write(args.out, figure=not args.no_figure)
         print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+def cmd_fields(args) -> int:
+    from .runconfig import table_markdown
+
+    print(table_markdown())
     return 0
 
 
@@ -165,6 +191,24 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="treat decoder.0.output_transform as classifier (cls) or SPT decoder (rec), "
                         "or ignore the decoder (none)")
     p.add_argument("--window", type=int, default=None, help="local attention block size (Path-X)")
+    p.add_argument("--look-backward", type=int, default=None,
+                   help="local attention: blocks before the query block (mhfla look_backward)")
+    p.add_argument("--look-forward", type=int, default=None,
+                   help="local attention: blocks after the query block (mhfla look_forward)")
+    c = p.add_mutually_exclusive_group()
+    c.add_argument("--causal", dest="causal", action="store_true", default=None,
+                   help="causal attention (files without a run config must say --causal or --no-causal)")
+    c.add_argument("--no-causal", dest="causal", action="store_false")
+    p.add_argument("--pool", choices=("pool", "mean", "max", "last", "first", "sum"), default=None,
+                   help="classifier pooling (the run's decoder.mode), for files without a run config")
+    u = p.add_mutually_exclusive_group()
+    u.add_argument("--use-lengths", dest="use_lengths", action="store_true", default=None,
+                   help="pool over each sequence's valid length (decoder.use_lengths=true)")
+    u.add_argument("--all-positions", dest="use_lengths", action="store_false",
+                   help="pool over all positions, padding included (decoder.use_lengths=false)")
+    p.add_argument("--activation", default=None,
+                   help="feed-forward activation (model.layer[ff].activation); gelu is assumed "
+                        "for files without a run config")
     p.add_argument("--trust-checkpoint", action="store_true",
                    help="unpickle the file fully (can run code from it; trusted files only)")
     p.add_argument("--allow-unexpected", action="store_true",
@@ -200,6 +244,9 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the generated data and the SPT mask")
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--engine", choices=("lean", "probes"), default="lean",
+                   help="lean: per-layer/per-head score-gradient reduction (long sequences); "
+                        "probes: toyspt.probes.probe (full gradients)")
     g = p.add_argument_group("generated ListOps (when --data is not given)")
     g.add_argument("--min-len", type=int, default=501)
     g.add_argument("--max-len", type=int, default=1999)
@@ -207,6 +254,9 @@ def register(sub) -> None:
     g.add_argument("--max-args", type=int, default=10)
     _common(p)
     p.set_defaults(func=cmd_probe)
+
+    f = lsub.add_parser("fields", help="every run-config field the bridge reads: honoured values")
+    f.set_defaults(func=cmd_fields)
 
     d = lsub.add_parser("demo", help="train small scratch/SPT ListOps models offline, save, probe")
     d.add_argument("--out", default="lra_demo")

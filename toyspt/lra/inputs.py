@@ -118,9 +118,44 @@ def pixel_recon_loss(pred_BxTx1: torch.Tensor, values_BxTx1: torch.Tensor,
 # ------------------------------------------------------------------------------ batches
 # A batch is a dict of tensors with one leading batch dimension (what toyspt.probes takes):
 # "inputs" (B, T) ids or (B, T, 1) pixel values, "lengths" (B,), "mask" (B, T) bool SPT
-# mask, and "y" (B,) labels when known.
+# mask, and "y" (B,) labels when known. Retrieval pairs keep the two documents on a last
+# axis: "inputs" (B, T, 2) ids, "lengths" (B, 2), "mask" (B, T, 2), so that one example is
+# one pair and trimming/selecting rows works unchanged.
 
 Batch = dict
+
+
+def make_pair_batch(ids_BxTx2: torch.Tensor, y: torch.Tensor | None, lengths_Bx2: torch.Tensor,
+                    p_mask: float = 0.5, seed: int = 0) -> Batch:
+    """A retrieval probe batch: pairs of documents (see the layout note above)."""
+    B, T, two = ids_BxTx2.shape
+    if two != 2 or lengths_Bx2.shape != (B, 2):
+        raise ValueError(f"pairs must be ids (B, T, 2) with lengths (B, 2), got "
+                         f"{tuple(ids_BxTx2.shape)} and {tuple(lengths_Bx2.shape)}")
+    if int(lengths_Bx2.min()) < 1 or int(lengths_Bx2.max()) > T:
+        raise ValueError(f"pair lengths must lie in [1, {T}]")
+    g = torch.Generator().manual_seed(seed)
+    m = torch.stack([spt_mask((B, T), p_mask, lengths_Bx2[:, j], g) for j in (0, 1)], dim=-1)
+    batch = dict(inputs=ids_BxTx2.long(), lengths=lengths_Bx2.long(), mask=m)
+    if y is not None:
+        if y.shape != (B,):
+            raise ValueError(f"y must have shape ({B},), got {tuple(y.shape)}")
+        batch["y"] = y.long()
+    return batch
+
+
+def is_pairs(batch: Batch) -> bool:
+    return batch["lengths"].dim() == 2
+
+
+def documents(batch: Batch) -> Batch:
+    """A pair batch as 2B single documents (first documents, then second ones: the order of
+    that code's collate); other batches unchanged. ``y`` is dropped (it labels pairs)."""
+    if not is_pairs(batch):
+        return batch
+    out = {k: torch.cat([batch[k][..., 0], batch[k][..., 1]]) for k in ("inputs", "mask")}
+    out["lengths"] = torch.cat([batch["lengths"][:, 0], batch["lengths"][:, 1]])
+    return out
 
 
 def make_batch(inputs: torch.Tensor, y: torch.Tensor | None, lengths: torch.Tensor | None = None,
@@ -160,14 +195,19 @@ def label_loss(model: LRATransformer, batch: Batch) -> torch.Tensor:
     """Mean cross-entropy of the classifier on clean inputs."""
     if "y" not in batch:
         raise KeyError("the label loss needs labels: the batch has no 'y'")
-    x = batch["inputs"]
+    if (model.cfg.head == "retrieval") != is_pairs(batch):
+        raise ValueError("retrieval models take pair batches (inputs (B, T, 2)), others single ones")
+    docs = documents(batch)
+    x = docs["inputs"]
     inputs = x if model.cfg.token_task else _pixel_input(model, x)
-    return F.cross_entropy(model.classify(inputs, batch["lengths"]), batch["y"])
+    return F.cross_entropy(model.classify(inputs, docs["lengths"]), batch["y"])
 
 
-def recon_loss(model: LRATransformer, batch: Batch) -> torch.Tensor:
-    """The SPT loss of that code on the batch's fixed mask."""
-    x, m = batch["inputs"], batch["mask"]
+def spt_loss(model: LRATransformer, batch: Batch) -> torch.Tensor:
+    """The SPT (masked reconstruction) loss of that code on the batch's fixed mask; named
+    apart from :func:`toyspt.tasks.recon_loss`, which is toyspt's own task loss."""
+    docs = documents(batch)  # a pair batch: the SPT loss over the masked tokens of both documents
+    x, m = docs["inputs"], docs["mask"]
     if model.cfg.token_task:
         return token_recon_loss(model.reconstruct(mask_tokens(x, m)), x, m)
     pred = model.reconstruct(_pixel_input(model, x, m))
@@ -176,9 +216,10 @@ def recon_loss(model: LRATransformer, batch: Batch) -> torch.Tensor:
     return pixel_recon_loss(pred, x, m)
 
 
-LOSSES = {"label": label_loss, "recon": recon_loss}  # the bridge's adapters for toyspt.probes
+LOSSES = {"label": label_loss, "recon": spt_loss}  # the bridge's adapters for toyspt.probes
 
 
 __all__ = ["PIXEL_TASKS", "normalize_pixels", "load_pixels", "spt_mask", "mask_tokens",
-           "mask_pixels", "token_recon_loss", "pixel_recon_loss", "make_batch", "select",
-           "label_loss", "recon_loss", "LOSSES"]
+           "mask_pixels", "token_recon_loss", "pixel_recon_loss", "make_batch", "make_pair_batch",
+           "is_pairs", "documents", "select",
+           "label_loss", "spt_loss", "LOSSES"]

@@ -11,6 +11,12 @@ plain data; anything else in the pickle (``os.system``, ``builtins.eval``, an un
 class) is refused before it can run. ``trust=True`` (the CLI's ``--trust-checkpoint``) uses
 ``torch.load(weights_only=False)`` and needs ``omegaconf`` installed.
 
+Before torch sees the file, :mod:`toyspt.lra.guard` checks the container and the pickle
+against a budget (:class:`ReadLimits`: stored zip records no larger than the file, pickle
+size and opcode count), and the config is converted to plain data within a depth and value
+budget; state-dict keys must be strings and tensors dense views within their storage.
+Every failure is a one-line :class:`CheckpointError`.
+
 Writing emits the same pickle layout as OmegaConf 2.x (``NEWOBJ`` of
 ``omegaconf.dictconfig.DictConfig`` etc. with ``_metadata``/``_parent``/``_content``
 state) without importing omegaconf, so files written here load with the real library too.
@@ -22,6 +28,7 @@ import copyreg
 import os
 import pickle
 import re
+import struct
 import tempfile
 import typing
 import zipfile
@@ -30,15 +37,10 @@ from typing import Any
 
 import torch
 
+from . import guard
+from .guard import LIMITS, CheckpointError, CheckpointRefused, ReadLimits
+
 LIGHTNING_VERSION = "1.5.10"  # the version string written into checkpoints made here
-
-
-class CheckpointError(ValueError):
-    """A file that cannot be read as an LRA checkpoint; the message names the problem."""
-
-
-class CheckpointRefused(CheckpointError):
-    """The file's pickle names something beyond tensors and plain config data; nothing ran."""
 
 
 # ---------------------------------------------------------------- inert stand-ins (reading)
@@ -49,11 +51,15 @@ class _Inert:
     global_name = "?"
 
     def __new__(cls, *args):
-        obj = object.__new__(cls)
-        obj.__dict__["args"] = args
-        return obj
+        if args:  # OmegaConf objects pickle as NEWOBJ(cls, ()) + BUILD(state), never with arguments
+            raise CheckpointError(f"malformed config object: {cls.global_name} called with "
+                                  f"{len(args)} argument(s)")
+        return object.__new__(cls)
 
     def __setstate__(self, state):
+        if not isinstance(state, dict):
+            raise CheckpointError(f"malformed config object: {self.global_name} given a "
+                                  f"{type(state).__name__} as its state (expected a dict)")
         self.__dict__["state"] = state
 
     def __repr__(self):
@@ -99,16 +105,14 @@ def _safe_globals() -> list:
     return pairs
 
 
-def to_plain(obj: Any) -> Any:
-    """OmegaConf objects (stand-ins or real) -> plain dicts/lists/values; interpolations
-    such as ``${..dropout}`` and ``???`` stay as strings (nothing is resolved)."""
+def _convert(obj: Any, walk) -> Any:
     if isinstance(obj, _Inert):
         name, state = obj.global_name, obj.__dict__.get("state") or {}
         if name.endswith(("DictConfig", "ListConfig")):
-            return to_plain(state.get("_content"))
+            return walk(state.get("_content"))
         if ".nodes." in name:
-            return to_plain(state.get("_val"))
-        return {k: to_plain(v) for k, v in state.items() if k != "_parent"}
+            return walk(state.get("_val"))
+        return {k: walk(v) for k, v in state.items() if k != "_parent"}
     if isinstance(obj, _TypeRef):
         return obj.name
     if isinstance(obj, type) and issubclass(obj, _Inert):
@@ -116,13 +120,21 @@ def to_plain(obj: Any) -> Any:
     if isinstance(obj, type):
         return f"{obj.__module__}.{obj.__qualname__}"
     if isinstance(obj, dict):
-        return {k: to_plain(v) for k, v in obj.items()}
+        return {k: walk(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return type(obj)(to_plain(v) for v in obj)
+        return type(obj)(walk(v) for v in obj)
     if type(obj).__module__.startswith("omegaconf"):  # real OmegaConf (trusted path)
         from omegaconf import OmegaConf  # noqa: PLC0415 - only present when trusted loading
-        return OmegaConf.to_container(obj, resolve=False)
+        return walk(OmegaConf.to_container(obj, resolve=False))
     return obj
+
+
+def to_plain(obj: Any, where: str = "config", limits: ReadLimits = LIMITS) -> Any:
+    """OmegaConf objects (stand-ins or real) -> plain dicts/lists/values; interpolations
+    such as ``${..dropout}`` and ``???`` stay as strings (nothing is resolved). Bounded:
+    nesting, value count (shared references counted at each use) and cycles are checked
+    (:class:`toyspt.lra.guard.Walker`)."""
+    return guard.Walker(where, _convert, limits)(obj)
 
 
 # ------------------------------------------------------------------------------- reading
@@ -138,34 +150,21 @@ class RawCheckpoint:
     entries: list[str] = field(default_factory=list)  # every top-level key of the file
 
 
-def _check_container(path: str) -> None:
-    """Clear errors for a missing, empty, non-torch or truncated file, before unpickling."""
-    if not os.path.exists(path):
-        raise CheckpointError(f"{path}: no such file")
-    if os.path.isdir(path):
-        raise CheckpointError(f"{path}: is a directory, not a checkpoint file")
-    size = os.path.getsize(path)
+def _check_container(path: str, limits: ReadLimits) -> None:
+    """Clear errors for a missing, empty, non-torch, truncated, compressed, oversized or
+    TorchScript file, and the pickle budget, before anything is unpickled."""
+    size = guard.file_size(path)
     if size == 0:
         raise CheckpointError(f"{path}: empty file, not a checkpoint")
     with open(path, "rb") as f:
         head = f.read(4)
     if head[:2] == b"PK":
-        try:
-            with zipfile.ZipFile(path) as zf:
-                names = zf.namelist()
-        except zipfile.BadZipFile as e:
-            raise CheckpointError(f"{path}: truncated or corrupt checkpoint ({size} bytes; the zip "
-                                  f"archive is unreadable: {e})") from None
-        if not any(n.endswith("/data.pkl") or n == "data.pkl" for n in names):
-            raise CheckpointError(f"{path}: a zip archive but not a torch checkpoint (no data.pkl)")
-    elif head[:1] != b"\x80":
+        guard.scan_zip_pickle(path, guard.check_zip(path, size, limits), limits)
+    elif head[:1] == b"\x80":
+        guard.scan_legacy_pickle(path, limits)
+    else:
         raise CheckpointError(f"{path}: not a checkpoint (starts with {head!r}; expected a torch "
                               "zip archive or a pickle)")
-
-
-def _last_line(msg: str) -> str:
-    lines = [ln.strip() for ln in msg.splitlines() if ln.strip()]
-    return lines[-1] if lines else "an object the safe reader does not admit"
 
 
 def _torch_load(path: str, trust: bool):
@@ -174,11 +173,13 @@ def _torch_load(path: str, trust: bool):
             return torch.load(path, map_location="cpu", weights_only=False)
         with torch.serialization.safe_globals(_safe_globals()):
             return torch.load(path, map_location="cpu", weights_only=True)
+    except CheckpointError as e:  # raised by a stand-in during unpickling
+        raise CheckpointError(f"{path}: {e}") from None
     except pickle.UnpicklingError as e:
         if trust:
             raise CheckpointError(f"{path}: cannot unpickle: {e}") from None
         found = re.search(r"GLOBAL ([\w.]+)", str(e))
-        what = f"the global {found.group(1)}" if found else _last_line(str(e))
+        what = f"the global {found.group(1)}" if found else guard.unpickler_reason(str(e))
         raise CheckpointRefused(
             f"{path}: refused: its pickle asks for {what}, beyond tensors and plain config "
             "data. Nothing from the file was executed. Load it with trust=True "
@@ -186,16 +187,38 @@ def _torch_load(path: str, trust: bool):
     except ModuleNotFoundError as e:
         raise CheckpointError(f"{path}: trusted loading needs the module {e.name!r} "
                               f"(pip install {e.name}); the default safe loading does not") from None
-    except (EOFError, RuntimeError, zipfile.BadZipFile) as e:
+    except (EOFError, zipfile.BadZipFile) as e:
         raise CheckpointError(f"{path}: truncated or corrupt checkpoint ({type(e).__name__}: "
                               f"{str(e).splitlines()[0] if str(e) else ''})") from None
+    except TypeError as e:
+        raise CheckpointError(f"{path}: malformed pickle: it applies an admitted name in a way "
+                              f"no checkpoint does ({e})") from None
+    except (RuntimeError, ValueError, IndexError, KeyError, AttributeError, OverflowError,
+            MemoryError, RecursionError, struct.error) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise CheckpointError(f"{path}: truncated or corrupt checkpoint ({type(e).__name__}: "
+                              f"{first})") from None
 
 
-def read_checkpoint(path: str | os.PathLike, trust: bool = False) -> RawCheckpoint:
+def _check_tensor(path: str, key, t: torch.Tensor) -> None:
+    if t.layout != torch.strided or t.is_quantized or t.device.type == "meta":
+        raise CheckpointError(f"{path}: state_dict[{key!r}] is a {t.layout} "
+                              f"{'quantized ' if t.is_quantized else ''}tensor on {t.device}; "
+                              "only dense tensors are read")
+    need = t.numel() * t.element_size()
+    have = t.untyped_storage().nbytes()
+    if need > have:
+        raise CheckpointError(f"{path}: state_dict[{key!r}] has shape {tuple(t.shape)} "
+                              f"({need} bytes) over a storage of {have} bytes (a broadcast view); "
+                              "refused")
+
+
+def read_checkpoint(path: str | os.PathLike, trust: bool = False,
+                    limits: ReadLimits = LIMITS) -> RawCheckpoint:
     """Read a Lightning ``.ckpt`` (or a bare ``torch.save``-d state dict) without executing
-    code from it, unless ``trust``; see the module docstring."""
+    code from it, unless ``trust``, within ``limits``; see the module docstring."""
     path = os.fspath(path)
-    _check_container(path)
+    _check_container(path, limits)
     obj = _torch_load(path, trust)
     if not isinstance(obj, dict):
         raise CheckpointError(f"{path}: unknown format: top level is {type(obj).__name__}, "
@@ -205,17 +228,25 @@ def read_checkpoint(path: str | os.PathLike, trust: bool = False) -> RawCheckpoi
         if not isinstance(sd, dict):
             raise CheckpointError(f"{path}: 'state_dict' is a {type(sd).__name__}, not a dict")
         config = obj.get("hyper_parameters")
-        meta = {k: to_plain(v) for k, v in obj.items()
+        meta = {str(k): to_plain(v, f"{path}: entry {k!r}", limits) for k, v in obj.items()
                 if k not in ("state_dict", "hyper_parameters", "optimizer_states")}
     elif obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
         sd, config, meta = obj, None, {"format": "bare state dict"}
     else:
         keys = sorted(map(str, obj))[:12]
         raise CheckpointError(f"{path}: unknown format: no 'state_dict' among top-level keys {keys}")
+    if len(sd) > limits.max_records:
+        raise CheckpointError(f"{path}: state_dict has {len(sd)} entries (limit {limits.max_records})")
+    bad_keys = [k for k in sd if not isinstance(k, str)]
+    if bad_keys:
+        raise CheckpointError(f"{path}: state_dict keys must be parameter names (str); found "
+                              f"{type(bad_keys[0]).__name__} key {bad_keys[0]!r}")
     bad = [k for k, v in sd.items() if not isinstance(v, torch.Tensor)]
     if bad:
         raise CheckpointError(f"{path}: state_dict entries that are not tensors: {bad[:5]}")
-    config = to_plain(config) if config is not None else None
+    for k, v in sd.items():
+        _check_tensor(path, k, v)
+    config = to_plain(config, f"{path}: run config", limits) if config is not None else None
     if config is not None and not isinstance(config, dict):
         config = {"value": config}
     return RawCheckpoint(path, dict(sd), config, meta, trusted=trust, entries=[str(k) for k in obj])
@@ -323,5 +354,5 @@ def write_checkpoint(path: str | os.PathLike, state_dict: dict[str, torch.Tensor
         raise
 
 
-__all__ = ["CheckpointError", "CheckpointRefused", "RawCheckpoint", "read_checkpoint",
+__all__ = ["CheckpointError", "CheckpointRefused", "ReadLimits", "RawCheckpoint", "read_checkpoint",
            "write_checkpoint", "as_dictconfig", "to_plain", "LIGHTNING_VERSION"]

@@ -14,6 +14,7 @@ explicit; ``impl="sdpa"`` runs the same weights through torch's fused
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -25,8 +26,29 @@ from ..positional import sinusoidal_table
 
 ENCODERS = ("embedding", "linear")
 HEADS = ("linear", "mlp", "retrieval", "none")
-POOLS = ("mean", "max", "last", "first")
+POOLS = ("mean", "max", "last", "first", "sum")
 IMPLS = ("explicit", "sdpa")
+
+
+class SquaredReLU(nn.Module):
+    def forward(self, x):
+        return torch.square(F.relu(x))
+
+
+class Laplace(nn.Module):
+    """0.5 (1 + erf((x - mu) / (sigma sqrt 2))) with that code's mu, sigma."""
+
+    def forward(self, x):
+        return 0.5 * (1.0 + torch.erf((x - 0.707107) / (0.282095 * math.sqrt(2.0))))
+
+
+# the feed-forward activations of that code's FF (its ``Activation``) that the bridge runs;
+# "glu" doubles the first linear's outputs. modrelu and ln (parameterised) are refused.
+ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU, "swish": nn.SiLU,
+               "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "softplus": nn.Softplus,
+               "glu": lambda: nn.GLU(dim=-1), "sqrelu": SquaredReLU, "relu2": SquaredReLU,
+               "laplace": Laplace, "id": nn.Identity, "identity": nn.Identity,
+               "linear": nn.Identity}
 
 
 @dataclass(frozen=True)
@@ -41,7 +63,11 @@ class LRAConfig:
     max_len: int = 16384  # rows of the positional table
     prenorm: bool = True  # pre-norm blocks + final norm (every LRA config); False = post-norm
     causal: bool = False  # causal attention mask (False in every LRA config)
-    window: int = 0  # block-local attention with look-around 1 (Path-X); 0 = global
+    window: int = 0  # block-local attention: block size (Path-X: 4096); 0 = global
+    look_backward: int = 1  # block-local attention: blocks each query block sees before it
+    look_forward: int = 1  # block-local attention: blocks each query block sees after it
+    rotary: bool = False  # rotary q/k embedding of that code (interleaved pairs, stored freqs)
+    activation: str = "gelu"  # feed-forward activation (ACTIVATIONS)
     head: str = "linear"  # classifier: linear | mlp | retrieval | none
     n_classes: int = 10  # classifier outputs
     head_hidden: int = 0  # hidden width of the mlp / retrieval head (0 = d_model)
@@ -59,11 +85,16 @@ class LRAConfig:
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads: d_model={self.d_model} is not divisible by {self.n_heads}")
         for name, allowed in (("encoder", ENCODERS), ("head", HEADS), ("pool", POOLS),
-                              ("head_activation", ("relu", "gelu"))):
+                              ("head_activation", ("relu", "gelu")),
+                              ("activation", tuple(ACTIVATIONS))):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name}: must be one of {allowed}, got {getattr(self, name)!r}")
-        if self.window < 0 or self.rec_out < 0 or self.head_hidden < 0:
-            raise ValueError("window, rec_out and head_hidden must be >= 0")
+        if min(self.window, self.rec_out, self.head_hidden, self.look_backward,
+               self.look_forward) < 0:
+            raise ValueError("window, look_backward, look_forward, rec_out and head_hidden "
+                             "must be >= 0")
+        if self.rotary and (self.d_model // self.n_heads) % 2:
+            raise ValueError(f"rotary: needs an even head dimension, got {self.d_model // self.n_heads}")
 
     @property
     def token_task(self) -> bool:
@@ -84,11 +115,54 @@ class PositionTable(nn.Module):
         return x_BxTxD + self.table[:T].to(x_BxTxD.dtype)
 
 
-def sdpa_attention(attn: Attention, x_BxTxD: torch.Tensor,
+def rotate_pairs(x_BxHxTxK: torch.Tensor, freqs_F: torch.Tensor) -> torch.Tensor:
+    """That code's rotary embedding: dims (2m, 2m+1) rotated by angle p * freqs[m], with the
+    angle formed in the dtype of the stored ``freqs`` buffer (as the code does)."""
+    T = x_BxHxTxK.shape[-2]
+    ang_TxF = torch.arange(T, device=freqs_F.device).to(freqs_F)[:, None] * freqs_F[None, :]
+    cos, sin = ang_TxF.cos().to(x_BxHxTxK.dtype), ang_TxF.sin().to(x_BxHxTxK.dtype)
+    x0, x1 = x_BxHxTxK[..., 0::2], x_BxHxTxK[..., 1::2]
+    return torch.stack([cos * x0 - sin * x1, sin * x0 + cos * x1], dim=-1).flatten(-2)
+
+
+class LRAAttention(Attention):
+    """toyspt's Attention plus that code's rotary embedding (applied after the hook_q/hook_k
+    points, before the scores); ``rope_freqs`` is the checkpoint's ``rope.freqs`` buffer."""
+
+    def __init__(self, d_model: int, n_heads: int, rotary: bool = False):
+        super().__init__(d_model, n_heads, bias=True)
+        self.rotary = rotary
+        if rotary:
+            K = d_model // n_heads
+            self.register_buffer("rope_freqs", 10000 ** (-torch.arange(0, K, 2) / K))
+
+    def qkv(self, x_BxTxD: torch.Tensor, hooked: bool = True):
+        q, k, v = (self._heads(lin(x_BxTxD)) for lin in (self.W_Q, self.W_K, self.W_V))
+        if hooked:
+            q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
+        if self.rotary:
+            q, k = rotate_pairs(q, self.rope_freqs), rotate_pairs(k, self.rope_freqs)
+        return q, k, v
+
+    def forward(self, x_BxTxD, bias_HxTxT=None, allowed_BxTxT=None):
+        B, T, D = x_BxTxD.shape
+        q_BxHxTxK, k_BxHxTxK, v_BxHxTxK = self.qkv(x_BxTxD)
+        scores_BxHxTxT = q_BxHxTxK @ k_BxHxTxK.transpose(-1, -2) / math.sqrt(self.d_head)
+        if bias_HxTxT is not None:
+            scores_BxHxTxT = scores_BxHxTxT + bias_HxTxT
+        scores_BxHxTxT = self.hook_attn_scores(scores_BxHxTxT)
+        if allowed_BxTxT is not None:
+            scores_BxHxTxT = scores_BxHxTxT.masked_fill(~allowed_BxTxT[:, None], float("-inf"))
+        pattern_BxHxTxT = self.hook_pattern(torch.softmax(scores_BxHxTxT, dim=-1))
+        z_BxHxTxK = self.hook_z(pattern_BxHxTxT @ v_BxHxTxK)
+        return self.W_O(z_BxHxTxK.transpose(1, 2).reshape(B, T, D))
+
+
+def sdpa_attention(attn: LRAAttention, x_BxTxD: torch.Tensor,
                    allowed_TxT: torch.Tensor | None = None) -> torch.Tensor:
     """The same weights as ``attn`` through torch's fused attention (parity reference)."""
     B, T, D = x_BxTxD.shape
-    q, k, v = (attn._heads(lin(x_BxTxD)) for lin in (attn.W_Q, attn.W_K, attn.W_V))
+    q, k, v = attn.qkv(x_BxTxD, hooked=False)
     z_BxHxTxK = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed_TxT)
     return attn.W_O(z_BxHxTxK.transpose(1, 2).reshape(B, T, D))
 
@@ -100,9 +174,10 @@ class LRABlock(nn.Module):
         super().__init__()
         self.prenorm = cfg.prenorm
         self.ln1 = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)
-        self.attn = Attention(cfg.d_model, cfg.n_heads, bias=True)
+        self.attn = LRAAttention(cfg.d_model, cfg.n_heads, rotary=cfg.rotary)
         self.ln2 = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)
-        self.mlp = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(),
+        first = 2 * cfg.d_ff if cfg.activation == "glu" else cfg.d_ff
+        self.mlp = nn.Sequential(nn.Linear(cfg.d_model, first), ACTIVATIONS[cfg.activation](),
                                  nn.Linear(cfg.d_ff, cfg.d_model))
         self.hook_resid_pre, self.hook_resid_mid = HookPoint(), HookPoint()
 
@@ -149,7 +224,7 @@ class LRATransformer(nn.Module):
         self.head_rec = nn.Linear(d, cfg.rec_out) if cfg.rec_out else None
 
     @property
-    def attentions(self) -> list[Attention]:
+    def attentions(self) -> list[LRAAttention]:
         return [blk.attn for blk in self.blocks]
 
     def allowed(self, T: int) -> torch.Tensor | None:
@@ -162,7 +237,11 @@ class LRATransformer(nn.Module):
         if cfg.causal:
             ok &= i[None, :] <= i[:, None]
         if cfg.window:
-            ok &= (i[:, None] // cfg.window - i[None, :] // cfg.window).abs() <= 1
+            if T % cfg.window:
+                raise ValueError(f"sequence length {T} is not a multiple of the local-attention "
+                                 f"window {cfg.window} (that code asserts the same)")
+            step_TxT = i[None, :] // cfg.window - i[:, None] // cfg.window  # key block - query block
+            ok &= (step_TxT >= -cfg.look_backward) & (step_TxT <= cfg.look_forward)
         return ok
 
     def embed_inputs(self, inputs: torch.Tensor) -> torch.Tensor:
@@ -208,6 +287,8 @@ class LRATransformer(nn.Module):
             return (h_BxTxD * valid_BxT[..., None]).sum(1) / lengths[:, None].to(h_BxTxD.dtype)
         if mode == "max":
             return h_BxTxD.masked_fill(~valid_BxT[..., None], float("-inf")).amax(1)
+        if mode == "sum":
+            return (h_BxTxD * valid_BxT[..., None]).sum(1)
         if mode == "last":
             return h_BxTxD[torch.arange(B), lengths - 1]
         return h_BxTxD[:, 0]
@@ -249,4 +330,4 @@ def build_lra(cfg: LRAConfig, seed: int = 0) -> LRATransformer:
 
 
 __all__ = ["LRAConfig", "LRATransformer", "LRABlock", "build_lra", "sdpa_attention",
-           "ENCODERS", "HEADS", "POOLS"]
+           "ENCODERS", "HEADS", "POOLS", "ACTIVATIONS", "LRAAttention", "rotate_pairs"]

@@ -40,8 +40,9 @@ from torch import nn
 from .. import probes as pr
 from .. import tracking as tr
 from ..attention import hooks
-from .inputs import LOSSES, mask_pixels, mask_tokens, select
+from .inputs import LOSSES, documents, mask_pixels, mask_tokens, select
 from .model import LRATransformer
+from .scoregrad import score_grad_stats
 
 DIRECTIONS = ("circ_w1", "circ_w2", "toep_w1", "toep_w2", "prev", "next", "random_s0")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -56,10 +57,13 @@ class ReportConfig:
     fit_steps: int = 200  # LBFGS iterations when fitting a missing head
     fit_l2: float = 1e-3  # ridge penalty (on the weights) of a fitted head
     summary_directions: tuple[str, ...] = ("circ_w1", "toep_w1", "prev")  # ratios in the table
+    engine: str = "lean"  # lean: per-layer/per-head reduction (scoregrad) | probes: toyspt.probes.probe
 
     def __post_init__(self):
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+        if self.engine not in ("lean", "probes"):
+            raise ValueError(f"engine must be lean or probes, got {self.engine!r}")
         if self.max_offset < 1:
             raise ValueError("max_offset must be >= 1")
         missing = [d for d in self.summary_directions if d not in self.directions]
@@ -90,10 +94,12 @@ def _ridge_fit(head: nn.Linear, X: torch.Tensor, loss_fn, steps: int, l2: float)
         return float(loss_fn(head(X)))
 
 
-def fit_missing_heads(model: LRATransformer, fit_batch: dict, cfg: ReportConfig = ReportConfig()
-                      ) -> tuple[LRATransformer, list[str]]:
+def fit_missing_heads(model: LRATransformer, fit_batch: dict, cfg: ReportConfig = ReportConfig(),
+                      n_classes: int | None = None) -> tuple[LRATransformer, list[str]]:
     """A copy of ``model`` with a classifier and/or token decoder fitted on frozen features
-    of ``fit_batch`` where the checkpoint has none; notes say what was fitted."""
+    of ``fit_batch`` where the checkpoint has none; notes say what was fitted. The fitted
+    classifier has ``n_classes`` outputs (the task's count), never fewer than the labels
+    seen, so a small fit set cannot leave a probed label out of range."""
     notes: list[str] = []
     if model.head_cls is not None and model.head_rec is not None:
         return model, notes
@@ -110,14 +116,22 @@ def fit_missing_heads(model: LRATransformer, fit_batch: dict, cfg: ReportConfig 
             with torch.no_grad():
                 X = model.features(clean_inputs(model, x), fit_batch["lengths"])
             y = fit_batch["y"]
-            n_classes = int(y.max()) + 1
+            seen = int(y.max()) + 1
+            if n_classes is None:
+                n_classes = seen
+                notes.append(f"classifier classes: {seen}, from the labels seen (pass the task's "
+                             "class count to fix it)")
+            elif seen > n_classes:
+                raise ValueError(f"labels reach {seen - 1} but the task has {n_classes} classes")
             model.head_cls = nn.Linear(X.shape[-1], n_classes).to(dtype)
             loss = _ridge_fit(model.head_cls, X, lambda z: F.cross_entropy(z, y), cfg.fit_steps, cfg.fit_l2)
             acc = float((model.head_cls(X).argmax(-1) == y).double().mean())
             notes.append(f"classifier: none in the checkpoint; a linear head was fitted on frozen "
                          f"pooled features of {len(y)} examples (train CE {loss:.3f}, acc {acc:.2f})")
         if model.head_rec is None:
-            m = fit_batch["mask"]
+            docs = documents(fit_batch)  # retrieval pairs: both documents
+            x, m = docs["inputs"], docs["mask"]
+            x = x.to(dtype) if x.is_floating_point() else x
             with torch.no_grad():
                 if not model.cfg.token_task and model.cfg.d_input != 2:
                     notes.append("per-token decoder: none, and the encoder has no mask channel "
@@ -154,10 +168,21 @@ def probe_rows(model: LRATransformer, batch: dict, cfg: ReportConfig = ReportCon
         ex = select(batch, slice(b, b + 1))
         if not bool(ex["mask"].any()):
             continue  # nothing masked: the reconstruction loss is undefined for this example
+        losses = [loss for loss, head in (("label", model.head_cls), ("recon", model.head_rec))
+                  if head is not None]
+        if cfg.engine == "lean":
+            for loss in losses:
+                names, stats = score_grad_stats(model, ex, LOSSES[loss], cfg.directions)
+                for layer, heads in stats.items():
+                    for h, st in enumerate(heads):
+                        base = dict(example=b, loss=loss, layer=layer, head=h)
+                        rows += [dict(base, direction=None, metric=m, value=st[m])
+                                 for m in ("grad_norm", "row_heterogeneity", "blind_share")]
+                        rows += [dict(base, direction=n, metric="deriv", value=v)
+                                 for n, v in zip(names, st["deriv"])]
+            continue
         results = [(loss, pr.probe(model, ex, loss, list(cfg.directions), losses=LOSSES, dtype=None,
-                                   per_example=False, use_jvp=False))
-                   for loss, head in (("label", model.head_cls), ("recon", model.head_rec))
-                   if head is not None]
+                                   per_example=False, use_jvp=False)) for loss in losses]
         for loss, res in results:
             for lp in res.layers:
                 layer = _layer(lp.site)
@@ -212,48 +237,45 @@ def _central(M_HxTxT: torch.Tensor, K: int) -> tuple[list[int], torch.Tensor]:
                               for o in offs], dim=-1)
 
 
+def _profile(t_HxTxT: torch.Tensor, name: str, example, cfg: ReportConfig, rows: list) -> None:
+    """Rows of one hooked (H, T, T) pattern or score tensor, reduced one head at a time as the
+    forward pass produces it (nothing of size T^2 is kept)."""
+    layer = _layer(name)
+    pattern = name.endswith("hook_pattern")
+    if pattern:
+        for h, (pi, si) in enumerate(zip(tr.proximity_index(t_HxTxT, cfg.proximity_window).tolist(),
+                                         tr.self_index(t_HxTxT).tolist())):
+            rows.append(dict(example=example, layer=layer, head=h, metric="proximity_index", value=pi))
+            rows.append(dict(example=example, layer=layer, head=h, metric="self_index", value=si))
+    metric = ("attn_weight" if pattern else "score_centred") if example is not None else "pos_score"
+    for h in range(t_HxTxT.shape[0]):
+        M = t_HxTxT[h] if pattern else t_HxTxT[h] - t_HxTxT[h].mean(-1, keepdim=True)
+        offs, prof = _central(M[None], cfg.max_offset)
+        rows += [dict(example=example, layer=layer, head=h, metric=metric, offset=o, value=v)
+                 for o, v in zip(offs, prof[0].tolist())]
+
+
 def profile_rows(model: LRATransformer, batch: dict, cfg: ReportConfig = ReportConfig()) -> list[dict]:
     """Attention by offset, proximity/self index, row-centred scores by offset (per example
-    on the data), and the positional profile on the mean input (rows with example=None)."""
-    rows = []
+    on the data), and the positional profile on the mean input (rows with example=None).
+    Each layer's (H, T, T) tensors are reduced inside the forward hooks and dropped."""
+    rows: list[dict] = []
     dtype = next(model.parameters()).dtype
     emb_sum, emb_n = 0.0, 0
     for b in range(len(batch["lengths"])):
-        ex = select(batch, slice(b, b + 1))
+        ex = documents(select(batch, slice(b, b + 1)))  # a pair: profiles of its first document
         x = ex["inputs"].to(dtype) if ex["inputs"].is_floating_point() else ex["inputs"]
-        got = {}
-        keep = lambda t, name: got.__setitem__(name, t.detach()[0])  # noqa: E731
-        with torch.no_grad(), hooks(model, [(lambda n: n.endswith(("hook_pattern", "hook_attn_scores")), keep)]):
+        on = lambda t, name, b=b: _profile(t.detach()[0], name, b, cfg, rows)  # noqa: E731
+        with torch.no_grad(), hooks(model, [(lambda n: n.endswith(("hook_pattern", "hook_attn_scores")), on)]):
             e = model.embed_inputs(clean_inputs(model, x))
             model.encode_embedded(e)
         emb_sum, emb_n = emb_sum + e[0].sum(0), emb_n + e.shape[1]
-        for name, t in got.items():
-            layer = _layer(name)
-            if name.endswith("hook_pattern"):
-                for h, (pi, si) in enumerate(zip(tr.proximity_index(t, cfg.proximity_window).tolist(),
-                                                 tr.self_index(t).tolist())):
-                    rows.append(dict(example=b, layer=layer, head=h, metric="proximity_index", value=pi))
-                    rows.append(dict(example=b, layer=layer, head=h, metric="self_index", value=si))
-                metric, M = "attn_weight", t
-            else:
-                metric, M = "score_centred", t - t.mean(-1, keepdim=True)
-            offs, prof = _central(M, cfg.max_offset)
-            for h in range(prof.shape[0]):
-                rows += [dict(example=b, layer=layer, head=h, metric=metric, offset=o, value=v)
-                         for o, v in zip(offs, prof[h].tolist())]
     # positional part: every position gets the mean embedding of the probe data
     T = int(batch["lengths"].max())
     mean_e = (emb_sum / emb_n).to(dtype)
-    with torch.no_grad():
-        S = {}
-        with hooks(model, [(lambda n: n.endswith("hook_attn_scores"),
-                            lambda t, name: S.__setitem__(name, t.detach()[0]))]):
-            model.encode_embedded(mean_e.expand(1, T, -1))
-    for name, s in S.items():
-        offs, prof = _central(s - s.mean(-1, keepdim=True), cfg.max_offset)
-        for h in range(prof.shape[0]):
-            rows += [dict(example=None, layer=_layer(name), head=h, metric="pos_score",
-                          offset=o, value=v) for o, v in zip(offs, prof[h].tolist())]
+    with torch.no_grad(), hooks(model, [(lambda n: n.endswith("hook_attn_scores"),
+                                         lambda t, name: _profile(t.detach()[0], name, None, cfg, rows))]):
+        model.encode_embedded(mean_e.expand(1, T, -1))
     return rows
 
 
@@ -306,13 +328,14 @@ class LRAReport:
         t = s[s.metric.isin(["row_heterogeneity_label", "row_heterogeneity_recon"])].pivot_table(
             index=["layer", "head"], columns="metric", values="value")
         t.columns = [c.replace("row_heterogeneity", "rowhet") for c in t.columns]
-        r = s[(s.metric == "ratio") & s.direction.isin(dirs)].pivot_table(
-            index=["layer", "head"], columns="direction", values="value")
-        r.columns = [f"ratio_{c}" for c in r.columns]
+        sel = s[s.metric.isin(["ratio", "cos_rms_label"]) & s.direction.isin(dirs)].copy()
+        sel["col"] = sel.metric.str.replace("cos_rms_", "cos_") + "_" + sel.direction
+        r = sel.pivot_table(index=["layer", "head"], columns="col", values="value", dropna=False)
+        r.columns = list(r.columns)
         p = self.profiles
         idx = p[p.metric.isin(["proximity_index", "self_index"])].pivot_table(
             index=["layer", "head"], columns="metric", values="value", aggfunc="mean")
-        out = r.join(t).join(idx)
+        out = r.join(t, how="outer").join(idx, how="outer")
         if self.displacement is not None and not self.displacement.empty:
             d = self.displacement
             d = d[(d.section == "head") & (d.metric == "rel_disp_ref")].copy()
@@ -346,12 +369,16 @@ class LRAReport:
 
 def lra_report(model: LRATransformer, batch: dict, *, fit_batch: dict | None = None,
                ref: LRATransformer | None = None, cfg: ReportConfig = ReportConfig(),
-               notes: list[str] | tuple = (), meta: dict | None = None) -> LRAReport:
+               notes: list[str] | tuple = (), meta: dict | None = None,
+               n_classes: int | None = None) -> LRAReport:
     """Probe ``model`` on ``batch`` (see the module docstring); ``fit_batch`` (default: the
     probe batch) fits missing heads; ``ref`` adds the displacement section."""
     dtype = DTYPES[cfg.dtype]
     work = copy.deepcopy(model).to(dtype).eval()
-    work, fitted = fit_missing_heads(work, fit_batch or batch, cfg)
+    if n_classes is None and model.head_cls is None and "y" in batch:
+        seen = [int(b["y"].max()) + 1 for b in (batch, fit_batch) if b is not None and "y" in b]
+        n_classes = max(seen)
+    work, fitted = fit_missing_heads(work, fit_batch or batch, cfg, n_classes)
     rows = probe_rows(work, batch, cfg)
     disp = None
     all_notes = list(notes) + fitted
@@ -361,7 +388,7 @@ def lra_report(model: LRATransformer, batch: dict, *, fit_batch: dict | None = N
         if skipped:
             all_notes.append(f"displacement: not compared (absent in one model or shapes differ): {skipped}")
     meta = dict(meta or {}, report_config=asdict(cfg), n_examples=int(len(batch["lengths"])),
-                lengths=[int(v) for v in batch["lengths"]], model_config=asdict(model.cfg),
+                lengths=batch["lengths"].tolist(), model_config=asdict(model.cfg),
                 summary_directions=list(cfg.summary_directions), torch=torch.__version__)
     return LRAReport(pd.DataFrame(rows), aggregate_probes(rows), pd.DataFrame(profile_rows(work, batch, cfg)),
                      disp, all_notes, meta)

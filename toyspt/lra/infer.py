@@ -1,0 +1,283 @@
+"""Architecture inference: an :class:`LRAConfig` from a checkpoint's state dict, its run
+config (every field through :mod:`toyspt.lra.runconfig`) and the caller's arguments.
+
+The tensors decide width, depth, FF width, encoder, table length, attention layout, rotary
+buffers and head kind; the run config (or, without one, the arguments) decides heads,
+causality, local attention, activation and pooling. Tensors and run config must agree, and
+an argument that contradicts the run config raises; each decision is noted.
+"""
+from __future__ import annotations
+
+import re
+
+from . import runconfig as rc
+from .guard import CheckpointError
+from .model import LRAConfig
+
+
+# ---------------------------------------------------------------------- state-dict reading
+
+def _layer_indices(sd) -> list[int]:
+    idx = sorted({int(m.group(1)) for k in sd if (m := re.match(r"model\.layers\.(\d+)\.", k))})
+    if not idx:
+        raise CheckpointError("no 'model.layers.N.*' keys: not a Transformer checkpoint of the LRA "
+                              f"code (first keys: {list(sd)[:6]})")
+    if idx != list(range(len(idx))) or len(idx) % 2:
+        raise CheckpointError(f"model.layers indices {idx} are not an even, contiguous range "
+                              "(expected attention/feed-forward pairs 0..2L-1)")
+    return idx
+
+
+def _attn_kind(sd, a: int) -> str:
+    pre = f"model.layers.{a}.layer."
+    if pre + "linears.0.weight" in sd:
+        return "linears"
+    if pre + "mha.in_proj_weight" in sd:
+        return "mha"
+    found = sorted(k for k in sd if k.startswith(pre))[:6]
+    raise CheckpointError(f"model.layers.{a} should be an attention layer; unknown format, "
+                          f"keys found: {found}")
+
+
+def _shape(sd, key, ndim: int | tuple = 2):
+    if key not in sd:
+        raise CheckpointError(f"missing key {key!r}")
+    shape = tuple(sd[key].shape)
+    if len(shape) not in (ndim if isinstance(ndim, tuple) else (ndim,)):
+        raise CheckpointError(f"{key} has shape {shape}: expected a {ndim}-d tensor")
+    if 0 in shape:
+        raise CheckpointError(f"{key} has shape {shape}: an empty tensor")
+    return shape
+
+
+class _Resolver:
+    """Decides each architectural fact from (argument, run config, default) and notes how."""
+
+    def __init__(self, config, notes):
+        self.config, self.notes = config, notes
+        self.vals, extra = rc.read_fields(config) if config is not None else ({}, [])
+        notes += extra
+
+    def present(self, path):
+        return self.config is not None and rc.lookup(self.config, path) is not rc.MISSING
+
+    def __call__(self, what, arg, path, *, default=rc.MISSING, why_default="", missing=""):
+        if arg is not None:
+            if self.present(path) and self.vals.get(path) != arg:
+                raise CheckpointError(f"argument {what}={arg!r} contradicts the run config field "
+                                      f"{path} = {self.vals.get(path)!r}")
+            self.notes.append(f"{what}: {arg} (argument)")
+            return arg
+        if path in self.vals:
+            src = "run config" if self.present(path) else "that code's default; absent from the run config"
+            self.notes.append(f"{what}: {self.vals[path]} ({src} {path})")
+            return self.vals[path]
+        if default is not rc.MISSING:
+            self.notes.append(f"{what}: {default} (assumed: {why_default})")
+            return default
+        raise CheckpointError(missing)
+
+
+def infer_config(sd: dict, config: dict | None = None, *, n_heads: int | None = None,
+                 head: str | None = None, window: int | None = None, pool: str | None = None,
+                 causal: bool | None = None, use_lengths: bool | None = None,
+                 activation: str | None = None, look_backward: int | None = None,
+                 look_forward: int | None = None) -> tuple[LRAConfig, str, list[str]]:
+    """(LRAConfig, attention kind, notes) from a state dict + optional run config/arguments.
+
+    Every run-config field is read through :mod:`toyspt.lra.runconfig` (honoured or
+    refused); an argument that contradicts the run config raises; a file without a run
+    config needs ``n_heads``, ``causal`` and, for a classifier, ``pool`` and ``use_lengths``."""
+    notes: list[str] = []
+    pool = {"mean": "pool"}.get(pool, pool)
+    if activation is not None:
+        try:
+            activation = rc.activation(activation, {})
+        except rc.Refused as e:
+            raise CheckpointError(f"activation {activation!r}: {e}") from None
+    r = _Resolver(config, notes)
+    no_cfg = " and the file has no run config" if config is None else ""
+    idx = _layer_indices(sd)
+    n_layers = len(idx) // 2
+    kinds = {_attn_kind(sd, 2 * i) for i in range(n_layers)}
+    if len(kinds) > 1:
+        raise CheckpointError(f"mixed attention layouts across layers: {sorted(kinds)}")
+    kind = kinds.pop()
+    if kind == "linears":
+        d_model = _shape(sd, "model.layers.0.layer.linears.0.weight")[0]
+    else:
+        d_model = _shape(sd, "model.layers.0.layer.mha.in_proj_weight")[1]
+    d_ff = _shape(sd, "model.layers.1.layer.ff.2.weight")[1]
+    if "model.layers.1.layer.ff.0.weight" in sd:
+        raise CheckpointError("model.layers.1.layer.ff.0.weight: a feed-forward without "
+                              "activation module (activation null) is not supported")
+    w = _shape(sd, "encoder.0.weight")
+    enc = (dict(encoder="linear", d_input=w[1]) if "encoder.0.bias" in sd
+           else dict(encoder="embedding", n_tokens=w[0]))
+    pe = _shape(sd, "encoder.1.pe", (2, 3))
+    if pe[-1] != d_model:
+        raise CheckpointError(f"encoder.1.pe has shape {pe}, expected (max_len, {d_model})")
+    if len(pe) == 3:
+        raise CheckpointError(
+            f"encoder.1.pe has shape {pe}: a learned table (pe_init). That code adds it as "
+            "pe[:L] (L, 1, d) to (B, L, d) inputs, which broadcasts over the batch axis (example "
+            "b gets pe[b] at every position when B = L, and it fails otherwise) instead of by "
+            "position; the bridge refuses rather than reproduce or guess that")
+    max_len = pe[0]
+    rotary_keys = [k for k in sd if k.endswith(".layer.rope.freqs")]
+
+    # values the tensors carry must agree with the run config
+    for path, tensor_value in (("model.d_model", d_model), ("encoder", enc["encoder"])):
+        if path in r.vals and r.vals[path] != tensor_value:
+            raise CheckpointError(f"run config field {path} = {r.vals[path]!r} but the tensors say "
+                                  f"{tensor_value!r}")
+    if "model.n_layers" in r.vals and r.vals["model.n_layers"] * r.vals["model.n_repeat"] != n_layers:
+        raise CheckpointError(f"run config model.n_layers = {r.vals['model.n_layers']} (x n_repeat "
+                              f"{r.vals['model.n_repeat']}) but the tensors hold {n_layers} layer pairs")
+    expand = r.vals.get("model.layer[ff].expand")
+    if expand is not None and expand * d_model != d_ff:
+        raise CheckpointError(f"run config model.layer[ff].expand = {expand} but the feed-forward "
+                              f"width in the tensors is {d_ff} (d_model {d_model})")
+    attn_name = r.vals.get("model.layer[attn]._name_")
+    if attn_name is not None and (attn_name == "mha") != (kind == "mha"):
+        raise CheckpointError(f"run config model.layer[attn]._name_ = {attn_name!r} but the tensors "
+                              f"have the {kind} layout")
+
+    n_heads = r("heads", n_heads, "model.layer[attn].n_heads",
+                missing=f"the number of heads is not in the state dict{no_cfg}; pass n_heads (--heads)")
+    causal = r("causal attention", causal, "model.layer[attn].causal",
+               missing=f"whether attention was causal is not in the state dict{no_cfg}; pass "
+                       "causal (--causal / --no-causal)")
+    rotary = bool(r.vals.get("model.layer[attn].rotary", False))
+    if rotary != bool(rotary_keys):
+        raise CheckpointError(f"the run config says rotary={rotary} but the tensors "
+                              f"{'hold' if rotary_keys else 'lack'} rope.freqs buffers")
+    if rotary_keys:
+        notes.append("rotary q/k embedding (interleaved pairs, the file's rope.freqs)")
+    if attn_name == "mhfla" or window:
+        window = r("local-attention window", window, "model.layer[attn].window_size",
+                   missing="mhfla needs window_size in the run config")
+        look_backward = r("look-backward blocks", look_backward, "model.layer[attn].look_backward",
+                          default=1, why_default="the mhfla default")
+        look_forward = r("look-forward blocks", look_forward, "model.layer[attn].look_forward",
+                         default=0 if causal else 1, why_default="the mhfla default")
+    else:
+        if look_backward is not None or look_forward is not None:
+            raise CheckpointError("look_backward/look_forward need block-local attention (--window)")
+        window, look_backward, look_forward = 0, 1, 1
+        if config is None:
+            notes.append("global attention (assumed; pass --window for block-local attention)")
+    act = r("feed-forward activation", activation, "model.layer[ff].activation", default="gelu",
+            why_default="that code's FF default; pass --activation if the run used another")
+    prenorm = r.vals.get("model.prenorm", "model.norm.norm.weight" in sd)
+    if prenorm != ("model.norm.norm.weight" in sd):
+        raise CheckpointError(f"run config model.prenorm = {prenorm} but the final LayerNorm "
+                              f"'model.norm.norm.weight' is {'absent' if prenorm else 'present'}")
+    hcfg, head_notes = _head_config(sd, r, head, enc, d_model)
+    notes += head_notes
+    pool_mode = {"pool": "mean"}.get(r.vals.get("decoder.mode"), r.vals.get("decoder.mode", "mean"))
+    use_len = r.vals.get("decoder.use_lengths", True)  # unused without a pooled classifier
+    if hcfg.get("head") in ("linear", "mlp", "retrieval"):
+        mode = r("pooling", pool, "decoder.mode",
+                 missing=f"the pooling of the classifier is not in the state dict{no_cfg}; pass "
+                         "pool (--pool mean|max|last|first|sum) and use_lengths (--use-lengths / "
+                         "--all-positions)")
+        pool_mode = {"pool": "mean"}.get(mode, mode)
+        if pool_mode not in ("mean", "max", "last", "first", "sum"):
+            raise CheckpointError(f"pool {mode!r}: choose pool/mean, max, last, first or sum")
+        use_len = r("pool over valid lengths", use_lengths, "decoder.use_lengths",
+                    missing=f"whether pooling stops at each sequence's length is not in the state "
+                            f"dict{no_cfg}; pass --use-lengths or --all-positions")
+    try:
+        cfg = LRAConfig(n_layers=n_layers, d_model=d_model, n_heads=n_heads, d_ff=d_ff,
+                        max_len=max_len, prenorm=prenorm, causal=causal, window=window,
+                        look_backward=look_backward, look_forward=look_forward, rotary=rotary,
+                        activation=act, pool=pool_mode, use_lengths=use_len, **enc, **hcfg)
+    except ValueError as e:
+        raise CheckpointError(f"inconsistent architecture: {e}") from None
+    return cfg, kind, notes
+
+
+def _head_config(sd, r: _Resolver, head, enc, d_model) -> tuple[dict, list[str]]:
+    notes: list[str] = []
+    dname = r.vals.get("decoder._name_")
+    if "decoder.0.retrieval.classifier.0.weight" in sd:
+        hw = _shape(sd, "decoder.0.retrieval.classifier.0.weight")
+        if hw[1] != 4 * d_model or "decoder.0.retrieval.classifier.4.weight" in sd:
+            raise CheckpointError("retrieval head: only the nli head on [a, b, a-b, a*b] is supported "
+                                  f"(decoder.0.retrieval.classifier.0.weight {hw})")
+        if dname not in (None, "retrieval"):
+            raise CheckpointError(f"run config decoder._name_ = {dname!r} but the tensors hold a "
+                                  "retrieval head")
+        act = r("retrieval head activation", None, "decoder.activation", default="gelu",
+                why_default="the LRA retrieval pipeline's value")
+        hcfg = dict(head="retrieval", head_hidden=0 if hw[0] == d_model else hw[0],
+                    head_activation=act,
+                    n_classes=_shape(sd, "decoder.0.retrieval.classifier.2.weight")[0])
+    elif "decoder.0.output_transform.0.weight" in sd:
+        if dname not in (None, "sequence_nonelinear") or r.vals.get("decoder.type", "mlp") != "mlp":
+            raise CheckpointError(f"run config decoder {dname!r} (type {r.vals.get('decoder.type')}) "
+                                  "but the tensors hold a Linear-ReLU-Linear head")
+        hidden = _shape(sd, "decoder.0.output_transform.0.weight")[0]
+        hcfg = dict(head="mlp", head_hidden=0 if hidden == d_model else hidden,
+                    n_classes=_shape(sd, "decoder.0.output_transform.2.weight")[0])
+        notes.append("head: MLP Linear-ReLU-Linear")
+    elif "decoder.0.output_transform.weight" in sd:
+        out = _shape(sd, "decoder.0.output_transform.weight")[0]
+        spt = None
+        if r.config is not None:
+            spt = bool(r.vals.get("dataset.mlm_prob")) or bool(r.vals.get("dataset.causal_lm"))
+        if head in ("cls", "rec"):
+            if spt is not None and spt != (head == "rec"):
+                raise CheckpointError(f"argument head={head!r} contradicts the run config "
+                                      "(dataset.mlm_prob/causal_lm)")
+            is_rec, why = head == "rec", "argument"
+        elif spt is not None:
+            is_rec, why = spt, "run config dataset.mlm_prob/causal_lm"
+        elif enc["encoder"] == "embedding":
+            is_rec, why = out == enc["n_tokens"], "output size vs vocabulary (guess)"
+        else:
+            is_rec, why = out in (1, 256), "output size 1/256 = pixel reconstruction (guess)"
+        if is_rec:
+            loss = r.vals.get("dataset.lm_loss")
+            want = "ce" if enc["encoder"] == "embedding" else "l1"
+            if loss not in (None, want):
+                raise CheckpointError(f"run config field dataset.lm_loss = {loss!r}: the bridge probes "
+                                      f"the {want} loss for a {enc['encoder']} encoder")
+            hcfg = dict(head="none", rec_out=out)
+            notes.append(f"head: per-token SPT decoder with {out} outputs ({why})")
+        else:
+            hcfg = dict(head="linear", n_classes=out)
+            notes.append(f"head: linear classifier with {out} classes ({why})")
+    else:
+        hcfg = dict(head="none")
+        notes.append("head: none (no decoder keys)")
+    if head == "none":
+        hcfg = dict(head="none")
+    _check_decoder_sizes(r, hcfg, d_model)
+    return hcfg, notes
+
+
+def _check_decoder_sizes(r: _Resolver, hcfg: dict, d_model: int) -> None:
+    """decoder.d_output / d_model / l_output of the run config against the head tensors."""
+    kind = hcfg.get("head")
+    out = hcfg.get("rec_out") if kind == "none" else hcfg.get("n_classes")
+    d_out = r.vals.get("decoder.d_output")
+    if d_out is not None and out and d_out != out:
+        raise CheckpointError(f"run config field decoder.d_output = {d_out} but the head "
+                              f"tensors have {out} outputs")
+    if kind == "retrieval":
+        hidden = hcfg["head_hidden"] or d_model
+        want = r.vals.get("decoder.d_model") or d_model
+        if want != hidden:
+            raise CheckpointError(f"run config field decoder.d_model = "
+                                  f"{r.vals.get('decoder.d_model')!r} (hidden {want}) but the "
+                                  f"retrieval head tensors have hidden width {hidden}")
+    if r.present("decoder.l_output"):
+        l_out = r.vals.get("decoder.l_output")
+        if (l_out is None) != bool(hcfg.get("rec_out")):
+            raise CheckpointError(f"run config field decoder.l_output = {l_out!r} but the tensors "
+                                  f"hold a {'per-token decoder' if hcfg.get('rec_out') else 'pooled head'}")
+
+
+__all__ = ["infer_config"]
