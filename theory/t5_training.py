@@ -10,9 +10,10 @@ a missing one is trained and stored) and reports, per recipe and seed:
   < 1 anti-local), the self index (T mean_i A_ii) and the positional profile contrast Pi(+-1) - mean_{delta != 0} Pi(delta)
   of :func:`toyspt.tracking.positional_profile` (row-centred scores on the mean input);
 * peak-validation test accuracy;
-* for SPT seeds, T3's first-order prediction of the basin: the sign of the initial
-  dL_rec[N] (L1, the SPT loss) and the effective gain beta_eff at init, against the
-  proximity index after SPT.
+* over the basin figure's SPT-only runs (:mod:`toyspt.basin_runs`: a grid of offsets and
+  frequency ranges, every seed), how often three predictors name the basin SPT lands in
+  (proximity index after SPT > 1): the sign of the data statistic beta_unif, the sign of
+  the model's recon gain after SPT epoch 1, and T3's sign rule at the random init.
 
 Every row is ``measured``: these numbers describe runs, they prove nothing and never fail
 the report. ``--quick`` uses a small configuration (one seed, short runs: too short to show
@@ -27,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from toyspt import probes, tracking
+from toyspt import basin_runs, probes, tracking
 from toyspt.model import ModelConfig, build_model
 from toyspt.runs import RunCache, RunSpec, get_run
 from toyspt.tasks import TaskConfig, make_task
@@ -163,31 +164,76 @@ def measure_accuracy(quick: bool = False, cache: str | None = None) -> Result:
         gain, "spt - scratch test acc.", per_recipe={k: list(map(float, v)) for k, v in acc.items()})
 
 
-def measure_basin(quick: bool = False, cache: str | None = None) -> Result:
-    """T5.4: T3's first-order sign at init against the basin SPT lands in."""
-    cfg, runs = _runs(quick, cache)
-    data = make_task(cfg.task)
-    batch = probes.make_batch(data.train.x[:64].double(), data.train.y[:64], cfg.train.mask_rate, 0)
-    x = _val(cfg)
-    N = {"neighbours": neighbour_direction(cfg.task.T)}
-    rows, agree = [], 0
-    for sd in cfg.seeds:
-        model = build_model(cfg.model, sd).double().eval()
-        d = probes.probe(model, batch, probes.recon(cfg.train.recon), N, per_example=False,
-                         use_jvp=False)[toy.HOOK_S].deriv[0, 0].item()
-        g = toy.effective_gain(model, batch) if cfg.model.n_layers == 1 else float("nan")
-        pi = _proximity(runs[("spt", sd)], "pretrained", x)[0]
-        agree += (d < 0) == (pi > 1)
-        rows.append(dict(seed=sd, drec_N_init=d, beta_eff_init=g, proximity_after_spt=pi))
-    n = len(rows)
+@functools.lru_cache(maxsize=4)
+def _phase(quick: bool, cache: str | None):
+    """(config, phase-diagram table) of the basin figure's SPT-only runs
+    (:mod:`toyspt.basin_runs`), through the cache; with ``quick``, the full grid when all of
+    its runs are cached, else the quick configuration's."""
+    store = RunCache(Path(cache)) if cache is not None else None
+    cfg = FULL
+    pairs = basin_runs.phase_specs(RunSpec("scratch", task=cfg.task, model=cfg.model, train=cfg.train), cfg.seeds)
+    if quick and (store is None or not all(store.has(sp) for _, sp in pairs)):
+        cfg = QUICK
+        pairs = basin_runs.phase_specs(RunSpec("scratch", task=cfg.task, model=cfg.model, train=cfg.train),
+                                       cfg.seeds)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        results = [get_run(sp, store) if store is not None else sp.execute() for _, sp in pairs]
+        table = basin_runs.phase_table(pairs, results)
+        table["drec_N_init"] = [_init_sign(cfg, sp) for _, sp in pairs]
+    finally:
+        torch.set_num_threads(threads)
+    return cfg, table
+
+
+def _init_sign(cfg: T5Config, spec: RunSpec) -> float:
+    """T3's first-order quantity at init: dL_rec[N] (the SPT loss along the neighbour
+    direction) of the seed's initial model on 64 training sequences of the spec's task."""
+    data = make_task(spec.task)
+    batch = probes.make_batch(data.train.x[:64].double(), data.train.y[:64], spec.train.mask_rate, 0)
+    model = build_model(spec.model, spec.seed).double().eval()
+    N = {"neighbours": neighbour_direction(spec.task.T)}
+    return probes.probe(model, batch, probes.recon(spec.train.recon), N, per_example=False,
+                        use_jvp=False)[toy.HOOK_S].deriv[0, 0].item()
+
+
+def _share_result(cid: str, claim: str, what: str, quick: bool, cache: str | None, predict) -> Result:
+    cfg, table = _phase(quick, cache)
+    clear = table[table.beta_unif.abs() > basin_runs.CLEAR_MARGIN]
+    hits = int((predict(clear) == (clear.basin == "proximity")).sum())
+    n = len(clear)
+    cells = table.groupby(["sweep", "offset", "freq_lo", "freq_hi"]).ngroups
     return measured_result(
-        "T5.4", "the sign of dL_rec[N] at init predicts the SPT basin (proximity vs anti-local)",
-        _tag(cfg) + f"{n} SPT seed(s): sign(dL_rec[N]) < 0 at init <=> proximity index > 1 after SPT in "
-        f"{agree}/{n}; beta_eff at init: " + ", ".join(f"{r['beta_eff_init']:+.3f}" for r in rows),
-        agree / n, "share of seeds", rows=rows)
+        cid, claim, _tag(cfg) + f"{what}: basin predicted in {hits}/{n} SPT-only runs with |beta_unif| > "
+        f"{basin_runs.CLEAR_MARGIN} ({cells} task settings x {len(cfg.seeds)} seed(s), the basin figure's runs; "
+        f"all runs: {int((predict(table) == (table.basin == 'proximity')).sum())}/{len(table)})",
+        hits / n if n else float("nan"), "share of runs", rows=table.to_dict("records"))
 
 
-CHECKS = [measure_displacement, measure_proximity, measure_accuracy, measure_basin]
+def measure_basin(quick: bool = False, cache: str | None = None) -> Result:
+    """T5.4: the data statistic beta_unif > 0 <=> the proximity basin after SPT."""
+    return _share_result("T5.4", "the sign of beta_unif (a statistic of the data under the mask law) predicts "
+                         "the SPT basin", "sign(beta_unif) > 0 <=> proximity index > 1 after SPT", quick, cache,
+                         lambda t: t.beta_unif > 0)
+
+
+def measure_basin_early(quick: bool = False, cache: str | None = None) -> Result:
+    """T5.5: the sign of the model's recon gain after the first SPT epoch predicts the basin."""
+    return _share_result("T5.5", "the sign of the model's recon gain beta after SPT epoch 1 predicts the basin",
+                         "model beta after epoch 1 > 0 <=> proximity", quick, cache, lambda t: t.beta_epoch1 > 0)
+
+
+def measure_basin_init(quick: bool = False, cache: str | None = None) -> Result:
+    """T5.6: T3's sign rule at the random init, as a basin predictor (what it is: the gain at
+    init comes from random weights and flips within the first epoch)."""
+    return _share_result("T5.6", "T3's sign rule at random init (dL_rec[N] < 0) as a basin predictor: "
+                         "expected near chance", "dL_rec[N] < 0 at init <=> proximity", quick, cache,
+                         lambda t: t.drec_N_init < 0)
+
+
+CHECKS = [measure_displacement, measure_proximity, measure_accuracy, measure_basin, measure_basin_early,
+          measure_basin_init]
 
 __all__ = ["T5Config", "QUICK", "FULL", "specs", "measure_displacement", "measure_proximity",
-           "measure_accuracy", "measure_basin", "CHECKS"]
+           "measure_accuracy", "measure_basin", "measure_basin_early", "measure_basin_init", "CHECKS"]

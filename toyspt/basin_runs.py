@@ -44,7 +44,8 @@ def phase_specs(base: RunSpec, seeds: Sequence[int]) -> list[tuple[dict, RunSpec
 
 
 def run_row(setting: dict, spec: RunSpec, res: RunResult) -> dict:
-    """One (setting, seed) row: beta_unif, the model's beta by epoch, the basin after SPT."""
+    """One (setting, seed) row: beta_unif, the model's beta by epoch (NaN past the run's
+    SPT epochs), the basin after SPT."""
     recs = [r for r in res.records if r["name"] in ("recon", "data")]
     beta = {r["epoch"]: float(r["value"]) for r in recs if r["metric"] == "beta"}
     bu = next(float(r["value"]) for r in recs if r["metric"] == "beta_unif")
@@ -53,7 +54,7 @@ def run_row(setting: dict, spec: RunSpec, res: RunResult) -> dict:
     pi = proximity_index(A).mean().item()
     row = dict(sweep=setting["sweep"], offset=spec.task.offset, freq_lo=spec.task.freq_range[0],
                freq_hi=spec.task.freq_range[1], seed=spec.seed, beta_unif=bu, beta_init=beta[0],
-               **{f"beta_epoch{e}": beta[e] for e in EARLY_EPOCHS}, beta_final=beta[max(beta)],
+               **{f"beta_epoch{e}": beta.get(e, float("nan")) for e in EARLY_EPOCHS}, beta_final=beta[max(beta)],
                proximity_index=pi, basin="proximity" if pi > 1 else "anti-local")
     return row
 
