@@ -40,11 +40,30 @@ def git_revision() -> str:
         return "unknown"
 
 
+def machine_info() -> dict:
+    """What decides bitwise identity of the runs: CPU model and vector flags, the torch build
+    (BLAS, oneDNN, compiler flags), thread counts."""
+    cpu, flags = platform.processor() or "unknown", []
+    try:
+        info = Path("/proc/cpuinfo").read_text().splitlines()
+        cpu = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), cpu)
+        all_flags = next((line.split(":", 1)[1].split() for line in info if line.startswith("flags")), [])
+        flags = sorted(f for f in all_flags if f.startswith(("avx", "amx", "fma", "sse4", "f16c")))
+    except OSError:
+        pass
+    return dict(machine=platform.machine(), cpu=cpu, cpu_vector_flags=flags, torch_build=torch.__config__.show(),
+                torch_parallel=torch.__config__.parallel_info(), mkldnn=torch.backends.mkldnn.is_available(),
+                training_threads=1, numpy=__import__("numpy").__version__)
+
+
 def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", default=None, help=f"comma-separated subset of {','.join(FIGURES)}")
     p.add_argument("--quick", action="store_true", help="few seeds and epochs: a smoke test, stamped QUICK")
     add_seeds(p, None, help="seeds, e.g. 0-4 or 0,2 (default 0-4, quick 0-1)")
     p.add_argument("--out", default=None, help="output directory (default figures/, quick figures-quick/)")
+    p.add_argument("--compare-to", default=None, metavar="DIR",
+                   help="after drawing, compare every CSV with DIR's at the level of arm means "
+                        "(toyspt.figs.check: stated tolerances); exit 1 when one disagrees")
     p.add_argument("--no-contrast", action="store_true",
                    help=f"skip the zero-mean contrast of {', '.join(CONTRAST)} (written to OUT/zero_mean/)")
     add_sweep_flags(p, workers=default_workers())
@@ -107,10 +126,19 @@ def make(args: argparse.Namespace) -> int:
             if name in CONTRAST:
                 meta["contrast"]["figures"][name] = dict(draw_seconds=timings[f"{contrast.regime}/{name}"],
                                                          **contrast.meta.get(name, {}))
+    meta["reproducibility"] = machine_info()
     meta["last_run"] = dict(figures=list(mods), training_seconds=round(train_s, 1),
                             total_seconds=round(time.time() - t0, 1))
     plots.write_text(meta_path, json.dumps(meta, indent=1))
     print(f"done in {time.time() - t0:.1f}s (training {train_s:.1f}s); metadata in {meta_path}")
+    if args.compare_to:
+        from .figs.check import ATOL, RTOL, compare_dirs, summary
+
+        report = compare_dirs(out, Path(args.compare_to))
+        plots.save_csv(report, out, "compare_to")
+        print(f"arm means against {args.compare_to} (agree when |new - ref| <= {ATOL} + {RTOL} |ref|):")
+        print(summary(report))
+        return 0 if bool(report.ok.all()) else 1
     return 0
 
 
