@@ -13,7 +13,7 @@ from typing import Any
 
 from .runs.specs import RunSpec, with_overrides
 from .tasks import TaskConfig
-from .recipes import RECIPES
+from .recipes import RECIPES, get_recipe
 
 ALIASES = {
     "alibi": "scratch:pos=alibi",
@@ -63,8 +63,15 @@ def parse_value(text: str, like: Any) -> Any:
     return scalar(text, type(like))
 
 
-def default_swap(task: TaskConfig) -> TaskConfig:
-    """The data_swap default: SPT on the other family, drawn with another seed."""
+PROXIMITY_OFFSET = TaskConfig().offset  # spt_swap_start's default: start SPT on the task with this offset
+
+
+def default_swap(task: TaskConfig, recipe: str = "data_swap") -> TaskConfig:
+    """The data SPT (first) runs on when an arm does not say: for data_swap the other
+    family, drawn with another seed; for spt_swap_start the same task with the default
+    per-sequence offset (the proximity regime)."""
+    if recipe == "spt_swap_start":
+        return replace(task, offset=PROXIMITY_OFFSET)
     other = "freq_band" if task.family == "local_shuffle" else "local_shuffle"
     return replace(task, family=other, seed=task.seed + 1)
 
@@ -102,8 +109,9 @@ def arm_spec(arm: str, base: RunSpec) -> RunSpec:
         like = _field_default(cfgs[owners[0]], name)
         overrides[f"{owners[0]}__{name}"] = parse_value(value, like)
     spec = with_overrides(spec, **overrides)
-    if recipe == "data_swap":
-        spec = replace(spec, swap_task=replace(spec.swap_task or default_swap(spec.task), **swap))
+    if get_recipe(recipe).needs_swap:
+        spec = replace(spec, swap_task=replace(spec.swap_task or default_swap(spec.task, recipe), **swap))
     elif swap:
-        raise ValueError(f"arm {arm!r}: swap.* keys only apply to data_swap")
+        raise ValueError(f"arm {arm!r}: swap.* keys only apply to recipes that pretrain on other data "
+                         "(data_swap, spt_swap_start)")
     return spec

@@ -3,30 +3,65 @@ per-sequence offset; the number of cycles per sequence), five or more seeds per 
 Top: the proximity index after SPT per seed (> 1 proximity, < 1 anti-local) against the
 setting, with the data statistic beta_unif (the least-squares gain of a masked value on
 the uniform mean of the visible tokens) on the same axis and the predicted boundary
-beta_unif = 0. Bottom: the model's recon gain beta along the SPT epochs, by basin. See
-:mod:`toyspt.basin` and :mod:`toyspt.basin_runs`."""
+beta_unif = 0. Middle: the model's recon gain beta along the SPT epochs, by basin. Bottom:
+the trap, on the zero-mean task: plain SPT against SPT whose first ``swap_epochs`` epochs
+run on the same task with the default offset (recipe ``spt_swap_start``), per seed: the
+reconstruction loss at the end of SPT on the task's own validation data, and test accuracy.
+See :mod:`toyspt.basin` and :mod:`toyspt.basin_runs`."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from dataclasses import replace
+
 from ..basin_runs import phase_specs, phase_table, predictor_shares
-from ..plots import save_figure
-from ..tracking import records_frame
+from ..plots import color, save_figure
+from ..tasks import make_task
+from ..tracking import attention_maps, proximity_index, records_frame
+from ..train import load_model
 
 NAME = "basin"
 TITLE = "The SPT basin follows the sign of the reconstruction gain on the uniform mean"
 COLUMNS = ["panel", "sweep", "offset", "freq_lo", "freq_hi", "seed", "epoch", "metric", "value", "basin"]
 BASIN_COLORS = {"proximity": "#2ca02c", "anti-local": "#d62728"}
+TRAP_ARMS = ("spt", "spt_swap_start")  # on the zero-mean task
 
 
 def _pairs(ctx):
     return phase_specs(ctx.base, ctx.seeds)
 
 
+def _trap(ctx) -> list[tuple[str, int, object]]:
+    zero = replace(ctx.base.task, offset=0.0)
+    return [(a, s, ctx.spec(a, s, task=zero)) for a in TRAP_ARMS for s in ctx.seeds]
+
+
 def specs(ctx):
-    return [s for _, s in _pairs(ctx)]
+    return [s for _, s in _pairs(ctx)] + [s for *_, s in _trap(ctx)]
+
+
+def trap_rows(ctx, runs) -> list[dict]:
+    """Per trap arm and seed: recon loss at the end of SPT (the task's validation data),
+    proximity index after SPT, test accuracy at peak validation, final train accuracy."""
+    trap = _trap(ctx)
+    x = make_task(trap[0][2].task).val.x[:256]
+    rows = []
+    for arm, seed, spec in trap:
+        res = runs[spec.key()]
+        pre = [h for h in res.history if h["phase"] == "pretrain"]
+        A = next(iter(attention_maps(load_model(res, "pretrained"), x).values()))
+        pi = proximity_index(A).mean().item()
+        for m, v in (("recon_val_loss_after_spt", pre[-1]["val_loss"]), ("proximity_index", pi),
+                     ("test_at_peak", res.summary["test_at_peak"]), ("final_train_acc", res.summary["final_train_acc"])):
+            rows.append(dict(panel="trap", sweep=arm, offset=0.0, seed=seed, metric=m, value=float(v),
+                             basin="proximity" if pi > 1 else "anti-local"))
+    return rows
+
+
+def trap_epochs(ctx) -> int:
+    return _trap(ctx)[-1][2].train.swap_epochs
 
 
 def _crossing(x: np.ndarray, y: np.ndarray) -> float | None:
@@ -78,9 +113,16 @@ def draw(ctx, runs) -> pd.DataFrame:
             rows.append(dict(panel="trajectory", sweep=r.sweep, offset=r.offset, freq_lo=r.freq_lo,
                              freq_hi=r.freq_hi, seed=r.seed, epoch=int(e.epoch), metric="beta",
                              value=float(e.value), basin=r.basin))
+    trap = trap_rows(ctx, runs)
+    rows += trap
     frame = pd.DataFrame(rows, columns=COLUMNS)
+    tf = pd.DataFrame(trap)
+    ctx.meta[NAME]["trap"] = {a: {m: float(g.value.mean()) for m, g in tf[tf.sweep == a].groupby("metric")}
+                              | {"proximity_seeds": int((tf[(tf.sweep == a) & (tf.metric == "proximity_index")]
+                                                          .value > 1).sum())}
+                              for a in TRAP_ARMS}
 
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    fig, axes = plt.subplots(3, 2, figsize=(11, 11))
     off = table[table.sweep == "offset"]
     _panel(axes[0, 0], off, "offset", [f"{o:g}" for o in off.offset.unique()], "per-sequence offset std (freq 1–3)")
     fr = table[table.sweep == "freq"].assign(freq=lambda t: t.freq_lo.astype(str) + "–" + t.freq_hi.astype(str))
@@ -92,6 +134,15 @@ def draw(ctx, runs) -> pd.DataFrame:
         ax.axhline(0.0, color="k", lw=0.6)
         ax.set(xlabel="SPT epoch (0 = init)", ylabel="model's recon gain beta (uniform attention)",
                title=f"beta along SPT, {sweep} sweep (green: proximity basin, red: anti-local)")
+    for ax, m, label in ((axes[2, 0], "recon_val_loss_after_spt", "recon loss after SPT (task's own val)"),
+                         (axes[2, 1], "test_at_peak", "test accuracy at peak validation")):
+        g = tf[tf.metric == m].pivot(index="seed", columns="sweep", values="value")[list(TRAP_ARMS)]
+        for s_, r in g.iterrows():
+            ax.plot(range(len(TRAP_ARMS)), r.values, color="0.6", lw=0.8, marker="o", ms=3)
+        for k, a in enumerate(TRAP_ARMS):
+            ax.scatter([k], [g[a].mean()], color=color(a), marker="D", s=40, zorder=3)
+        ax.set_xticks(range(len(TRAP_ARMS)), ["SPT", f"SPT, first {trap_epochs(ctx)} epochs with offset"])
+        ax.set(ylabel=label, title=f"the trap, zero-mean task: {label}")
     sh = ctx.meta[NAME]["predicted"]
     fig.suptitle(f"{TITLE}\n{len(ctx.seeds)} seeds per cell, SPT only; basin predicted where |beta_unif| > 0.1 by "
                  f"sign(beta_unif) {sh['beta_unif']['hits']}/{sh['beta_unif']['n']}, sign(beta after epoch 1) "
