@@ -179,7 +179,7 @@ def test_spt_only_is_exactly_the_spt_phase_of_spt(small_data):
 def test_spt_swap_start(small_data):
     from dataclasses import replace
 
-    other = make_task(replace(small_data.config, offset=0.5))
+    other = make_task(replace(small_data.config, offset=small_data.config.offset + 0.5))  # other data
     with pytest.raises(ValueError, match="pretrain_data"):
         run_recipe("spt_swap_start", small_data, train_cfg=TINY)
     with pytest.raises(ValueError, match="swap_epochs=3 exceeds pre_epochs=2"):
