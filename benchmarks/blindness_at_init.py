@@ -25,7 +25,7 @@ import torch
 
 from toyspt import probes
 from toyspt.model import ModelConfig, build_model
-from toyspt.tasks import make_task
+from toyspt.tasks import TaskConfig, make_task
 
 SITE = "blocks.0.attn.hook_attn_scores"
 PROX = ("circ_w1", "circ_w2", "circ_w4", "toep_w1", "toep_w2", "toep_w4")
@@ -40,9 +40,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     ap.add_argument("--n", type=int, default=256)
+    ap.add_argument("--offset", type=float, default=None,
+                    help="TaskConfig.offset (default: the task's default; 0 = the zero-mean regime)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    data = make_task()
+    data = make_task(TaskConfig() if args.offset is None else TaskConfig(offset=args.offset))
     x, y = data.train.x[:args.n], data.train.y[:args.n]
     rows = []
     for arch, kw in ARCHS.items():

@@ -112,11 +112,7 @@ class Attention(nn.Module):
                 allowed_BxTxT: torch.Tensor | None = None) -> torch.Tensor:
         """``bias_HxTxT`` is added to the scores; ``allowed_BxTxT`` (bool) masks keys."""
         B, T, D = x_BxTxD.shape
-        q_BxHxTxK = self.hook_q(self._heads(self.W_Q(x_BxTxD)))
-        k_BxHxTxK = self.hook_k(self._heads(self.W_K(x_BxTxD)))
-        v_BxHxTxK = self.hook_v(self._heads(self.W_V(x_BxTxD)))
-        if self.use_rope:
-            q_BxHxTxK, k_BxHxTxK = rope(q_BxHxTxK), rope(k_BxHxTxK)
+        q_BxHxTxK, k_BxHxTxK, v_BxHxTxK = self.qkv(x_BxTxD)
         scores_BxHxTxT = q_BxHxTxK @ k_BxHxTxK.transpose(-1, -2) / math.sqrt(self.d_head)
         if bias_HxTxT is not None:
             scores_BxHxTxT = scores_BxHxTxT + bias_HxTxT
@@ -126,6 +122,20 @@ class Attention(nn.Module):
         pattern_BxHxTxT = self.hook_pattern(torch.softmax(scores_BxHxTxT, dim=-1))
         z_BxHxTxK = self.hook_z(pattern_BxHxTxT @ v_BxHxTxK)
         return self.W_O(z_BxHxTxK.transpose(1, 2).reshape(B, T, D))
+
+    def qkv(self, x_BxTxD: torch.Tensor, hooked: bool = True):
+        """Per-head queries, keys and values (B, H, T, d_head), through their hook points
+        (unless ``hooked`` is False) and then the rotary step."""
+        q, k, v = (self._heads(lin(x_BxTxD)) for lin in (self.W_Q, self.W_K, self.W_V))
+        if hooked:
+            q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
+        return (*self.rotate(q, k), v)
+
+    def rotate(self, q_BxHxTxK: torch.Tensor, k_BxHxTxK: torch.Tensor):
+        """The rotary embedding of queries and keys (identity without RoPE)."""
+        if self.use_rope:
+            return rope(q_BxHxTxK), rope(k_BxHxTxK)
+        return q_BxHxTxK, k_BxHxTxK
 
     def qk_matrix(self, head: int) -> torch.Tensor:
         """M_h = W_Q^h (W_K^h)^T / sqrt(d_head), (d_model, d_model): scores = x M_h x^T

@@ -136,26 +136,11 @@ class LRAAttention(Attention):
             K = d_model // n_heads
             self.register_buffer("rope_freqs", 10000 ** (-torch.arange(0, K, 2) / K))
 
-    def qkv(self, x_BxTxD: torch.Tensor, hooked: bool = True):
-        q, k, v = (self._heads(lin(x_BxTxD)) for lin in (self.W_Q, self.W_K, self.W_V))
-        if hooked:
-            q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
+    def rotate(self, q_BxHxTxK: torch.Tensor, k_BxHxTxK: torch.Tensor):
+        """That code's rotary convention (interleaved pairs) instead of toyspt's RoPE."""
         if self.rotary:
-            q, k = rotate_pairs(q, self.rope_freqs), rotate_pairs(k, self.rope_freqs)
-        return q, k, v
-
-    def forward(self, x_BxTxD, bias_HxTxT=None, allowed_BxTxT=None):
-        B, T, D = x_BxTxD.shape
-        q_BxHxTxK, k_BxHxTxK, v_BxHxTxK = self.qkv(x_BxTxD)
-        scores_BxHxTxT = q_BxHxTxK @ k_BxHxTxK.transpose(-1, -2) / math.sqrt(self.d_head)
-        if bias_HxTxT is not None:
-            scores_BxHxTxT = scores_BxHxTxT + bias_HxTxT
-        scores_BxHxTxT = self.hook_attn_scores(scores_BxHxTxT)
-        if allowed_BxTxT is not None:
-            scores_BxHxTxT = scores_BxHxTxT.masked_fill(~allowed_BxTxT[:, None], float("-inf"))
-        pattern_BxHxTxT = self.hook_pattern(torch.softmax(scores_BxHxTxT, dim=-1))
-        z_BxHxTxK = self.hook_z(pattern_BxHxTxT @ v_BxHxTxK)
-        return self.W_O(z_BxHxTxK.transpose(1, 2).reshape(B, T, D))
+            return rotate_pairs(q_BxHxTxK, self.rope_freqs), rotate_pairs(k_BxHxTxK, self.rope_freqs)
+        return q_BxHxTxK, k_BxHxTxK
 
 
 def sdpa_attention(attn: LRAAttention, x_BxTxD: torch.Tensor,
