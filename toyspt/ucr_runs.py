@@ -23,10 +23,9 @@ import torch
 
 from . import directions as dr
 from .model import ModelConfig
-from .recipes import get_recipe
-from .runs.specs import RunSpec, Spec, single_thread
+from .runs.specs import RunSpec, Spec, single_thread, train_recipe
 from .runs.tables import rows, summary_table as arm_table, write_table
-from .train import RunResult, TrainConfig, run_recipe
+from .train import RunResult, TrainConfig
 from .ucr import UCRConfig, UCRData, load_ucr
 
 FORMAT_VERSION = 1  # bump when the meaning of a cached UCR entry changes
@@ -119,14 +118,7 @@ def execute(spec: UCRRunSpec, progress: bool = False) -> RunResult:
     """Train the run a spec describes (no cache)."""
     data = _load_checked(spec.data, spec.fingerprint)
     swap = _load_checked(spec.swap_data, spec.swap_fingerprint) if spec.swap_data else None
-    if get_recipe(spec.recipe).pretrain_on == "swap" and swap is None:
-        raise ValueError(f"a UCR {spec.recipe} run needs swap data (--swap-dataset)")
-    callbacks = ()
-    if spec.trackers:
-        from .tracking import make_trackers  # imported only when a spec asks for trackers
-        callbacks = make_trackers(spec.trackers, data, spec.train)
-    return run_recipe(spec.recipe, data, spec.model, spec.train, spec.seed, callbacks=callbacks,
-                      pretrain_data=swap, progress=progress)
+    return train_recipe(spec, data, swap, "swap data (--swap-dataset)", progress)
 
 
 # --------------------------------------------------------------------------------------

@@ -112,16 +112,8 @@ class RunSpec(Spec):
         return single_thread(self._execute, progress)
 
     def _execute(self, progress: bool) -> RunResult:
-        data = make_task(self.task)
         swap = make_task(self.swap_task) if self.swap_task is not None else None
-        if get_recipe(self.recipe).pretrain_on == "swap" and swap is None:
-            raise ValueError(f"a {self.recipe} spec needs swap_task")
-        callbacks = ()
-        if self.trackers:
-            from ..tracking import make_trackers  # measurement modules load only when asked
-            callbacks = make_trackers(self.trackers, data, self.train)
-        return run_recipe(self.recipe, data, self.model, self.train, self.seed, callbacks=callbacks,
-                          pretrain_data=swap, progress=progress)
+        return train_recipe(self, make_task(self.task), swap, "swap_task", progress)
 
     def group(self) -> str | None:
         """Toy specs without trackers that differ only by seed train in lockstep."""
@@ -148,6 +140,19 @@ class RunSpec(Spec):
             return run_recipe_seeds(first.recipe, data, first.model, first.train, [s.seed for s in specs],
                                     pretrain_data=swap)
         return single_thread(run)
+
+
+def train_recipe(spec, data, swap, swap_name: str, progress: bool = False) -> RunResult:
+    """Train ``spec``'s recipe (a toy or UCR spec: recipe, seed, model, train, trackers) on
+    loaded ``data`` (and ``swap``, the data it pretrains on where the recipe says so)."""
+    if get_recipe(spec.recipe).needs_swap and swap is None:
+        raise ValueError(f"a {spec.recipe} run needs {swap_name} (the data SPT pretrains on)")
+    callbacks = ()
+    if spec.trackers:
+        from ..tracking import make_trackers  # measurement modules load only when asked
+        callbacks = make_trackers(spec.trackers, data, spec.train)
+    return run_recipe(spec.recipe, data, spec.model, spec.train, spec.seed, callbacks=callbacks,
+                      pretrain_data=swap, progress=progress)
 
 
 def spec_from_dict(d: dict[str, Any]) -> RunSpec:
@@ -181,5 +186,5 @@ def with_overrides(spec: RunSpec, **overrides) -> RunSpec:
     return replace(spec, **parts)
 
 
-__all__ = ["Spec", "RunSpec", "FORMAT_VERSION", "jsonable", "digest", "single_thread", "spec_from_dict",
+__all__ = ["Spec", "RunSpec", "FORMAT_VERSION", "jsonable", "digest", "single_thread", "train_recipe", "spec_from_dict",
            "with_overrides"]
