@@ -96,14 +96,20 @@ def test_unusable_or_read_only_cache_is_refused_before_training(tmp_path, monkey
 
 
 def test_stale_temporary_entries_are_swept(cached):
+    import toyspt.runs.cache as cache_mod
+
     folder = cached.path(BASE).parent
-    stale, fresh = folder / ".tmp-stale", folder / ".tmp-fresh"
-    stale.mkdir()
-    fresh.mkdir()
-    old = time.time() - STALE_TMP_SECONDS - 10
-    os.utime(stale, (old, old))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a writer that was killed: its pid no longer runs
+    killed = folder / f"{cache_mod._tmp_prefix().replace(str(os.getpid()), str(dead.pid))}x"
+    old, live, foreign = folder / ".tmp-stale", folder / f"{cache_mod._tmp_prefix()}y", folder / ".tmp-otherhost-1-z"
+    for d in (killed, old, live, foreign):
+        d.mkdir()
+    t = time.time() - STALE_TMP_SECONDS - 10
+    os.utime(old, (t, t))
     cached.store(BASE, cached.load(BASE))
-    assert not stale.exists() and fresh.exists()  # a writer may still be filling the fresh one
+    assert not killed.exists() and not old.exists()  # the killed writer's at once, any after an hour
+    assert live.exists() and foreign.exists()  # a live writer here, a recent one elsewhere
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import tempfile
 import time
 from pathlib import Path
@@ -132,7 +133,7 @@ class RunCache:
         final = self.path(spec)
         final.parent.mkdir(parents=True, exist_ok=True)
         self.sweep_stale(final.parent)
-        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
+        tmp = Path(tempfile.mkdtemp(prefix=_tmp_prefix(), dir=final.parent))
         try:
             (tmp / "spec.json").write_text(json.dumps(jsonable(spec.to_dict()), indent=1))
             res = dict(recipe=result.recipe, seed=result.seed, history=result.history,
@@ -164,12 +165,33 @@ class RunCache:
 
     @staticmethod
     def sweep_stale(folder: Path, age: float = STALE_TMP_SECONDS) -> None:
-        """Remove temporary entries in ``folder`` left by writers killed more than ``age`` s ago."""
+        """Remove temporary entries in ``folder`` left by killed writers: those of a process of
+        this host that no longer runs, and any older than ``age`` seconds (writers elsewhere,
+        e.g. dask workers on another host, cannot be asked whether they still run)."""
         now = time.time()
         for p in folder.glob(".tmp-*"):
             with contextlib.suppress(OSError):
-                if now - p.lstat().st_mtime > age:
+                if _writer_gone(p.name) or now - p.lstat().st_mtime > age:
                     shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+
+
+def _tmp_prefix() -> str:
+    """``.tmp-<host>-<pid>-``: who is writing a temporary entry."""
+    return f".tmp-{socket.gethostname().replace('-', '_')}-{os.getpid()}-"
+
+
+def _writer_gone(name: str) -> bool:
+    """Whether the temporary entry ``name`` was written by a process of this host that has ended."""
+    parts = name.split("-")
+    if len(parts) < 4 or parts[1] != socket.gethostname().replace("-", "_") or not parts[2].isdigit():
+        return False
+    try:
+        os.kill(int(parts[2]), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # exists but not ours to signal
+        return False
+    return False
 
 
 __all__ = ["RunCache", "CacheError", "DEFAULT_CACHE", "FILES"]
