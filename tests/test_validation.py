@@ -15,7 +15,14 @@ from toyspt.validation import (Bool, Float, Instance, Int, Number, Text, Tuple, 
                                validate, validated)
 
 # every config that adopts toyspt.validation; a new config belongs here too
-CONFIGS = (TaskConfig, ModelConfig, TrainConfig)
+from toyspt.lra.demo import DemoConfig  # noqa: E402
+from toyspt.lra.listops import ListOpsConfig  # noqa: E402
+from toyspt.lra.model import LRAConfig  # noqa: E402
+from toyspt.lra.report import ReportConfig  # noqa: E402
+from toyspt.ucr import UCRConfig  # noqa: E402
+
+# every config of toyspt: task, model, train, UCR data, LRA model/data/report/demo
+CONFIGS = (TaskConfig, ModelConfig, TrainConfig, UCRConfig, LRAConfig, ListOpsConfig, ReportConfig, DemoConfig)
 FIELDS = [(cls, f) for cls in CONFIGS for f in dataclasses.fields(cls)]
 IDS = [f"{cls.__name__}.{f.name}" for cls, f in FIELDS]
 
@@ -41,7 +48,10 @@ def bad_values(rule, default) -> list:
     if isinstance(rule, Bool):
         return [1, 0, "true", None]
     if isinstance(rule, Text):
-        return [1, None, b"x"] + (["no-such-choice"] if rule.choices is not None else [])
+        return ([1, b"x"] + ([] if rule.optional else [None])
+                + (["no-such-choice"] if rule.choices is not None else []))
+    if isinstance(rule, Instance):
+        return [None, 1, "x", dataclasses.asdict(default)]
     if isinstance(rule, Tuple):
         item = default[0]
         out = [list(default), None, item]
@@ -80,8 +90,13 @@ def test_inclusive_bounds_and_values_just_inside_are_accepted(cls, f):
     inside = [v for v in (rule.ge, rule.le) if v is not None]
     inside += [_step(rule, rule.gt, up=True)] if rule.gt is not None else []
     inside += [_step(rule, rule.lt, up=False)] if rule.lt is not None else []
+    companions = CROSS_FIELD.get((cls.__name__, f.name), {})  # what the other fields must be then
     for value in inside:
-        assert getattr(cls(**{f.name: value}), f.name) == value
+        assert getattr(cls(**{f.name: value, **companions}), f.name) == value
+
+
+# fields whose bound value is only valid with another field changed (checks across fields)
+CROSS_FIELD = {("LRAConfig", "d_model"): dict(n_heads=1), ("ListOpsConfig", "max_len"): dict(min_len=1)}
 
 
 def test_no_config_has_an_unruled_field():

@@ -39,6 +39,7 @@ from .ucr_read import UCRError, read_ucr_file
 from .ucr_sources import (ARCHIVE_SIZES, ENV_ROOT, PACKAGES, PAPER_DATASETS, SOURCES, DataPackage,
                           Located, SourceInfo, UCRNotFound, describe_sources, format_sources,
                           in_package, is_available, locate)
+from .validation import Bool, Float, Int, Text, validate, validated
 
 # per-series z-normalisation divides by the population standard deviation (see the docstring)
 ZNORM_DDOF = 0
@@ -46,20 +47,23 @@ ZNORM_DDOF = 0
 
 @dataclass(frozen=True)
 class UCRConfig:
-    name: str = "GunPoint"  # data set name as the archive spells it (e.g. ECGFiveDays)
-    root: str | None = None  # archive root; None = $TOYSPT_UCR_ROOT, else the packaged copy
-    source: str = "auto"  # auto (root if given, else package) | archive | package
-    val_fraction: float = 0.2  # share of each class of the train split held out for validation
-    split_seed: int = 0  # seeds the stratified validation split (fixed across model seeds)
-    znorm: bool = True  # per-series z-normalisation over time, ddof=0 (ZNORM_DDOF); False = raw values
+    # data set name as the archive spells it (e.g. ECGFiveDays)
+    name: str = validated("GunPoint", Text())
+    # archive root; None = $TOYSPT_UCR_ROOT, else the packaged copy
+    root: str | None = validated(None, Text(optional=True))
+    # auto (root if given, else package) | archive | package
+    source: str = validated("auto", Text(SOURCES))
+    # share of each class of the train split held out for validation
+    val_fraction: float = validated(0.2, Float(gt=0, lt=1))
+    # seeds the stratified validation split (fixed across model seeds)
+    split_seed: int = validated(0, Int(ge=0))
+    # per-series z-normalisation over time, ddof=0 (ZNORM_DDOF); False = raw values
+    znorm: bool = validated(True, Bool())
 
     def __post_init__(self):
+        validate(self)
         if not self.name or any(c in self.name for c in "/\\") or self.name.startswith("."):
             raise ValueError(f"name: not a UCR data set name: {self.name!r}")
-        if self.source not in SOURCES:
-            raise ValueError(f"source: choose one of {SOURCES}, got {self.source!r}")
-        if not 0.0 < self.val_fraction < 1.0:
-            raise ValueError(f"val_fraction: must be in (0, 1), got {self.val_fraction}")
 
 
 @dataclass(frozen=True)

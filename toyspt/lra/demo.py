@@ -32,6 +32,7 @@ from torch import nn
 from ..runs.cache import RunCache
 from ..runs.specs import Spec, digest, single_thread
 from ..train import RunResult
+from ..validation import Float, Instance, Int, validate, validated
 from . import listops as lo
 from .checkpoint import load_lra, save_lra
 from .inputs import make_batch, mask_tokens, select, spt_mask
@@ -44,17 +45,27 @@ FORMAT_VERSION = 1  # bump when the meaning of a cached demo entry changes
 
 @dataclass(frozen=True)
 class DemoConfig:
-    listops: lo.ListOpsConfig = lo.ListOpsConfig(max_depth=4, max_args=5, min_len=16, max_len=64)
-    n_train: int = 4000  # generated training examples (the SPT data is the same set)
-    n_val: int = 500  # held-out examples for accuracy
-    n_probe: int = 16  # held-out examples probed per model
-    model: LRAConfig = LRAConfig(n_layers=2, d_model=32, n_heads=4, d_ff=64, max_len=128)
-    epochs: int = 12  # epochs of each phase (scratch, SPT pretraining, fine-tuning)
-    batch_size: int = 32  # sequences per step, padded to the longest (the code's collate)
-    lr: float = 1e-3  # AdamW learning rate, constant
-    weight_decay: float = 0.0  # AdamW weight decay (0 in the code's ListOps config)
-    p_mask: float = 0.5  # SPT mask probability
-    report: ReportConfig = field(default_factory=ReportConfig)  # what the probes report
+    # the generated ListOps (short trees: the demo trains in seconds per epoch)
+    listops: lo.ListOpsConfig = validated(lo.ListOpsConfig(max_depth=4, max_args=5, min_len=16, max_len=64),
+                                          Instance(lo.ListOpsConfig))
+    # generated training examples (the SPT data is the same set)
+    n_train: int = validated(4000, Int(gt=0))
+    n_val: int = validated(500, Int(gt=0))  # held-out examples for accuracy
+    n_probe: int = validated(16, Int(gt=0))  # held-out examples probed per model
+    # the LRA architecture, small
+    model: LRAConfig = validated(LRAConfig(n_layers=2, d_model=32, n_heads=4, d_ff=64, max_len=128),
+                                 Instance(LRAConfig))
+    epochs: int = validated(12, Int(gt=0))  # epochs of each phase (scratch, SPT pretraining, fine-tuning)
+    # sequences per step, padded to the longest (the code's collate)
+    batch_size: int = validated(32, Int(gt=0))
+    lr: float = validated(1e-3, Float(gt=0))  # AdamW learning rate, constant
+    weight_decay: float = validated(0.0, Float(ge=0))  # AdamW weight decay (0 in the code's ListOps config)
+    p_mask: float = validated(0.5, Float(gt=0, le=1))  # SPT mask probability
+    # what the probes report
+    report: ReportConfig = validated(rule=Instance(ReportConfig), factory=ReportConfig)
+
+    def __post_init__(self):
+        validate(self)
 
     @classmethod
     def quick(cls) -> "DemoConfig":

@@ -26,6 +26,8 @@ from typing import Iterable, Union
 
 import torch
 
+from ..validation import Float, Int, validate, validated
+
 OPS = ("[MAX", "[MIN", "[MED", "[SM")
 END = "X"
 DIGITS = tuple(str(i) for i in range(10))
@@ -38,18 +40,17 @@ Tree = Union[int, tuple]
 
 @dataclass(frozen=True)
 class ListOpsConfig:
-    max_depth: int = 10  # nodes at this depth are digits (root depth 1)
-    max_args: int = 10  # operators take 2..max_args arguments
-    p_op: float = 0.25  # probability that a node above max_depth is an operator
-    min_len: int = 501  # fewest tokens (without <eos>) of an accepted tree
-    max_len: int = 1999  # most tokens (without <eos>) of an accepted tree
-    max_tries: int = 1_000_000  # draws allowed per accepted tree before giving up
+    max_depth: int = validated(10, Int(ge=2))  # nodes at this depth are digits (root depth 1)
+    max_args: int = validated(10, Int(ge=2))  # operators take 2..max_args arguments
+    # probability that a node above max_depth is an operator
+    p_op: float = validated(0.25, Float(gt=0, lt=1))
+    min_len: int = validated(501, Int(ge=1))  # fewest tokens (without <eos>) of an accepted tree
+    max_len: int = validated(1999, Int(ge=1))  # most tokens (without <eos>) of an accepted tree
+    # draws allowed per accepted tree before giving up
+    max_tries: int = validated(1_000_000, Int(gt=0))
 
     def __post_init__(self):
-        if self.max_depth < 2 or self.max_args < 2:
-            raise ValueError("max_depth and max_args must be >= 2")
-        if not 0.0 < self.p_op < 1.0:
-            raise ValueError(f"p_op must lie in (0, 1), got {self.p_op}")
+        validate(self)
         if not 1 <= self.min_len <= self.max_len:
             raise ValueError(f"need 1 <= min_len <= max_len, got {self.min_len}, {self.max_len}")
 

@@ -23,6 +23,7 @@ from torch import nn
 
 from ..attention import Attention, HookPoint
 from ..positional import sinusoidal_table
+from ..validation import Bool, Float, Int, Text, validate, validated
 
 ENCODERS = ("embedding", "linear")
 HEADS = ("linear", "mlp", "retrieval", "none")
@@ -53,46 +54,43 @@ ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU, "swish": nn.Si
 
 @dataclass(frozen=True)
 class LRAConfig:
-    n_layers: int = 6  # attention + feed-forward block pairs (the code's n_layers)
-    d_model: int = 512  # residual width
-    n_heads: int = 8  # heads per attention layer (contiguous row blocks of d_model / n_heads)
-    d_ff: int = 2048  # feed-forward hidden width (expand * d_model)
-    encoder: str = "embedding"  # embedding (token ids) | linear (pixel values)
-    n_tokens: int = 19  # embedding rows (token tasks): 4 specials + 15 ListOps symbols
-    d_input: int = 1  # linear encoder inputs (pixel tasks): 1 value, or 2 = value + mask indicator
-    max_len: int = 16384  # rows of the positional table
-    prenorm: bool = True  # pre-norm blocks + final norm (every LRA config); False = post-norm
-    causal: bool = False  # causal attention mask (False in every LRA config)
-    window: int = 0  # block-local attention: block size (Path-X: 4096); 0 = global
-    look_backward: int = 1  # block-local attention: blocks each query block sees before it
-    look_forward: int = 1  # block-local attention: blocks each query block sees after it
-    rotary: bool = False  # rotary q/k embedding of that code (interleaved pairs, stored freqs)
-    activation: str = "gelu"  # feed-forward activation (ACTIVATIONS)
-    head: str = "linear"  # classifier: linear | mlp | retrieval | none
-    n_classes: int = 10  # classifier outputs
-    head_hidden: int = 0  # hidden width of the mlp / retrieval head (0 = d_model)
-    head_activation: str = "relu"  # activation inside the mlp / retrieval head: relu | gelu
-    rec_out: int = 0  # outputs per token of the SPT decoder (vocab size, 1 for L1 pixels); 0 = none
-    pool: str = "mean"  # mean | max | last | first over positions
-    use_lengths: bool = True  # pool over each sequence's valid length only (padding excluded)
-    ln_eps: float = 1e-5  # LayerNorm epsilon (torch default, as in the code)
+    n_layers: int = validated(6, Int(gt=0))  # attention + feed-forward block pairs (the code's n_layers)
+    d_model: int = validated(512, Int(gt=0))  # residual width
+    # heads per attention layer (contiguous row blocks of d_model / n_heads)
+    n_heads: int = validated(8, Int(gt=0))
+    d_ff: int = validated(2048, Int(gt=0))  # feed-forward hidden width (expand * d_model)
+    encoder: str = validated("embedding", Text(ENCODERS))  # embedding (token ids) | linear (pixel values)
+    n_tokens: int = validated(19, Int(gt=0))  # embedding rows (token tasks): 4 specials + 15 ListOps symbols
+    # linear encoder inputs (pixel tasks): 1 value, or 2 = value + mask indicator
+    d_input: int = validated(1, Int(ge=1, le=2))
+    max_len: int = validated(16384, Int(gt=0))  # rows of the positional table
+    # pre-norm blocks + final norm (every LRA config); False = post-norm
+    prenorm: bool = validated(True, Bool())
+    causal: bool = validated(False, Bool())  # causal attention mask (False in every LRA config)
+    window: int = validated(0, Int(ge=0))  # block-local attention: block size (Path-X: 4096); 0 = global
+    # block-local attention: blocks each query block sees before it
+    look_backward: int = validated(1, Int(ge=0))
+    # block-local attention: blocks each query block sees after it
+    look_forward: int = validated(1, Int(ge=0))
+    # rotary q/k embedding of that code (interleaved pairs, stored freqs)
+    rotary: bool = validated(False, Bool())
+    activation: str = validated("gelu", Text(tuple(ACTIVATIONS)))  # feed-forward activation (ACTIVATIONS)
+    head: str = validated("linear", Text(HEADS))  # classifier: linear | mlp | retrieval | none
+    n_classes: int = validated(10, Int(gt=0))  # classifier outputs
+    head_hidden: int = validated(0, Int(ge=0))  # hidden width of the mlp / retrieval head (0 = d_model)
+    # activation inside the mlp / retrieval head: relu | gelu
+    head_activation: str = validated("relu", Text(("relu", "gelu")))
+    # outputs per token of the SPT decoder (vocab size, 1 for L1 pixels); 0 = none
+    rec_out: int = validated(0, Int(ge=0))
+    pool: str = validated("mean", Text(POOLS))  # mean | max | last | first over positions
+    # pool over each sequence's valid length only (padding excluded)
+    use_lengths: bool = validated(True, Bool())
+    ln_eps: float = validated(1e-5, Float(gt=0))  # LayerNorm epsilon (torch default, as in the code)
 
     def __post_init__(self):
-        for name in ("n_layers", "d_model", "n_heads", "d_ff", "n_tokens", "d_input", "max_len",
-                     "n_classes"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name}: must be positive, got {getattr(self, name)}")
+        validate(self)
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads: d_model={self.d_model} is not divisible by {self.n_heads}")
-        for name, allowed in (("encoder", ENCODERS), ("head", HEADS), ("pool", POOLS),
-                              ("head_activation", ("relu", "gelu")),
-                              ("activation", tuple(ACTIVATIONS))):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name}: must be one of {allowed}, got {getattr(self, name)!r}")
-        if min(self.window, self.rec_out, self.head_hidden, self.look_backward,
-               self.look_forward) < 0:
-            raise ValueError("window, look_backward, look_forward, rec_out and head_hidden "
-                             "must be >= 0")
         if self.rotary and (self.d_model // self.n_heads) % 2:
             raise ValueError(f"rotary: needs an even head dimension, got {self.d_model // self.n_heads}")
 

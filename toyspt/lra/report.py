@@ -43,6 +43,7 @@ from ..attention import hooks
 from .inputs import LOSSES, documents, mask_pixels, mask_tokens, select
 from .model import LRATransformer
 from .scoregrad import score_grad_stats
+from ..validation import Float, Int, Text, Tuple, validate, validated
 
 DIRECTIONS = ("circ_w1", "circ_w2", "toep_w1", "toep_w2", "prev", "next", "random_s0")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -50,22 +51,21 @@ DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 @dataclass(frozen=True)
 class ReportConfig:
-    directions: tuple[str, ...] = DIRECTIONS  # score directions probed (toyspt.directions names)
-    max_offset: int = 16  # profiles keep offsets |j - i| <= max_offset
-    proximity_window: int = tr.PROXIMITY_WINDOW  # neighbours counted by the proximity index
-    dtype: str = "float64"  # probe precision: float64 | float32
-    fit_steps: int = 200  # LBFGS iterations when fitting a missing head
-    fit_l2: float = 1e-3  # ridge penalty (on the weights) of a fitted head
-    summary_directions: tuple[str, ...] = ("circ_w1", "toep_w1", "prev")  # ratios in the table
-    engine: str = "lean"  # lean: per-layer/per-head reduction (scoregrad) | probes: toyspt.probes.probe
+    # score directions probed (toyspt.directions names)
+    directions: tuple[str, ...] = validated(DIRECTIONS, Tuple(Text(), unique=True))
+    max_offset: int = validated(16, Int(ge=1))  # profiles keep offsets |j - i| <= max_offset
+    # neighbours counted by the proximity index
+    proximity_window: int = validated(tr.PROXIMITY_WINDOW, Int(ge=1))
+    dtype: str = validated("float64", Text(tuple(DTYPES)))  # probe precision: float64 | float32
+    fit_steps: int = validated(200, Int(gt=0))  # LBFGS iterations when fitting a missing head
+    fit_l2: float = validated(1e-3, Float(ge=0))  # ridge penalty (on the weights) of a fitted head
+    # ratios in the table
+    summary_directions: tuple[str, ...] = validated(("circ_w1", "toep_w1", "prev"), Tuple(Text(), unique=True))
+    # lean: per-layer/per-head reduction (scoregrad) | probes: toyspt.probes.probe
+    engine: str = validated("lean", Text(("lean", "probes")))
 
     def __post_init__(self):
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
-        if self.engine not in ("lean", "probes"):
-            raise ValueError(f"engine must be lean or probes, got {self.engine!r}")
-        if self.max_offset < 1:
-            raise ValueError("max_offset must be >= 1")
+        validate(self)
         missing = [d for d in self.summary_directions if d not in self.directions]
         if missing:
             raise ValueError(f"summary_directions {missing} are not among the probed directions")
