@@ -182,3 +182,15 @@ def _alive(pid: int) -> bool:
             return f.read().split()[2] != "Z"  # a zombie has exited
     except FileNotFoundError:
         return False
+
+
+@pytest.mark.parametrize("task,data,message", [
+    ("listops", "x.npz", "--task listops reads ListOps text"),
+    ("image", "x.npz", "an .npz archive"),
+    ("image", "x.tsv", "--task image reads a .npy array"),
+])
+def test_lra_probe_refuses_data_of_the_wrong_kind_before_loading(tmp_path, capsys, task, data, message):
+    # the checkpoint does not even exist: the data kind is refused first, in one line
+    assert main(["lra", "probe", str(tmp_path / "none.ckpt"), "--task", task, "--data", str(tmp_path / data)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1

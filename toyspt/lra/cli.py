@@ -120,8 +120,22 @@ def cmd_inspect(args) -> int:
     return 0
 
 
+def check_data_kind(task: str, data: str | None) -> None:
+    """Refuse a --data file of the wrong kind for the task before anything is loaded."""
+    if data is None:
+        return
+    suffix = Path(data).suffix.lower()
+    if task == "listops" and suffix in (".npy", ".npz"):
+        raise ValueError(f"--task listops reads ListOps text (.tsv: Source<TAB>Target), got the NumPy file "
+                         f"{data}; arrays go with --task image, pathfinder or retrieval")
+    if task != "listops" and suffix != ".npy":
+        raise ValueError(f"--task {task} reads a .npy array (numpy.save), got {data}"
+                         + (" (an .npz archive: save the array itself with numpy.save)" if suffix == ".npz" else ""))
+
+
 def cmd_probe(args) -> int:
     torch.set_num_threads(args.threads)
+    check_data_kind(args.task, args.data)
     loaded = _load(args.ckpt, args)
     if (loaded.cfg.head == "retrieval") != (args.task == "retrieval"):
         raise ValueError("retrieval (two-document) models need --task retrieval with pairs "
