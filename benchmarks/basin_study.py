@@ -2,7 +2,7 @@
 
     python benchmarks/basin_study.py --part beta
     python benchmarks/basin_study.py --part spt  --seeds 0-3 --workers 2
-    python benchmarks/basin_study.py --part full --seeds 0-2 --workers 2 --cells default,off0.25,off0.5,f0.5-1.5
+    python benchmarks/basin_study.py --part full --seeds 0-2 --workers 2 --cells zero_mean,off0.25,off0.5,f0.5-1.5
     python benchmarks/basin_study.py --part trap --seeds 0-2 --workers 2 --trap-epochs 3 --trap-offset 0.5
 
 Parts (default model and TrainConfig; one thread per worker process):
@@ -19,9 +19,9 @@ Parts (default model and TrainConfig; one thread per worker process):
 * ``full``: run_recipe scratch and spt: test accuracy at peak validation, proximity index
   after SPT.
 * ``trap``: SPT for ``--trap-epochs`` epochs on offset data, then the remaining epochs of the
-  30 on the default data (a fresh AdamW at the switch), then the label phase on the default
-  data, against plain default SPT of the same seed (both from the same init and seeded
-  stream): final SPT validation loss on default data (same mask), proximity index, test
+  30 on the zero-mean data (offset 0) (a fresh AdamW at the switch), then the label phase on the default
+  data, against plain zero-mean SPT of the same seed (both from the same init and seeded
+  stream): final SPT validation loss on zero-mean data (offset 0) (same mask), proximity index, test
   accuracy at peak validation.
 
 Writes ``<out>/<part>.csv`` and prints the tables. Measured on the 2-core machine, shared
@@ -50,7 +50,7 @@ from toyspt.train import (RunContext, TrainConfig, clone_state, finetune, load_m
 OFFSETS = (0.0, 0.05, 0.1, 0.15, 0.25, 0.5)
 FREQS = ((1.0, 3.0), (0.5, 1.5), (0.25, 1.0))
 CELLS = {  # name -> TaskConfig overrides
-    "default": {}, "off0.05": dict(offset=0.05), "off0.1": dict(offset=0.1),
+    "zero_mean": dict(offset=0.0), "off0.05": dict(offset=0.05), "off0.1": dict(offset=0.1),
     "off0.15": dict(offset=0.15), "off0.25": dict(offset=0.25), "off0.5": dict(offset=0.5),
     "f0.5-1.5": dict(freq_range=(0.5, 1.5)), "f0.25-1": dict(freq_range=(0.25, 1.0)),
 }
@@ -129,7 +129,7 @@ def spt_only(cell: str, seed: int) -> dict:
 def full(cell: str, seed: int, recipe: str) -> dict:
     torch.set_num_threads(1)
     t0 = time.time()
-    data = make_task(TaskConfig(**CELLS[cell]))
+    data = make_task(TaskConfig(**{"offset": 0.0, **CELLS[cell]}))
     res = run_recipe(recipe, data, seed=seed)
     row = dict(cell=cell, seed=seed, recipe=recipe, test_at_peak=res.summary["test_at_peak"],
                final_train_acc=res.summary["final_train_acc"], secs=time.time() - t0)
@@ -142,7 +142,7 @@ def trap(seed: int, k: int, offset: float) -> list[dict]:
     """Default SPT and offset-then-default SPT from the same init and seeded stream."""
     torch.set_num_threads(1)
     cfg = TrainConfig()
-    default, shifted = make_task(TaskConfig()), make_task(TaskConfig(offset=offset))
+    default, shifted = make_task(TaskConfig(offset=0.0)), make_task(TaskConfig(offset=offset))  # zero-mean task
     out = []
     for arm, phases in (("spt_default", [(default, cfg.pre_epochs)]),
                         (f"trap_off{offset}x{k}", [(shifted, k), (default, cfg.pre_epochs - k)])):
