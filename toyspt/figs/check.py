@@ -30,10 +30,11 @@ def reduce_csv(path: Path) -> pd.DataFrame:
     vals = [c for c in f.columns if c in numeric and c not in INDEX_COLUMNS]
     if not vals:
         return pd.DataFrame(columns=["group", "column", "value"])
-    f[cats] = f[cats].astype(str)
+    for c in cats:  # categorical values as plain strings ("" for a missing one)
+        f[c] = [("" if pd.isna(v) else str(v)) for v in f[c]]
     g = f.groupby(cats, dropna=False, sort=True)[vals].mean() if cats else f[vals].mean().to_frame().T
     long = g.reset_index().melt(id_vars=cats, value_vars=vals, var_name="_column", value_name="_value")
-    long["group"] = long[cats].astype(str).agg("/".join, axis=1) if cats else "all"
+    long["group"] = ["/".join(map(str, row)) for row in long[cats].itertuples(index=False)] if cats else "all"
     return long.rename(columns={"_column": "column", "_value": "value"})[["group", "column", "value"]]
 
 
