@@ -194,3 +194,15 @@ def test_lra_probe_refuses_data_of_the_wrong_kind_before_loading(tmp_path, capsy
     assert main(["lra", "probe", str(tmp_path / "none.ckpt"), "--task", task, "--data", str(tmp_path / data)]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_dask_address_where_nothing_listens_is_one_line(tmp_path, capsys):
+    pytest.importorskip("distributed")
+    from toyspt.figs_cli import main as figs_main
+
+    t = time.time()
+    rc = figs_main(["--quick", "--only", "accuracy", "--seeds", "0", "--out", str(tmp_path / "o"),
+                    "--cache", str(tmp_path / "c"), "--dask", "tcp://127.0.0.1:9"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and any("no scheduler answered at tcp://127.0.0.1:9" in line for line in err), err
+    assert time.time() - t < 60  # a few seconds of connection timeout, not the old 30 s and a traceback
