@@ -68,11 +68,12 @@ def test_mask_moments_validation():
 
 
 def test_beta_unif_sign_follows_the_offset():
-    """The default oscillation (1-3 cycles) makes the gain negative; a per-sequence offset
-    (shared level) or slower oscillation makes it positive."""
-    small = dict(n_train=1000, n_val=1, n_test=1)
+    """A zero-mean oscillation of 1-3 cycles makes the gain negative; a per-sequence offset
+    (shared level, the default task) or slower oscillation makes it positive."""
+    small = dict(n_train=1000, n_val=1, n_test=1, offset=0.0)
     assert beta_unif(make_task(TaskConfig(**small))) < 0
-    assert beta_unif(make_task(TaskConfig(**small, offset=0.5))) > 0
+    assert beta_unif(make_task(TaskConfig(**{**small, "offset": TaskConfig().offset}))) > 0
+    assert beta_unif(make_task(TaskConfig(**{**small, "offset": 0.5}))) > 0
     assert beta_unif(make_task(TaskConfig(**small, freq_range=(0.5, 1.5)))) > 0
 
 

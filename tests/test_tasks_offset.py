@@ -7,7 +7,7 @@ import torch
 
 from toyspt.tasks import TaskConfig, _draw, make_task
 
-CFG = TaskConfig(T=16, n_train=400, n_val=50, n_test=60, seed=7)
+CFG = TaskConfig(T=16, n_train=400, n_val=50, n_test=60, seed=7, offset=0.0)  # the zero-mean task
 
 
 def _raw(data):
@@ -19,7 +19,7 @@ def _raw(data):
 def test_offset_zero_is_the_pipeline_without_the_knob(family):
     """offset=0 draws nothing: make_task equals the three _draw calls on one stream followed
     by train-statistics standardisation, bit for bit (the pre-knob pipeline)."""
-    cfg = TaskConfig(family=family, T=16, n_train=64, n_val=16, n_test=16, seed=5)
+    cfg = TaskConfig(family=family, T=16, n_train=64, n_val=16, n_test=16, seed=5, offset=0.0)
     rng = np.random.default_rng(cfg.seed)
     raw = [_draw(cfg, n, rng) for n in (cfg.n_train, cfg.n_val, cfg.n_test)]
     mean, std = raw[0][0].mean(axis=(0, 1)), raw[0][0].std(axis=(0, 1)) + 1e-8
@@ -58,6 +58,10 @@ def test_offset_is_seeded():
     assert torch.equal(make_task(cfg).train.x, make_task(cfg).train.x)
     other = make_task(TaskConfig(**{**CFG.__dict__, "offset": 0.2, "seed": 8}))
     assert not torch.equal(make_task(cfg).train.x, other.train.x)
+
+
+def test_default_task_is_the_proximity_regime():
+    assert TaskConfig().offset == 0.5  # the default; offset=0 is the zero-mean contrast
 
 
 @pytest.mark.parametrize("bad", [-0.1, math.nan, math.inf])
