@@ -65,8 +65,8 @@ class FigContext:
         from ..plots import save_figure
 
         offset = self.base.task.offset
-        fig.text(0.995, 0.005, f"task regime: {self.regime} (per-sequence offset std {offset:g})",
-                 ha="right", va="bottom", fontsize=7, color="0.35")
+        fig.text(0.5, 0.0, f"task regime: {self.regime} (per-sequence offset std {offset:g})",
+                 ha="center", va="top", fontsize=7, color="0.35")  # below the axes (bbox is tight)
         save_figure(fig, self.out, name, self.quick)
 
     def spec(self, arm: str, seed: int, **overrides) -> RunSpec:
