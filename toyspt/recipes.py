@@ -24,6 +24,14 @@ factory below, so adding a recipe is one row here (plus its test).
   the task with a per-sequence offset) and the remaining E_pre - swap_epochs on the task's
   own inputs, one optimizer throughout; then as ``spt``. Started in the proximity basin,
   does SPT stay there on the task's own data?
+
+Recipes whose run begins with another recipe's entire run name it in ``starts_from``:
+``spt``, ``qk_transfer`` and ``all_but_qk_transfer`` begin with the SPT phase of
+``spt_only`` (same seed and configs: same weights, masks and data order), and
+``scratch_matched`` with the E label epochs of ``scratch`` (then E_pre more, same
+optimizer). A run may continue from that run's stored end state (weights, optimizer state,
+generator state) instead of recomputing it, with bitwise the same result
+(``toyspt.train.run_recipe(start=...)``; the run cache does this by itself).
 """
 from __future__ import annotations
 
@@ -53,6 +61,7 @@ class Recipe:
     freeze_qk: bool = False  # W_Q, W_K (weights and biases) fixed during the label phase
     matched_budget: bool = False  # label phase trains pre_epochs + epochs (SPT's total budget)
     label_phase: bool = True  # False: the run ends after SPT (its final weights = pretrained)
+    starts_from: str | None = None  # the recipe whose whole run is this one's beginning
 
     def __post_init__(self):
         if self.pretrain_on not in PRETRAIN_ON:
@@ -109,10 +118,10 @@ class Recipe:
 
 TABLE: dict[str, Recipe] = {r.name: r for r in (
     Recipe("scratch"),
-    Recipe("spt", pretrain_on="task", keep="all"),
-    Recipe("scratch_matched", matched_budget=True),
-    Recipe("qk_transfer", pretrain_on="task", keep="qk"),
-    Recipe("all_but_qk_transfer", pretrain_on="task", keep="all_but_qk"),
+    Recipe("spt", pretrain_on="task", keep="all", starts_from="spt_only"),
+    Recipe("scratch_matched", matched_budget=True, starts_from="scratch"),
+    Recipe("qk_transfer", pretrain_on="task", keep="qk", starts_from="spt_only"),
+    Recipe("all_but_qk_transfer", pretrain_on="task", keep="all_but_qk", starts_from="spt_only"),
     Recipe("frozen_attention", freeze_qk=True),
     Recipe("data_swap", pretrain_on="swap", keep="all"),
     Recipe("spt_only", pretrain_on="task", keep="all", label_phase=False),
@@ -141,4 +150,35 @@ def make_optimizer(params: Iterable[torch.Tensor], cfg: TrainConfig, lr: float) 
     raise ValueError(f"optimizer: choose one of {OPTIMIZERS}, got {cfg.optimizer!r}")
 
 
-__all__ = ["Recipe", "TABLE", "RECIPES", "PRETRAINED", "OPTIMIZERS", "get_recipe", "make_optimizer"]
+def optimizer_state(opt: torch.optim.Optimizer, named: Iterable[tuple[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """The per-parameter state of ``opt`` (AdamW: step, exp_avg, exp_avg_sq; SGD:
+    momentum_buffer) keyed ``"<parameter>/<slot>"``, copied; parameters without state
+    (frozen, or never stepped) are absent."""
+    out = {}
+    for name, p in named:
+        for slot, t in opt.state.get(p, {}).items():
+            if torch.is_tensor(t):
+                out[f"{name}/{slot}"] = t.detach().clone()
+    return out
+
+
+def load_optimizer_state(opt: torch.optim.Optimizer, named: Iterable[tuple[str, torch.Tensor]],
+                         state: dict[str, torch.Tensor]) -> None:
+    """Inverse of :func:`optimizer_state`: give each named parameter of ``opt`` its slots;
+    every stored entry must find a parameter the optimizer updates."""
+    params = {id(p) for g in opt.param_groups for p in g["params"]}
+    used = set()
+    for name, p in named:
+        slots = {k.split("/", 1)[1]: v.clone() for k, v in state.items() if k.split("/", 1)[0] == name}
+        if slots:
+            if id(p) not in params:
+                raise ValueError(f"optimizer state for {name!r}, which this optimizer does not update")
+            opt.state[p] = slots
+            used.update(f"{name}/{k}" for k in slots)
+    extra = sorted(set(state) - used)
+    if extra:
+        raise ValueError(f"optimizer state names parameters this model lacks: {extra[:4]}")
+
+
+__all__ = ["Recipe", "TABLE", "RECIPES", "PRETRAINED", "OPTIMIZERS", "get_recipe", "make_optimizer",
+           "optimizer_state", "load_optimizer_state"]

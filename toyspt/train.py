@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
@@ -12,8 +13,10 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from .evaluation import best_val, check_policy, extra_splits, record
 from .model import SPT_ATTENTION, ModelConfig, ToyTransformer, build_model
-from .recipes import OPTIMIZERS, PRETRAINED, RECIPES, get_recipe, make_optimizer
+from .recipes import (OPTIMIZERS, PRETRAINED, RECIPES, get_recipe, load_optimizer_state, make_optimizer,
+                      optimizer_state)
 from .tasks import TaskData, recon_loss, sample_mask
 from .validation import Float, Int, Text, validate, validated
 
@@ -55,6 +58,7 @@ class RunContext:
     step: int = 0  # optimizer steps so far, over all phases
     epoch: int = 0  # epoch within the phase, 1-based once an epoch has finished
     records: list[dict[str, Any]] = field(default_factory=list)  # tidy tracker records
+    optimizer: Any = None  # the optimizer of the phase that ran last
 
     def record(self, name: str, metric: str, value: float, **extra) -> None:
         """Append one tidy record (recipe, seed, phase, step, epoch, name, metric, value)."""
@@ -72,7 +76,10 @@ class RunResult:
     history: list[dict[str, Any]]
     summary: dict[str, float]
     records: list[dict[str, Any]]
-    states: dict[str, dict[str, torch.Tensor]]  # "init", "pretrained" (if any), "final"
+    # "init", "pretrained" (if any), "final"; "resume": what continuing the run needs
+    # ("generator": the data-order/mask generator's state; "<param>/<slot>": the optimizer
+    # state of the label phase; see toyspt.recipes.optimizer_state)
+    states: dict[str, dict[str, torch.Tensor]]
     config: dict[str, Any]  # asdict of the model and train configs
 
 
@@ -135,7 +142,7 @@ def pretrain(ctx: RunContext, data: TaskData, cfg: TrainConfig, gen: torch.Gener
     ctx.phase, ctx.epoch = "pretrain", 0
     ctx.phase_start_state = clone_state(model)
     _call(callbacks, "on_phase_start", ctx)
-    opt = make_optimizer(model.parameters(), cfg, cfg.pre_lr or cfg.lr)
+    opt = ctx.optimizer = make_optimizer(model.parameters(), cfg, cfg.pre_lr or cfg.lr)
     val_mask = sample_mask(len(data.val), data.val.x.shape[1], cfg.mask_rate,
                            torch.Generator().manual_seed(ctx.seed + 7919))
     history = []
@@ -161,13 +168,19 @@ def pretrain(ctx: RunContext, data: TaskData, cfg: TrainConfig, gen: torch.Gener
 
 
 def finetune(ctx: RunContext, data: TaskData, cfg: TrainConfig, epochs: int, gen: torch.Generator,
-             callbacks: Sequence = (), progress: bool = False) -> list[dict]:
-    """Label phase: cross-entropy of the mean-pooled classifier."""
+             callbacks: Sequence = (), progress: bool = False, evaluate: str = "all",
+             done: Sequence[dict] = (), opt_state: dict[str, torch.Tensor] | None = None) -> list[dict]:
+    """Label phase: cross-entropy of the mean-pooled classifier, ``epochs`` epochs after the
+    label epochs in ``done`` (those of a run this one continues, whose optimizer state is
+    ``opt_state``). ``evaluate``: the evaluation policy (:mod:`toyspt.evaluation`)."""
     model, x, y = ctx.model, data.train.x, data.train.y
-    ctx.phase, ctx.epoch = "finetune", 0
+    ctx.phase, ctx.epoch = "finetune", len(done)
     ctx.phase_start_state = clone_state(model)
     _call(callbacks, "on_phase_start", ctx)
-    opt = make_optimizer(model.parameters(), cfg, cfg.lr)
+    opt = ctx.optimizer = make_optimizer(model.parameters(), cfg, cfg.lr)
+    if opt_state is not None:
+        load_optimizer_state(opt, model.named_parameters(), opt_state)
+    best, last = best_val(list(done)), len(done) + epochs
     history = []
 
     def loss_fn(idx):
@@ -177,10 +190,12 @@ def finetune(ctx: RunContext, data: TaskData, cfg: TrainConfig, epochs: int, gen
         losses = _epoch(ctx, opt, len(x), cfg.batch_size, gen, loss_fn, callbacks)
         ctx.epoch += 1
         model.eval()
-        rec = dict(phase="finetune", epoch=ctx.epoch, step=ctx.step,
-                   train_loss=sum(losses) / len(losses),
-                   train_acc=accuracy(model, x, y), val_acc=accuracy(model, data.val.x, data.val.y),
-                   test_acc=accuracy(model, data.test.x, data.test.y))
+        acc = dict(val=accuracy(model, data.val.x, data.val.y))
+        for split in extra_splits(evaluate, ctx.epoch, last, cfg.epochs, acc["val"], best):
+            part = getattr(data, split)
+            acc[split] = accuracy(model, part.x, part.y)
+        best = max(best, acc["val"])
+        rec = record(ctx.epoch, ctx.step, sum(losses) / len(losses), acc)
         history.append(rec)
         _call(callbacks, "on_epoch", ctx, rec)
     return history
@@ -216,37 +231,96 @@ def transferred_names(recipe: str, model: ToyTransformer) -> list[str]:
 
 def run_recipe(recipe: str, data: TaskData, model_cfg: ModelConfig | None = None,
                train_cfg: TrainConfig | None = None, seed: int = 0, callbacks: Sequence = (),
-               pretrain_data: TaskData | None = None, progress: bool = False) -> RunResult:
+               pretrain_data: TaskData | None = None, progress: bool = False, evaluate: str = "all",
+               start: RunResult | None = None) -> RunResult:
     """Train one recipe with one seed. ``pretrain_data`` is required by recipes that
-    pretrain on another data set (``data_swap``)."""
+    pretrain on another data set (``data_swap``). ``evaluate``: what the label phase
+    measures (:mod:`toyspt.evaluation`). ``start``: a finished run of the recipe this one
+    starts from (``Recipe.starts_from``, same seed and configs), continued from its stored
+    end state instead of recomputing it; the result is bitwise that of training afresh."""
     rec = get_recipe(recipe)
     model_cfg = model_cfg or ModelConfig()
     train_cfg = train_cfg or TrainConfig()
+    check_policy(evaluate)
     spt_data = check_inputs(rec, data, model_cfg, pretrain_data)
+    config = dict(model=asdict(model_cfg), train=asdict(train_cfg), evaluate=evaluate)
+    if start is not None:
+        check_start(rec, start, seed, config, callbacks)
     model = build_model(model_cfg, seed)
     ctx = RunContext(model, recipe, seed, init_state=clone_state(model))
     states = {"init": ctx.init_state}
     history: list[dict] = []
     gen = torch.Generator().manual_seed(seed_stream(seed))
-    if rec.pretrains:
+    done, opt_state = [], None
+    if start is not None:  # the prefix run's end: its history, weights, generator (and optimizer)
+        history = copy.deepcopy(start.history)
+        ctx.step = history[-1]["step"]
+        gen.set_state(start.states["resume"]["generator"])
+        if rec.pretrains:
+            states["pretrained"] = copy.deepcopy(start.states["final"])
+        else:
+            model.load_state_dict(start.states["final"])
+            done = [h for h in history if h["phase"] == "finetune"]
+            opt_state = {k: v for k, v in start.states["resume"].items() if k != "generator"}
+    elif rec.pretrains:
         history += pretrain(ctx, spt_data, train_cfg, gen, callbacks, progress, rec.spt_schedule(train_cfg),
                             pretrain_data)
         states["pretrained"] = clone_state(model)
-        if not rec.label_phase:
-            states["final"] = clone_state(model)
-            return RunResult(recipe, seed, history, summarize(history), ctx.records, states,
-                             dict(model=asdict(model_cfg), train=asdict(train_cfg)))
+    if rec.pretrains and not rec.label_phase:
+        states["final"] = clone_state(model)
+        states["resume"] = {"generator": gen.get_state()}
+        return RunResult(recipe, seed, history, summarize(history), ctx.records, states, config)
+    if rec.pretrains:
         model.load_state_dict(ctx.init_state)
         transfer(model, states["pretrained"], rec.transferred(model))
     frozen = rec.frozen(model)
     for n, p in model.named_parameters():
         p.requires_grad_(n not in frozen)
-    history += finetune(ctx, data, train_cfg, rec.label_epochs(train_cfg), gen, callbacks, progress)
+    history += finetune(ctx, data, train_cfg, rec.label_epochs(train_cfg) - len(done), gen, callbacks,
+                        progress, evaluate, done, opt_state)
     for p in model.parameters():
         p.requires_grad_(True)
     states["final"] = clone_state(model)
-    config = dict(model=asdict(model_cfg), train=asdict(train_cfg))
+    states["resume"] = {"generator": gen.get_state(), **optimizer_state(ctx.optimizer, model.named_parameters())}
     return RunResult(recipe, seed, history, summarize(history), ctx.records, states, config)
+
+
+def _plain(config: dict) -> Any:
+    """``config`` as JSON would give it back (tuples as lists), to compare stored configs."""
+    return json.loads(json.dumps(config))
+
+
+def check_start(rec, start: RunResult, seed: int, config: dict, callbacks: Sequence) -> None:
+    """Refuse a ``start`` run this recipe cannot continue from, naming what differs."""
+    if rec.starts_from is None:
+        raise ValueError(f"recipe {rec.name} does not start from another recipe's run")
+    if callbacks:
+        raise ValueError(f"a {rec.name} run continued from a {rec.starts_from} run takes no callbacks "
+                         "(trackers would miss the phase it skips)")
+    got = dict(recipe=start.recipe, seed=start.seed)
+    want = dict(recipe=rec.starts_from, seed=seed)
+    if got != want:
+        raise ValueError(f"a {rec.name} run (seed {seed}) starts from a {want['recipe']} run of seed {seed}, "
+                         f"got a {got['recipe']} run of seed {got['seed']}")
+    # an SPT-only run evaluates nothing: its policy does not matter to the runs it starts
+    parts = ("model", "train") if rec.pretrains else ("model", "train", "evaluate")
+    mine, theirs = _plain({p: config[p] for p in parts}), _plain({p: start.config.get(p) for p in parts})
+    if mine != theirs:
+        diff = []
+        for p in parts:
+            a, b = mine[p], theirs[p]
+            if isinstance(a, dict) and isinstance(b, dict):
+                diff += [f"{p}.{k}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+            elif a != b:
+                diff.append(p)
+        raise ValueError(f"the {rec.starts_from} run to start from has other settings: {diff}")
+    if "resume" not in start.states or "generator" not in start.states["resume"]:
+        raise ValueError(f"the {rec.starts_from} run to start from stored no resume state")
+    if not rec.pretrains:
+        n = sum(h["phase"] == "finetune" for h in start.history)
+        want_n = get_recipe(rec.starts_from).label_epochs(TrainConfig(**config["train"]))
+        if n != want_n:
+            raise ValueError(f"the {rec.starts_from} run to start from has {n} label epochs, not {want_n}")
 
 
 def seed_stream(seed: int) -> int:
@@ -277,4 +351,4 @@ def load_model(result: RunResult, which: str = "final", cfg: ModelConfig | None 
 
 __all__ = ["RECIPES", "PRETRAINED", "OPTIMIZERS", "TrainConfig", "seed_stream", "check_inputs", "RunContext", "RunResult", "run_recipe", "pretrain",
            "finetune", "summarize", "transfer", "transferred_names", "accuracy", "load_model",
-           "clone_state"]
+           "clone_state", "check_start"]

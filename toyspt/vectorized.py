@@ -31,6 +31,7 @@ Runs with tracker callbacks are not supported here; they go through ``run_recipe
 """
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import asdict
 from typing import Sequence
@@ -38,20 +39,16 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.func import functional_call, vmap
 from tqdm.auto import tqdm
 
+from .evaluation import best_val, check_policy, extra_splits, record
 from .model import ModelConfig, build_model
 from .recipes import get_recipe, make_optimizer
 from .tasks import TaskData, recon_loss, sample_mask
-from .train import RunResult, TrainConfig, check_inputs, clone_state, seed_stream, summarize
+from .stacked import EVAL_CHUNK, Stacked
+from .train import RunResult, TrainConfig, check_inputs, check_start, clone_state, seed_stream, summarize
 
-ENGINES = ("lockstep", "vmap")
-# sequences per evaluation forward: a (512, 32, 128) MLP activation (8 MB) is about the
-# largest that stays fast here; run_recipe's 2048 runs ~2x slower per sequence (measured).
-# Rows of a matrix product do not depend on how many rows are in the call, so chunking
-# does not change the logits (the lockstep test checks the accuracies bit for bit).
-EVAL_CHUNK = 512
+ENGINES = ("lockstep", "vmap")  # vmap: toyspt.stacked.Stacked
 
 
 # --------------------------------------------------------------------------------------
@@ -73,8 +70,10 @@ class Lockstep:
             for n, p in m.named_parameters():
                 p.requires_grad_(n not in names)
 
-    def start_phase(self, cfg: TrainConfig, lr: float) -> None:
-        self.cfg, self.lr, self.opt, self.live = cfg, lr, None, []
+    def start_phase(self, cfg: TrainConfig, lr: float, opt_states=None) -> None:
+        """A new optimizer; ``opt_states``: per seed, the state it continues
+        (toyspt.recipes.optimizer_state), loaded at the first step."""
+        self.cfg, self.lr, self.opt, self.live, self.pending = cfg, lr, None, [], opt_states
 
     def label_step(self, x, y, idx: list[torch.Tensor], check) -> list[float]:
         return self._step([lambda m, i=i: F.cross_entropy(m.classify(x[i]), y[i]) for i in idx], check)
@@ -103,18 +102,47 @@ class Lockstep:
         return values
 
     def _flatten(self) -> None:
-        self.live = [p for m in self.models for p in m.parameters() if p.grad is not None]
+        named = [(k, n, p) for k, m in enumerate(self.models) for n, p in m.named_parameters()
+                 if p.grad is not None]
+        self.live = [p for *_, p in named]
         self.flat = nn.Parameter(torch.cat([p.detach().reshape(-1) for p in self.live]))
-        off = 0
-        for p in self.live:  # parameters become views of the flat buffer the optimizer updates
+        self.slices, off = [], 0
+        for k, n, p in named:  # parameters become views of the flat buffer the optimizer updates
             p.data = self.flat.data[off:off + p.numel()].view_as(p)
+            self.slices.append((k, n, off, p.shape))
             off += p.numel()
         self.opt = make_optimizer([self.flat], self.cfg, self.lr)
+        if self.pending is not None:  # the flat state is the seeds' states laid end to end
+            slots = dict.fromkeys(key.split("/", 1)[1] for st in self.pending for key in st)
+            state = {}
+            for slot in slots:  # in the order the optimizer made them
+                parts = [self.pending[k].get(f"{n}/{slot}") for k, n, _, _ in self.slices]
+                if any(t is None for t in parts):
+                    raise ValueError(f"optimizer state: slot {slot!r} missing for some parameters")
+                if slot == "step":  # AdamW's step count, one for all
+                    if any(not torch.equal(t, parts[0]) for t in parts):
+                        raise ValueError(f"optimizer state: {slot!r} differs between parameters")
+                    state[slot] = parts[0].clone()
+                else:
+                    state[slot] = torch.cat([t.reshape(-1) for t in parts])
+            self.opt.state[self.flat] = state
+
+    def opt_state(self, k: int) -> dict[str, torch.Tensor]:
+        """Seed k's optimizer state as toyspt.recipes.optimizer_state gives it."""
+        out = {}
+        for kk, n, off, shape in self.slices if self.opt is not None else []:
+            if kk == k:
+                for slot, t in self.opt.state.get(self.flat, {}).items():
+                    out[f"{n}/{slot}"] = (t.clone() if slot == "step" else
+                                          t[off:off + shape.numel()].view(shape).clone())
+        return out
 
     @torch.no_grad()
-    def correct(self, x, y, chunk: int = EVAL_CHUNK) -> list[int]:
+    def correct(self, x, y, chunk: int = EVAL_CHUNK, only=None) -> list[int]:
+        """Correct predictions of each seed (of the seeds ``only`` lists, if given)."""
+        models = self.models if only is None else [self.models[k] for k in only]
         return [sum(int((m.classify(x[i:i + chunk]).argmax(-1) == y[i:i + chunk]).sum())
-                    for i in range(0, len(y), chunk)) for m in self.models]
+                    for i in range(0, len(y), chunk)) for m in models]
 
     @torch.no_grad()
     def val_recon(self, x, masks, attend: str, kind: str) -> list[float]:
@@ -123,94 +151,6 @@ class Lockstep:
 
     def state(self, k: int) -> dict[str, torch.Tensor]:
         return clone_state(self.models[k])
-
-
-class _Forward(nn.Module):
-    """Lets functional_call reach both entry points of the model."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, x, mask=None, attend="all"):
-        return self.model.classify(x) if mask is None else self.model.reconstruct(x, mask, attend)
-
-
-class Stacked:
-    """K copies of one architecture with parameters stacked (K, ...), run through vmap."""
-
-    def __init__(self, cfg: ModelConfig, states: Sequence[dict[str, torch.Tensor]]):
-        base = build_model(cfg, 0)
-        self.fwd = _Forward(base)
-        self.keys = list(states[0])  # state_dict order
-        self.buffers = {n: b for n, b in base.named_buffers()}
-        for n, b in self.buffers.items():  # buffers come from the config, never from a seed
-            if any(not torch.equal(s[n], b) for s in states):
-                raise ValueError(f"buffer {n!r} differs between the stacked states")
-        self.params = {n: nn.Parameter(torch.stack([s[n] for s in states])) for n, _ in base.named_parameters()}
-        self.K = len(states)
-
-    def freeze(self, names) -> None:
-        for n, p in self.params.items():
-            p.requires_grad_(n not in names)
-
-    def start_phase(self, cfg: TrainConfig, lr: float) -> None:
-        # parameters the loss does not reach keep grad None, and the optimizer skips them
-        self.opt = make_optimizer([p for p in self.params.values() if p.requires_grad], cfg, lr)
-
-    def _call(self, p, x, mask=None, attend="all"):
-        full = {f"model.{n}": v for n, v in p.items()}
-        full.update({f"model.{n}": b for n, b in self.buffers.items()})
-        return functional_call(self.fwd, full, (x, mask, attend))
-
-    def classify(self, x_KxBxTxD):
-        return vmap(self._call)(self.params, x_KxBxTxD)
-
-    def reconstruct(self, x_KxBxTxD, mask_KxBxT, attend: str):
-        return vmap(lambda p, x, m: self._call(p, x, m, attend))(self.params, x_KxBxTxD, mask_KxBxT)
-
-    def label_step(self, x, y, idx, check) -> list[float]:
-        i = torch.stack(idx)
-        loss = F.cross_entropy(self.classify(x[i]).flatten(0, 1), y[i].flatten(), reduction="none")
-        return self._step(loss.view(self.K, -1).mean(1), check)
-
-    def recon_step(self, x, idx, masks, attend, kind, check) -> list[float]:
-        xb, mb = x[torch.stack(idx)], torch.stack(masks)
-        return self._step(_recon_loss_K(self.reconstruct(xb, mb, attend), xb, mb, kind), check)
-
-    def _step(self, loss_K, check) -> list[float]:
-        values = loss_K.tolist()
-        for k, v in enumerate(values):
-            check(k, v)
-        self.opt.zero_grad(set_to_none=True)
-        loss_K.sum().backward()  # d(sum)/d(params of seed k) = d(loss_k)/d(params of seed k)
-        self.opt.step()
-        return values
-
-    @torch.no_grad()
-    def correct(self, x, y, chunk: int = EVAL_CHUNK) -> list[int]:
-        c = torch.zeros(self.K, dtype=torch.long)
-        per = max(1, chunk // self.K)  # keep the batched activations cache-sized
-        for i in range(0, len(y), per):
-            xb = x[i:i + per]
-            c += (self.classify(xb.expand(self.K, *xb.shape)).argmax(-1) == y[i:i + per]).sum(-1)
-        return c.tolist()
-
-    @torch.no_grad()
-    def val_recon(self, x, masks, attend, kind) -> list[float]:
-        xb, mb = x.expand(self.K, *x.shape), torch.stack(list(masks))
-        return _recon_loss_K(self.reconstruct(xb, mb, attend), xb, mb, kind).tolist()
-
-    def state(self, k: int) -> dict[str, torch.Tensor]:
-        return {n: (self.params[n][k] if n in self.params else self.buffers[n]).detach().clone()
-                for n in self.keys}
-
-
-def _recon_loss_K(pred, x, mask, kind: str) -> torch.Tensor:
-    """toyspt.tasks.recon_loss of each seed: (K,) means over masked entries."""
-    err = (pred - x).abs() if kind == "l1" else (pred - x).pow(2)
-    m = mask.to(err.dtype).unsqueeze(-1)
-    return (err * m).sum((1, 2, 3)) / (m.sum((1, 2, 3)) * err.shape[-1]).clamp_min(1.0)
 
 
 def _checker(recipe: str, seeds: Sequence[int], phase: str, epoch: int, step: int):
@@ -251,10 +191,12 @@ def _pretrain(stack, data: TaskData, cfg: TrainConfig, gens, seeds, recipe, hist
 
 
 def _finetune(stack, data: TaskData, cfg: TrainConfig, epochs: int, gens, seeds, recipe, histories,
-              step, progress, eval_chunk):
+              step, progress, eval_chunk, evaluate="all", done=0):
+    """``epochs`` label epochs after ``done`` earlier ones (a continued run's)."""
     x, y = data.train.x, data.train.y
-    stack.start_phase(cfg, cfg.lr)
-    for epoch in tqdm(range(1, epochs + 1), desc=f"{recipe} x{len(seeds)} finetune", leave=False,
+    best = [best_val(h) for h in histories]
+    last = done + epochs
+    for epoch in tqdm(range(done + 1, last + 1), desc=f"{recipe} x{len(seeds)} finetune", leave=False,
                       disable=not progress):
         perms = [torch.randperm(len(x), generator=g) for g in gens]
         losses = [[] for _ in seeds]
@@ -262,14 +204,17 @@ def _finetune(stack, data: TaskData, cfg: TrainConfig, epochs: int, gens, seeds,
             values = stack.label_step(x, y, [p[i:i + cfg.batch_size] for p in perms],
                                       _checker(recipe, seeds, "finetune", epoch, step))
             step = _record(values, losses, step)
-        acc = {}
-        for split in ("train", "val", "test"):
+        val = [c / len(data.val) for c in stack.correct(data.val.x, data.val.y, eval_chunk)]
+        acc = [dict(val=v) for v in val]
+        for split in ("train", "test"):
+            ks = [k for k in range(len(seeds))
+                  if split in extra_splits(evaluate, epoch, last, cfg.epochs, val[k], best[k])]
             part = getattr(data, split)
-            acc[split] = [c / len(part) for c in stack.correct(part.x, part.y, eval_chunk)]
+            for k, c in zip(ks, stack.correct(part.x, part.y, eval_chunk, only=ks) if ks else []):
+                acc[k][split] = c / len(part)
         for k, h in enumerate(histories):
-            h.append(dict(phase="finetune", epoch=epoch, step=step,
-                          train_loss=sum(losses[k]) / len(losses[k]), train_acc=acc["train"][k],
-                          val_acc=acc["val"][k], test_acc=acc["test"][k]))
+            best[k] = max(best[k], val[k])
+            h.append(record(epoch, step, sum(losses[k]) / len(losses[k]), acc[k]))
     return step
 
 
@@ -285,10 +230,12 @@ def _record(values: list[float], losses: list[list[float]], step: int) -> int:
 def run_recipe_seeds(recipe: str, data: TaskData, model_cfg: ModelConfig | None = None,
                      train_cfg: TrainConfig | None = None, seeds: Sequence[int] = (0,),
                      pretrain_data: TaskData | None = None, engine: str = "lockstep",
-                     progress: bool = False, eval_chunk: int = EVAL_CHUNK) -> list[RunResult]:
-    """``[run_recipe(recipe, data, model_cfg, train_cfg, s, pretrain_data=...) for s in seeds]``
-    trained together: bitwise equal with ``engine="lockstep"``, within float32 rounding with
-    ``engine="vmap"`` (see the module docstring). No tracker callbacks."""
+                     progress: bool = False, eval_chunk: int = EVAL_CHUNK, evaluate: str = "all",
+                     starts: Sequence[RunResult] | None = None) -> list[RunResult]:
+    """``[run_recipe(recipe, data, model_cfg, train_cfg, s, pretrain_data=..., evaluate=...,
+    start=starts[k]) for k, s in enumerate(seeds)]`` trained together: bitwise equal with
+    ``engine="lockstep"``, within float32 rounding with ``engine="vmap"`` (see the module
+    docstring). No tracker callbacks."""
     rec = get_recipe(recipe)
     if engine not in ENGINES:
         raise ValueError(f"engine: choose one of {ENGINES}, got {engine!r}")
@@ -297,37 +244,56 @@ def run_recipe_seeds(recipe: str, data: TaskData, model_cfg: ModelConfig | None 
         raise ValueError("seeds: need at least one seed")
     if eval_chunk <= 0:
         raise ValueError(f"eval_chunk: must be positive, got {eval_chunk}")
+    check_policy(evaluate)
     model_cfg, train_cfg = model_cfg or ModelConfig(), train_cfg or TrainConfig()
     spt_data = check_inputs(rec, data, model_cfg, pretrain_data)
+    config = dict(model=asdict(model_cfg), train=asdict(train_cfg), evaluate=evaluate)
+    if starts is not None:
+        if len(starts) != len(seeds):
+            raise ValueError(f"starts: one run per seed, got {len(starts)} for {len(seeds)} seeds")
+        for st, s in zip(starts, seeds):
+            check_start(rec, st, s, config, ())
     make = Lockstep if engine == "lockstep" else Stacked
     inits = [clone_state(build_model(model_cfg, s)) for s in seeds]
     names = build_model(model_cfg, 0)  # parameter names only
     gens = [torch.Generator().manual_seed(seed_stream(s)) for s in seeds]
     histories: list[list[dict]] = [[] for _ in seeds]
-    stack, step, pretrained = make(model_cfg, inits), 0, None
-    if rec.pretrains:
+    stack, step, pretrained, done, opt_states = make(model_cfg, inits), 0, None, 0, None
+    if starts is not None:  # each seed continues its prefix run (see toyspt.train.run_recipe)
+        histories = [copy.deepcopy(st.history) for st in starts]
+        step = histories[0][-1]["step"]
+        for g, st in zip(gens, starts):
+            g.set_state(st.states["resume"]["generator"])
+        if rec.pretrains:
+            pretrained = [copy.deepcopy(st.states["final"]) for st in starts]
+        else:
+            stack = make(model_cfg, [st.states["final"] for st in starts])
+            done = sum(h["phase"] == "finetune" for h in histories[0])
+            opt_states = [{k: v for k, v in st.states["resume"].items() if k != "generator"} for st in starts]
+    elif rec.pretrains:
         step = _pretrain(stack, spt_data, train_cfg, gens, seeds, recipe, histories, progress,
                          rec.spt_schedule(train_cfg), pretrain_data)
         pretrained = [stack.state(k) for k in range(len(seeds))]
     if not rec.label_phase:
-        config = dict(model=asdict(model_cfg), train=asdict(train_cfg))
         return [RunResult(recipe, s, histories[k], summarize(histories[k]), [],
-                          {"init": inits[k], "pretrained": pretrained[k], "final": pretrained[k]}, config)
+                          {"init": inits[k], "pretrained": pretrained[k], "final": pretrained[k],
+                           "resume": {"generator": gens[k].get_state()}}, config)
                 for k, s in enumerate(seeds)]
     if rec.pretrains:
         moved = set(rec.transferred(names))
         stack = make(model_cfg, [{n: (pre if n in moved else init)[n] for n in init}
                                  for init, pre in zip(inits, pretrained)])
     stack.freeze(rec.frozen(names))
-    _finetune(stack, data, train_cfg, rec.label_epochs(train_cfg), gens, seeds, recipe, histories, step,
-              progress, eval_chunk)
-    config = dict(model=asdict(model_cfg), train=asdict(train_cfg))
+    stack.start_phase(train_cfg, train_cfg.lr, opt_states)
+    _finetune(stack, data, train_cfg, rec.label_epochs(train_cfg) - done, gens, seeds, recipe, histories, step,
+              progress, eval_chunk, evaluate, done)
     out = []
     for k, s in enumerate(seeds):
         states = {"init": inits[k]}
         if pretrained is not None:
             states["pretrained"] = pretrained[k]
         states["final"] = stack.state(k)
+        states["resume"] = {"generator": gens[k].get_state(), **stack.opt_state(k)}
         out.append(RunResult(recipe, s, histories[k], summarize(histories[k]), [], states, config))
     return out
 
