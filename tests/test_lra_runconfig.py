@@ -1,7 +1,6 @@
 """The run-config field table: every field honoured or refused (never ignored); and the
 conventions it honours (FF activations, block-local look-around, rotary, pooling) checked
 against references written independently from that code's definitions."""
-import copy
 import math
 
 import pytest

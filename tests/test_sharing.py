@@ -120,3 +120,93 @@ def test_start_refused_with_reason(small_data):
     run_recipe("qk_transfer", small_data, ModelConfig(), TC, 0, evaluate="peak", start=spt_only)
     with pytest.raises(ValueError, match="one run per seed"):
         run_recipe_seeds("spt", small_data, ModelConfig(), TC, [0, 1], starts=[spt_only])
+
+
+# --- through the run cache and the sweep ---------------------------------------------------
+
+from toyspt import vectorized  # noqa: E402
+from toyspt import train as train_mod  # noqa: E402
+from toyspt.runs import RunCache, RunSpec, get_run, sweep  # noqa: E402
+from toyspt.runs.sweeps import plan  # noqa: E402
+
+from conftest import SMALL_TASK  # noqa: E402
+
+
+def small(recipe, seed=0, **kw):
+    return RunSpec(recipe, seed, task=SMALL_TASK, train=TC, **kw)
+
+
+@pytest.fixture
+def spt_phases(monkeypatch):
+    """Counts SPT phases trained (per seed), in both trainers."""
+    count = []
+    real_one, real_many = train_mod.pretrain, vectorized._pretrain
+
+    def one(ctx, *a, **k):
+        count.append(ctx.seed)
+        return real_one(ctx, *a, **k)
+
+    def many(stack, data, cfg, gens, seeds, *a, **k):
+        count.extend(seeds)
+        return real_many(stack, data, cfg, gens, seeds, *a, **k)
+    monkeypatch.setattr(train_mod, "pretrain", one)
+    monkeypatch.setattr(vectorized, "_pretrain", many)
+    return count
+
+
+@pytest.mark.parametrize("vectorize", [False, True])
+def test_sweep_trains_each_spt_phase_once(vectorize, tmp_path, spt_phases):
+    specs = [small(r, s, evaluate=e) for r in ("spt", "qk_transfer", "all_but_qk_transfer")
+             for s in (0, 1) for e in ("all", "peak")] + [small("scratch_matched", s, evaluate="peak") for s in (0, 1)]
+    cache = RunCache(tmp_path)
+    answer, done, todo = plan(specs, cache)
+    # peak specs asked beside their "all" twins are answered by them; parents come first
+    assert [(s.recipe, s.evaluate) for s in todo if s.seed == 0] == [
+        ("spt_only", "all"), ("spt", "all"), ("qk_transfer", "all"), ("all_but_qk_transfer", "all"),
+        ("scratch", "peak"), ("scratch_matched", "peak")]
+    got = sweep(specs, cache, progress=False, vectorize=vectorize)
+    assert sorted(spt_phases) == [0, 1]  # one SPT phase per seed for all six SPT recipes x policies
+    del spt_phases[:]
+    assert_bitwise([answer[s.key()].execute() for s in specs], got)  # afresh: bitwise the same
+    assert len(spt_phases) == len([s for s in specs if s.recipe != "scratch_matched"])
+    assert not done
+    assert cache.has(small("spt_only", 1)) and cache.has(small("scratch", 1, evaluate="peak"))
+
+
+def test_sweep_with_workers_sends_children_after_parents(tmp_path):
+    specs = [small("qk_transfer", s) for s in (0, 1, 2)] + [small("scratch", 3)]
+    got = sweep(specs, RunCache(tmp_path), workers=2, progress=False, vectorize=True)
+    assert_bitwise([s.execute() for s in specs], got)
+
+
+def test_peak_spec_is_answered_by_the_all_run(tmp_path, spt_phases):
+    cache = RunCache(tmp_path)
+    full = sweep([small("spt", 0)], cache, progress=False)
+    assert spt_phases == [0]
+    peak = sweep([small("spt", 0, evaluate="peak")], cache, progress=False)
+    assert spt_phases == [0] and peak[0].history == full[0].history  # nothing trained
+    assert get_run(small("spt", 0, evaluate="peak"), cache).history == full[0].history
+    # asked together, only the run evaluated with "all" trains
+    both = sweep([small("qk_transfer", 1, evaluate="peak"), small("qk_transfer", 1)], RunCache(tmp_path / "b"),
+                 progress=False)
+    assert both[0] is both[1]
+
+
+def test_recompute_recomputes_the_parent(tmp_path, spt_phases):
+    cache = RunCache(tmp_path)
+    get_run(small("qk_transfer", 0), cache)
+    assert spt_phases == [0] and cache.has(small("spt_only", 0))
+    get_run(small("qk_transfer", 0), cache)
+    assert spt_phases == [0]
+    sweep([small("qk_transfer", 0)], cache, recompute=True, progress=False)
+    assert spt_phases == [0, 0]
+
+
+def test_tracked_runs_never_continue_another_run():
+    assert small("spt", 0, trackers=("displacement",)).parent() is None
+    assert small("spt", 0).parent() == small("spt_only", 0)
+    assert small("scratch_matched", 0, evaluate="peak").parent() == small("scratch", 0, evaluate="peak")
+    assert small("qk_transfer", 0, evaluate="peak").parent() == small("spt_only", 0)  # SPT-only evaluates nothing
+    assert small("frozen_attention", 0).parent() is None
+    with pytest.raises(ValueError, match="evaluate: choose one of"):
+        small("spt", 0, evaluate="often")

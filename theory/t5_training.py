@@ -30,7 +30,7 @@ import torch
 
 from toyspt import basin_runs, probes, tracking
 from toyspt.model import ModelConfig, build_model
-from toyspt.runs import RunCache, RunSpec, get_run
+from toyspt.runs import RunCache, RunSpec, get_run, load_answer
 from toyspt.tasks import TaskConfig, make_task
 from toyspt.train import TrainConfig, load_model
 
@@ -55,7 +55,7 @@ FULL = T5Config(TaskConfig(), ModelConfig(), TrainConfig(), (0, 1, 2, 3, 4),
 
 
 def specs(cfg: T5Config) -> list[RunSpec]:
-    return [RunSpec(r, s, task=cfg.task, model=cfg.model, train=cfg.train)
+    return [RunSpec(r, s, task=cfg.task, model=cfg.model, train=cfg.train, evaluate="peak")
             for r in cfg.recipes for s in cfg.seeds]
 
 
@@ -65,7 +65,7 @@ def _runs(quick: bool, cache: str | None) -> tuple[T5Config, dict[tuple[str, int
     ``quick``, the full configuration is still used when all its runs are cached."""
     store = RunCache(Path(cache)) if cache is not None else None
     cfg = FULL
-    if quick and (store is None or not all(store.has(sp) for sp in specs(FULL))):
+    if quick and (store is None or not all(load_answer(store, sp) is not None for sp in specs(FULL))):
         cfg = QUICK
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small models: one thread is fastest and shares the machine
@@ -171,10 +171,10 @@ def _phase(quick: bool, cache: str | None):
     its runs are cached, else the quick configuration's."""
     store = RunCache(Path(cache)) if cache is not None else None
     cfg = FULL
-    pairs = basin_runs.phase_specs(RunSpec("scratch", task=cfg.task, model=cfg.model, train=cfg.train), cfg.seeds)
-    if quick and (store is None or not all(store.has(sp) for _, sp in pairs)):
+    pairs = basin_runs.phase_specs(RunSpec("scratch", task=cfg.task, model=cfg.model, train=cfg.train, evaluate="peak"), cfg.seeds)
+    if quick and (store is None or not all(load_answer(store, sp) is not None for _, sp in pairs)):
         cfg = QUICK
-        pairs = basin_runs.phase_specs(RunSpec("scratch", task=cfg.task, model=cfg.model, train=cfg.train),
+        pairs = basin_runs.phase_specs(RunSpec("scratch", task=cfg.task, model=cfg.model, train=cfg.train, evaluate="peak"),
                                        cfg.seeds)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from . import __version__
-from .cli_flags import (add_arms_flag, add_cache_flags, add_config_flags, add_seeds, add_sweep_flags,
+from .cli_flags import (add_arms_flag, add_cache_flags, add_config_flags, add_evaluate_flag, add_seeds, add_sweep_flags,
                         base_spec, run_main, split_arms)
 from .runs import RunCache, executor_scope, get_run
 
@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--recipe", "--arm", dest="recipe", default="spt", help="recipe or arm, e.g. spt, scratch:pos=alibi")
     t.add_argument("--seed", type=int, default=0)
     add_cache_flags(t)
+    add_evaluate_flag(t, "all")
     add_config_flags(t)
     t.set_defaults(func=cmd_train)
 
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_arms_flag(c, "scratch,spt,scratch_matched")
     add_seeds(c)
     add_sweep_flags(c)
+    add_evaluate_flag(c, "peak")
     c.add_argument("--out", default=None, help="directory for compare.csv / compare.json")
     add_config_flags(c)
     c.set_defaults(func=cmd_compare)

@@ -73,6 +73,16 @@ def add_sweep_flags(p: argparse.ArgumentParser, workers: int = 1) -> None:
                    help="train seeds one at a time (results are bitwise identical, only slower)")
 
 
+def add_evaluate_flag(p: argparse.ArgumentParser, default: str) -> None:
+    """``--evaluate``: the evaluation policy of the runs (toyspt.evaluation)."""
+    from .evaluation import POLICIES
+
+    p.add_argument("--evaluate", choices=POLICIES, default=default,
+                   help="what label epochs measure: 'all' = train/val/test accuracy every epoch; 'peak' = "
+                        "validation every epoch, test where validation peaks and at the end (the same "
+                        f"summaries, less work) (default {default})")
+
+
 def positive_int(text: str) -> int:
     try:
         v = int(text)
@@ -133,7 +143,7 @@ def make_config(part: str, cls, kw: dict[str, object]):
 def base_spec(args: argparse.Namespace, recipe: str = "scratch", seed: int = 0) -> RunSpec:
     """The spec the config flags describe (ValueError, one line naming the flag, when not)."""
     cfgs = {part: make_config(part, cls, config_values(args, part)) for part, cls in CONFIGS}
-    return RunSpec(recipe=recipe, seed=seed, **cfgs)
+    return RunSpec(recipe=recipe, seed=seed, evaluate=getattr(args, "evaluate", "all"), **cfgs)
 
 
 def add_arms_flag(p: argparse.ArgumentParser, default: str) -> None:

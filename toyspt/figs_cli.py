@@ -56,6 +56,36 @@ def machine_info() -> dict:
                 training_threads=1, numpy=__import__("numpy").__version__)
 
 
+def peak_memory_mb() -> dict[str, float]:
+    """Peak resident memory of this process and of the largest finished worker process."""
+    import resource
+
+    kb = 1024.0  # ru_maxrss is in kilobytes on Linux
+    return dict(peak_rss_mb_main=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / kb, 1),
+                peak_rss_mb_worker=round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / kb, 1))
+
+
+def compute_by_figure(jobs, mods, main_ctx, trained: dict[str, float]) -> dict[str, dict]:
+    """The runs this call trained, and their training seconds, per figure: each run counts
+    for the first figure (in drawing order) that needs it, directly, as the run answering
+    one of its specs, or as the run one of its runs continues."""
+    owner: dict[str, str] = {}
+    for c, name in jobs:
+        label = name if c is main_ctx else f"{c.regime}/{name}"
+        for s in mods[name].specs(c):
+            x = s
+            while x is not None:
+                for y in (x, *x.alternatives()):
+                    owner.setdefault(y.key(), label)
+                x = x.parent()
+    out: dict[str, dict] = {}
+    for key, sec in trained.items():
+        d = out.setdefault(owner.get(key, "?"), dict(runs_trained=0, run_seconds=0.0))
+        d["runs_trained"] += 1
+        d["run_seconds"] = round(d["run_seconds"] + (sec or 0.0), 1)
+    return out
+
+
 def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", default=None, help=f"comma-separated subset of {','.join(FIGURES)}")
     p.add_argument("--quick", action="store_true", help="few seeds and epochs: a smoke test, stamped QUICK")
@@ -94,10 +124,12 @@ def make(args: argparse.Namespace) -> int:
     mods = {n: load(n) for n in names}
     t0 = time.time()
     specs = [s for c, n in jobs for s in mods[n].specs(c)]
+    trained: dict[str, float] = {}
     results = sweep(specs, cache, workers=args.workers, dask=args.dask, recompute=args.recompute,
-                    desc="training runs", vectorize=not args.no_vectorize)
+                    desc="training runs", vectorize=not args.no_vectorize, trained=trained)
     by_key = {s.key(): r for s, r in zip(specs, results)}
     train_s = time.time() - t0
+    compute = compute_by_figure(jobs, mods, ctx, trained)
     timings = {}
     for c, name in jobs:
         t = time.time()
@@ -119,18 +151,23 @@ def make(args: argparse.Namespace) -> int:
                 workers=args.workers, dask=args.dask, vectorize=not args.no_vectorize, cache=str(args.cache))
     meta.setdefault("figures", {})
     for name in mods:
-        meta["figures"][name] = dict(draw_seconds=timings[name], **ctx.meta.get(name, {}))
+        meta["figures"][name] = dict(draw_seconds=timings[name], **compute.get(name, {}), **ctx.meta.get(name, {}))
     if not args.no_contrast:
         meta.setdefault("contrast", dict(regime=contrast.regime, out="zero_mean", figures={}))
         for name in mods:
             if name in CONTRAST:
-                meta["contrast"]["figures"][name] = dict(draw_seconds=timings[f"{contrast.regime}/{name}"],
+                label = f"{contrast.regime}/{name}"
+                meta["contrast"]["figures"][name] = dict(draw_seconds=timings[label], **compute.get(label, {}),
                                                          **contrast.meta.get(name, {}))
     meta["reproducibility"] = machine_info()
+    memory = peak_memory_mb()
     meta["last_run"] = dict(figures=list(mods), training_seconds=round(train_s, 1),
-                            total_seconds=round(time.time() - t0, 1))
+                            total_seconds=round(time.time() - t0, 1), runs_trained=len(trained),
+                            run_seconds=round(sum(v or 0.0 for v in trained.values()), 1), **memory)
     plots.write_text(meta_path, json.dumps(meta, indent=1))
-    print(f"done in {time.time() - t0:.1f}s (training {train_s:.1f}s); metadata in {meta_path}")
+    print(f"done in {time.time() - t0:.1f}s (training {train_s:.1f}s, {len(trained)} runs trained); peak memory "
+          f"{memory['peak_rss_mb_main']:.0f} MB (this process), {memory['peak_rss_mb_worker']:.0f} MB (largest "
+          f"worker); metadata in {meta_path}")
     if args.compare_to:
         from .figs.check import ATOL, RTOL, compare_dirs, summary
 

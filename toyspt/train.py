@@ -80,7 +80,10 @@ class RunResult:
     # ("generator": the data-order/mask generator's state; "<param>/<slot>": the optimizer
     # state of the label phase; see toyspt.recipes.optimizer_state)
     states: dict[str, dict[str, torch.Tensor]]
-    config: dict[str, Any]  # asdict of the model and train configs
+    config: dict[str, Any]  # asdict of the model and train configs, and the evaluation policy
+    # wall seconds its training took (a lockstep job's time split evenly over its seeds; only
+    # this run's own phases, not a run it continued); None where not measured
+    seconds: float | None = None
 
 
 def clone_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from .cli_flags import add_arms_flag, add_config_flags, add_seeds, add_sweep_flags, config_values, split_arms
+from .cli_flags import (add_arms_flag, add_config_flags, add_evaluate_flag, add_seeds, add_sweep_flags, config_values,
+                        split_arms)
 from .model import ModelConfig
 from .train import TrainConfig
 from .ucr import ENV_ROOT, PAPER_DATASETS, SOURCES, UCRConfig, load_ucr
@@ -26,7 +27,8 @@ def _base_from_flags(args) -> UCRRunSpec:
     model = config_values(args, "model")
     train = {**UCR_TRAIN_DEFAULTS, **config_values(args, "train")}
     try:
-        return UCRRunSpec("scratch", model=ModelConfig(**{"d_in": 1, **model}), train=TrainConfig(**train))
+        return UCRRunSpec("scratch", model=ModelConfig(**{"d_in": 1, **model}), train=TrainConfig(**train),
+                          evaluate=args.evaluate)
     except ValueError as e:
         raise ValueError(f"config: {e}") from None
 
@@ -56,7 +58,8 @@ def cmd_ucr(args) -> int:
     print(f"train config: {json.dumps(asdict(base.train))}")
     with executor_scope(args.workers, args.dask) as ex:
         per_seed = per_seed_frame(datasets, arms, seeds, base, RunCache(args.cache), workers=args.workers,
-                                  recompute=args.recompute, swap=swap, probes=not args.no_probes, executor=ex)
+                                  recompute=args.recompute, swap=swap, probes=not args.no_probes, executor=ex,
+                                  vectorize=not args.no_vectorize)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(summary_table(per_seed).to_string(index=False))
     if args.out:
@@ -88,6 +91,7 @@ def register(subparsers) -> None:
     p.add_argument("--list", action="store_true", help="say where each data set would be read from")
     p.add_argument("--out", default=None, help="directory for <dataset>/compare.csv etc.")
     add_sweep_flags(p)
+    add_evaluate_flag(p, "peak")
     add_config_flags(p, parts=("model", "train"), defaults={"model": {"d_in": 1}, "train": UCR_TRAIN_DEFAULTS})
     p.set_defaults(func=cmd_ucr)
 

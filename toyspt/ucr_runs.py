@@ -23,12 +23,12 @@ import torch
 
 from . import directions as dr
 from .model import ModelConfig
-from .runs.specs import RunSpec, Spec, single_thread, train_recipe
+from .runs.specs import RecipeSpec, RunSpec
 from .runs.tables import rows, summary_table as arm_table, write_table
 from .train import RunResult, TrainConfig
 from .ucr import UCRConfig, UCRData, load_ucr
 
-FORMAT_VERSION = 1  # bump when the meaning of a cached UCR entry changes
+FORMAT_VERSION = 2  # bump when the meaning of a cached UCR entry changes (2: resume state, evaluate)
 # 40 training series (GunPoint after the validation split) give 5 steps per epoch at batch 8:
 # 200 label epochs = 1000 steps (scratch reaches ~100% train accuracy well before), 300 SPT
 # epochs (the reconstruction loss on validation still falls slowly after 200)
@@ -45,10 +45,11 @@ def ucr_train_config(**overrides) -> TrainConfig:
 
 
 @dataclass(frozen=True)
-class UCRRunSpec(Spec):
+class UCRRunSpec(RecipeSpec):
     """Everything that determines one UCR run (build with :func:`ucr_spec`)."""
 
     kind: ClassVar[str] = "ucr"
+    swap_name: ClassVar[str] = "swap data (--swap-dataset)"
 
     recipe: str  # one of toyspt.train.RECIPES
     seed: int = 0  # model init and data order
@@ -59,6 +60,10 @@ class UCRRunSpec(Spec):
     swap_data: UCRConfig | None = None  # data_swap: the UCR set SPT runs on
     swap_fingerprint: str = ""  # its fingerprint
     trackers: tuple[str, ...] = ()  # names of tracker callbacks (toyspt.tracking)
+    evaluate: str = "all"  # what the label phase measures: all | peak (toyspt.evaluation)
+
+    def __post_init__(self):
+        self.check_evaluate()
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -82,8 +87,9 @@ class UCRRunSpec(Spec):
     def label(self) -> str:
         return f"UCR run {self.key()} ({self.data.name}, {self.recipe}, seed {self.seed})"
 
-    def execute(self, progress: bool = False) -> RunResult:
-        return single_thread(execute, self, progress)
+    def load_data(self):
+        swap = _load_checked(self.swap_data, self.swap_fingerprint) if self.swap_data else None
+        return _load_checked(self.data, self.fingerprint), swap
 
 
 def _fit_model(model: ModelConfig, data: UCRData) -> ModelConfig:
@@ -98,12 +104,12 @@ def _fit_model(model: ModelConfig, data: UCRData) -> ModelConfig:
 
 def ucr_spec(recipe: str, data: UCRData, seed: int = 0, model: ModelConfig | None = None,
              train: TrainConfig | None = None, swap: UCRData | None = None,
-             trackers: Sequence[str] = ()) -> UCRRunSpec:
+             trackers: Sequence[str] = (), evaluate: str = "all") -> UCRRunSpec:
     """The spec of one run on loaded ``data`` (n_classes is set from the data)."""
     return UCRRunSpec(recipe, seed, data.config, _fit_model(model or ModelConfig(d_in=1), data),
                       train or ucr_train_config(), data.fingerprint,
                       swap.config if swap is not None else None,
-                      swap.fingerprint if swap is not None else "", tuple(trackers))
+                      swap.fingerprint if swap is not None else "", tuple(trackers), evaluate)
 
 
 def _load_checked(cfg: UCRConfig, fingerprint: str) -> UCRData:
@@ -112,13 +118,6 @@ def _load_checked(cfg: UCRConfig, fingerprint: str) -> UCRData:
         raise ValueError(f"{cfg.name} at {data.source} has changed since the spec was made "
                          f"(fingerprint {data.fingerprint[:12]} != {fingerprint[:12]})")
     return data
-
-
-def execute(spec: UCRRunSpec, progress: bool = False) -> RunResult:
-    """Train the run a spec describes (no cache)."""
-    data = _load_checked(spec.data, spec.fingerprint)
-    swap = _load_checked(spec.swap_data, spec.swap_fingerprint) if spec.swap_data else None
-    return train_recipe(spec, data, swap, "swap data (--swap-dataset)", progress)
 
 
 # --------------------------------------------------------------------------------------
@@ -179,7 +178,7 @@ def arm_specs(datasets: Sequence[UCRData], arms: Sequence[str], seeds: Sequence[
     specs = []
     for data in datasets:
         b = ucr_spec(base.recipe, data, model=base.model, train=base.train, swap=swap,
-                     trackers=base.trackers)
+                     trackers=base.trackers, evaluate=base.evaluate)
         specs += [(data, arm, arm_spec(arm, replace(b, seed=s))) for arm in arms for s in seeds]
     return specs
 
@@ -187,14 +186,15 @@ def arm_specs(datasets: Sequence[UCRData], arms: Sequence[str], seeds: Sequence[
 def per_seed_frame(datasets: Sequence[UCRData], arms: Sequence[str], seeds: Sequence[int],
                    base: UCRRunSpec, cache, workers: int = 1, recompute: bool = False,
                    progress: bool = True, swap: UCRData | None = None, probes: bool = True,
-                   executor=None, dask: str | None = None) -> pd.DataFrame:
+                   executor=None, dask: str | None = None, vectorize: bool = True) -> pd.DataFrame:
     """One row per (dataset, arm, seed): the run summary (see :data:`METRICS`) and, when
-    ``probes``, the :data:`PROBE_COLUMNS` of the final weights; runs through the sweep."""
+    ``probes``, the :data:`PROBE_COLUMNS` of the final weights; runs through the sweep
+    (seeds of an arm in lockstep unless ``vectorize`` is False; bitwise the same)."""
     from .runs.sweeps import sweep
 
     specs = arm_specs(datasets, arms, seeds, base, swap)
     results = sweep([s for *_, s in specs], cache, workers=workers, executor=executor, recompute=recompute,
-                    progress=progress, desc="ucr runs", dask=dask)
+                    progress=progress, desc="ucr runs", dask=dask, vectorize=vectorize)
     return frame_of(specs, results, probes)
 
 
@@ -223,6 +223,6 @@ def write_outputs(per_seed: pd.DataFrame, out: Path) -> None:
         write_table(arm_table(g), g, Path(out) / name)
 
 
-__all__ = ["UCRRunSpec", "UCR_TRAIN_DEFAULTS", "METRICS", "ucr_train_config", "ucr_spec", "execute",
+__all__ = ["UCRRunSpec", "UCR_TRAIN_DEFAULTS", "METRICS", "ucr_train_config", "ucr_spec",
            "PROBE_COLUMNS", "probe_columns", "arm_spec", "arm_specs", "per_seed_frame", "frame_of",
            "summary_table", "write_outputs"]

@@ -20,7 +20,7 @@ def headline_seeds(ctx) -> tuple[int, ...]:
 
 
 def specs(ctx):
-    out = [ctx.spec(a, s) for a in ARMS for s in ctx.seeds]
+    out = [ctx.spec(a, s, evaluate="all") for a in ARMS for s in ctx.seeds]  # curves: every epoch
     if ctx.regime == "proximity":
         out += [ctx.spec(a, s) for a in HEADLINE_ARMS for s in headline_seeds(ctx)]
     return out
@@ -53,7 +53,7 @@ def history_frame(ctx, runs, arms) -> pd.DataFrame:
     rows = []
     for a in arms:
         for s in ctx.seeds:
-            res = runs[ctx.spec(a, s).key()]
+            res = runs[ctx.spec(a, s, evaluate="all").key()]
             for h in res.history:
                 if h["phase"] == "finetune":
                     rows += [dict(arm=a, seed=s, epoch=h["epoch"], split=split, acc=h[f"{split}_acc"])
@@ -82,7 +82,7 @@ def draw(ctx, runs) -> pd.DataFrame:
     axes[0].set_ylabel("accuracy")
     peaks = {}
     for a in ARMS:
-        summ = [runs[ctx.spec(a, s).key()].summary for s in ctx.seeds]
+        summ = [runs[ctx.spec(a, s, evaluate="all").key()].summary for s in ctx.seeds]
         peaks[a] = dict(test_at_peak=sum(x["test_at_peak"] for x in summ) / len(summ),
                         final_train_acc=sum(x["final_train_acc"] for x in summ) / len(summ))
     axes[1].legend([lines["test", a] for a in ARMS],

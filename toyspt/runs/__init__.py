@@ -12,7 +12,7 @@ Nothing in toyspt's data, model, training or measurement layers imports this pac
 from .cache import DEFAULT_CACHE, CacheError, RunCache
 from .executors import executor_scope, make_executor
 from .specs import RunSpec, Spec, spec_from_dict, with_overrides
-from .sweeps import get_run, sweep
+from .sweeps import get_run, load_answer, sweep
 
 __all__ = ["Spec", "RunSpec", "spec_from_dict", "with_overrides", "RunCache", "CacheError", "DEFAULT_CACHE",
-           "make_executor", "executor_scope", "get_run", "sweep"]
+           "make_executor", "executor_scope", "get_run", "load_answer", "sweep"]

@@ -100,7 +100,7 @@ class RunCache:
             raise Damaged("its stored spec does not hash to its key")
         try:
             return RunResult(res["recipe"], res["seed"], res["history"], res["summary"], res["records"],
-                             states, res["config"])
+                             states, res["config"], res.get("seconds"))
         except (KeyError, TypeError) as e:
             raise Damaged(f"result.json lacks {e}") from None
 
@@ -137,7 +137,8 @@ class RunCache:
         try:
             (tmp / "spec.json").write_text(json.dumps(jsonable(spec.to_dict()), indent=1))
             res = dict(recipe=result.recipe, seed=result.seed, history=result.history,
-                       summary=result.summary, records=result.records, config=result.config)
+                       summary=result.summary, records=result.records, config=result.config,
+                       seconds=result.seconds)
             (tmp / "result.json").write_text(json.dumps(jsonable(res)))
             torch.save(result.states, tmp / "weights.pt")
             manifest = {n: _sha256(tmp / n) for n in FILES}

@@ -4,7 +4,10 @@ Every kind of run (toy task, UCR data set, LRA demo) is a :class:`Spec`: it says
 is (``to_dict``), what its cache key hashes (``identity``, by default the whole dict), and
 how it trains (``execute``). Specs whose ``group()`` agree may train together
 (``execute_group``; toy runs that differ only by seed train in lockstep, bitwise equal to
-one at a time). The cache and the sweep see nothing else of a spec.
+one at a time). A spec may name a ``parent()``: the run whose stored end state its own run
+continues (:mod:`toyspt.recipes`, ``starts_from``), and ``alternatives()``: specs whose
+results answer it exactly (the same run evaluated more often). The cache and the sweep see
+nothing else of a spec.
 """
 from __future__ import annotations
 
@@ -15,12 +18,13 @@ from typing import Any, ClassVar, Sequence
 
 import torch
 
+from ..evaluation import check_policy
 from ..model import ModelConfig
 from ..recipes import get_recipe
 from ..tasks import TaskConfig, make_task
 from ..train import RunResult, TrainConfig, run_recipe
 
-FORMAT_VERSION = 1  # bump when the meaning of a cached toy entry changes
+FORMAT_VERSION = 2  # bump when the meaning of a cached toy entry changes (2: resume state, evaluate)
 
 
 def jsonable(obj):
@@ -57,18 +61,26 @@ class Spec:
         """Stable content hash of the spec."""
         return digest(self.identity_of(self.to_dict()))
 
-    def execute(self, progress: bool = False) -> RunResult:
-        """Train the run (no cache)."""
+    def execute(self, progress: bool = False, start: RunResult | None = None) -> RunResult:
+        """Train the run (no cache); ``start``: the result of ``parent()``, continued."""
         raise NotImplementedError
+
+    def parent(self) -> "Spec | None":
+        """The spec whose run this run continues from its stored end state (default: none)."""
+        return None
+
+    def alternatives(self) -> list["Spec"]:
+        """Specs whose results answer this spec exactly (default: none)."""
+        return []
 
     def group(self) -> str | None:
         """Specs with the same non-None group may train together through ``execute_group``."""
         return None
 
     @classmethod
-    def execute_group(cls, specs: Sequence["Spec"]) -> list[RunResult]:
-        """Train specs of one group; default: one at a time."""
-        return [s.execute() for s in specs]
+    def execute_group(cls, specs: Sequence["Spec"], starts: Sequence[RunResult] | None = None) -> list[RunResult]:
+        """Train specs of one group (``starts``: their parents' results); default: one at a time."""
+        return [s.execute(start=None if starts is None else st) for s, st in zip(specs, starts or [None] * len(specs))]
 
     def label(self) -> str:
         """A short description for messages."""
@@ -86,41 +98,41 @@ def single_thread(fn, *args, **kwargs):
         torch.set_num_threads(threads)
 
 
-@dataclass(frozen=True)
-class RunSpec(Spec):
-    """Everything that determines one toy-task run."""
+class RecipeSpec(Spec):
+    """What toy and UCR run specs share: a recipe of :mod:`toyspt.recipes` applied to a seed
+    (fields ``recipe``, ``seed``, ``model``, ``train``, ``trackers``, ``evaluate``), data
+    loaded by ``load_data()``. Runs without trackers continue their prefix run
+    (``Recipe.starts_from``) and train seeds in lockstep; ``peak`` runs are answered by the
+    same run evaluated with ``all``."""
 
-    kind: ClassVar[str] = "toy"
+    def load_data(self):
+        """(the labelled data, the data SPT pretrains on where the recipe says so, or None)."""
+        raise NotImplementedError
 
-    recipe: str  # one of toyspt.recipes.RECIPES
-    seed: int = 0  # model init and data order
-    task: TaskConfig = field(default_factory=TaskConfig)  # the labelled task
-    model: ModelConfig = field(default_factory=ModelConfig)  # architecture
-    train: TrainConfig = field(default_factory=TrainConfig)  # optimisation and SPT settings
-    swap_task: TaskConfig | None = None  # data_swap: the task SPT runs on
-    trackers: tuple[str, ...] = ()  # names of tracker callbacks (toyspt.tracking)
+    swap_name: ClassVar[str] = "swap data"  # what the swap data is called in messages
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["format"] = FORMAT_VERSION
-        return d
+    def check_evaluate(self) -> None:
+        check_policy(self.evaluate)
 
-    def label(self) -> str:
-        return f"run {self.key()} ({self.recipe}, seed {self.seed})"
+    def parent(self):
+        rec = get_recipe(self.recipe)
+        if rec.starts_from is None or self.trackers:  # trackers must see every phase
+            return None
+        # an SPT-only run evaluates nothing: one policy for it serves every label policy
+        return replace(self, recipe=rec.starts_from, evaluate="all" if rec.pretrains else self.evaluate)
 
-    def execute(self, progress: bool = False) -> RunResult:
-        return single_thread(self._execute, progress)
-
-    def _execute(self, progress: bool) -> RunResult:
-        swap = make_task(self.swap_task) if self.swap_task is not None else None
-        return train_recipe(self, make_task(self.task), swap, "swap_task", progress)
+    def alternatives(self):
+        return [replace(self, evaluate="all")] if self.evaluate != "all" else []
 
     def group(self) -> str | None:
-        """Toy specs without trackers that differ only by seed train in lockstep."""
-        return None if self.trackers else f"toy-{replace(self, seed=0).key()}"
+        """Specs without trackers that differ only by seed train in lockstep."""
+        return None if self.trackers else f"{self.kind}-{replace(self, seed=0).key()}"
+
+    def execute(self, progress: bool = False, start: RunResult | None = None) -> RunResult:
+        return single_thread(lambda: train_recipe(self, *self.load_data(), self.swap_name, progress, start))
 
     @classmethod
-    def execute_group(cls, specs: Sequence["RunSpec"]) -> list[RunResult]:
+    def execute_group(cls, specs, starts=None) -> list[RunResult]:
         """Seeds of one spec together (toyspt.vectorized's lockstep engine, bitwise equal to
         ``execute`` one at a time); results in the order of ``specs``."""
         from ..vectorized import run_recipe_seeds
@@ -130,21 +142,53 @@ class RunSpec(Spec):
             return []
         first = replace(specs[0], seed=0)
         if any(s.trackers for s in specs):
-            raise ValueError("specs with trackers train alone (RunSpec.execute), not in a lockstep group")
+            raise ValueError("specs with trackers train alone (execute), not in a lockstep group")
         if any(replace(s, seed=0) != first for s in specs):
             raise ValueError("a lockstep group must hold specs that differ only by seed")
 
         def run():
-            data = make_task(first.task)
-            swap = make_task(first.swap_task) if first.swap_task is not None else None
+            data, swap = first.load_data()
             return run_recipe_seeds(first.recipe, data, first.model, first.train, [s.seed for s in specs],
-                                    pretrain_data=swap)
+                                    pretrain_data=swap, evaluate=first.evaluate, starts=starts)
         return single_thread(run)
 
 
-def train_recipe(spec, data, swap, swap_name: str, progress: bool = False) -> RunResult:
-    """Train ``spec``'s recipe (a toy or UCR spec: recipe, seed, model, train, trackers) on
-    loaded ``data`` (and ``swap``, the data it pretrains on where the recipe says so)."""
+@dataclass(frozen=True)
+class RunSpec(RecipeSpec):
+    """Everything that determines one toy-task run."""
+
+    kind: ClassVar[str] = "toy"
+    swap_name: ClassVar[str] = "swap_task"
+
+    recipe: str  # one of toyspt.recipes.RECIPES
+    seed: int = 0  # model init and data order
+    task: TaskConfig = field(default_factory=TaskConfig)  # the labelled task
+    model: ModelConfig = field(default_factory=ModelConfig)  # architecture
+    train: TrainConfig = field(default_factory=TrainConfig)  # optimisation and SPT settings
+    swap_task: TaskConfig | None = None  # data_swap: the task SPT runs on
+    trackers: tuple[str, ...] = ()  # names of tracker callbacks (toyspt.tracking)
+    evaluate: str = "all"  # what the label phase measures: all | peak (toyspt.evaluation)
+
+    def __post_init__(self):
+        self.check_evaluate()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["format"] = FORMAT_VERSION
+        return d
+
+    def label(self) -> str:
+        return f"run {self.key()} ({self.recipe}, seed {self.seed})"
+
+    def load_data(self):
+        return make_task(self.task), make_task(self.swap_task) if self.swap_task is not None else None
+
+
+def train_recipe(spec, data, swap, swap_name: str, progress: bool = False,
+                 start: RunResult | None = None) -> RunResult:
+    """Train ``spec``'s recipe (a toy or UCR spec: recipe, seed, model, train, trackers,
+    evaluate) on loaded ``data`` (and ``swap``, the data it pretrains on where the recipe
+    says so), continuing ``start`` (the result of ``spec.parent()``) if given."""
     if get_recipe(spec.recipe).needs_swap and swap is None:
         raise ValueError(f"a {spec.recipe} run needs {swap_name} (the data SPT pretrains on)")
     callbacks = ()
@@ -152,7 +196,7 @@ def train_recipe(spec, data, swap, swap_name: str, progress: bool = False) -> Ru
         from ..tracking import make_trackers  # measurement modules load only when asked
         callbacks = make_trackers(spec.trackers, data, spec.train)
     return run_recipe(spec.recipe, data, spec.model, spec.train, spec.seed, callbacks=callbacks,
-                      pretrain_data=swap, progress=progress)
+                      pretrain_data=swap, progress=progress, evaluate=spec.evaluate, start=start)
 
 
 def spec_from_dict(d: dict[str, Any]) -> RunSpec:
@@ -171,7 +215,7 @@ def spec_from_dict(d: dict[str, Any]) -> RunSpec:
     return RunSpec(recipe=d["recipe"], seed=d["seed"], task=build(TaskConfig, d["task"]),
                    model=build(ModelConfig, d["model"]), train=build(TrainConfig, d["train"]),
                    swap_task=build(TaskConfig, d.get("swap_task")),
-                   trackers=tuple(d.get("trackers", ())))
+                   trackers=tuple(d.get("trackers", ())), evaluate=d.get("evaluate", "all"))
 
 
 def with_overrides(spec: RunSpec, **overrides) -> RunSpec:
@@ -186,5 +230,5 @@ def with_overrides(spec: RunSpec, **overrides) -> RunSpec:
     return replace(spec, **parts)
 
 
-__all__ = ["Spec", "RunSpec", "FORMAT_VERSION", "jsonable", "digest", "single_thread", "train_recipe", "spec_from_dict",
+__all__ = ["Spec", "RecipeSpec", "RunSpec", "FORMAT_VERSION", "jsonable", "digest", "single_thread", "train_recipe", "spec_from_dict",
            "with_overrides"]

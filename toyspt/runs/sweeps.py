@@ -4,10 +4,16 @@ Specs that share a ``group()`` (toy runs that differ only by seed) are planned i
 of at most :data:`MAX_GROUP` that train together; every other spec is a job of its own.
 Each job stores its runs as soon as it ends, so an interrupted sweep resumes where it
 stopped, and two workers that train the same spec leave one sound entry.
+
+Work is not done twice: a spec whose ``alternatives()`` include a spec also asked for (or
+cached) is answered by that one, and a spec with a ``parent()`` (the run its own run begins
+with) continues the parent's stored end state; a parent that is neither asked for nor
+cached is trained first and stored too. ``--recompute`` recomputes parents as well.
 """
 from __future__ import annotations
 
 import concurrent.futures as cf
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -49,72 +55,154 @@ def plan_jobs(specs: Sequence[Spec], max_group: int = MAX_GROUP, min_jobs: int =
 
 def run_job(specs: Sequence[Spec], root: str | Path) -> list[str]:
     """Worker entry point: train a job (one spec, or a group together) and store every run
-    in the cache at ``root``; returns the spec keys."""
+    in the cache at ``root``; specs with a parent continue its cached run. Returns the keys."""
     specs = list(specs)
-    results = [specs[0].execute()] if len(specs) == 1 else type(specs[0]).execute_group(specs)
     cache = RunCache(root)
+    parents = [s.parent() for s in specs]
+    starts = None
+    if any(p is not None for p in parents):
+        starts = [cache.load(p) if p is not None else None for p in parents]
+        missing = [s.label() for s, p, st in zip(specs, parents, starts) if p is not None and st is None]
+        if missing:
+            raise RuntimeError(f"the runs {missing[:3]} start from runs missing from the cache at {root}")
+    t = time.perf_counter()
+    if len(specs) == 1:
+        results = [specs[0].execute(start=starts[0]) if starts else specs[0].execute()]
+    else:
+        results = type(specs[0]).execute_group(specs, starts)
+    per_run = (time.perf_counter() - t) / len(specs)
     for s, r in zip(specs, results):
+        r.seconds = per_run
         cache.store(s, r)
     return [s.key() for s in specs]
 
 
+def load_answer(cache: RunCache, spec: Spec) -> RunResult | None:
+    """The cached run of ``spec`` or of one of its alternatives."""
+    for s in (spec, *spec.alternatives()):
+        if (hit := cache.load(s)) is not None:
+            return hit
+    return None
+
+
+def _lineage(spec: Spec) -> list[Spec]:
+    """``spec``, its parent, the parent's parent, ..."""
+    out = [spec]
+    while (p := out[-1].parent()) is not None:
+        out.append(p)
+    return out
+
+
 def get_run(spec: Spec, cache: RunCache | None = None, recompute: bool = False,
             progress: bool = False) -> RunResult:
-    """One run through the cache."""
+    """One run through the cache (its parent run first, if it has one)."""
     cache = cache or RunCache()
     if recompute:
-        cache.remove(spec)
-    hit = cache.load(spec)
+        for s in (spec, *spec.alternatives()):
+            cache.remove(s)
+    hit = load_answer(cache, spec)
     if hit is not None:
         return hit
     cache.check_writable()
-    result = spec.execute(progress=progress)
+    parent = spec.parent()
+    start = get_run(parent, cache, recompute, progress) if parent is not None else None
+    result = spec.execute(progress=progress, start=start) if start is not None else spec.execute(progress=progress)
     cache.store(spec, result)
     return result
 
 
+def plan(specs: Sequence[Spec], cache: RunCache, recompute: bool = False) -> tuple[dict, dict, list[Spec]]:
+    """What a sweep of ``specs`` does: (the spec answering each asked key, the cached results
+    by key, the specs to train, parents first)."""
+    unique = list({s.key(): s for s in specs}.values())
+    asked = {s.key() for s in unique}
+    answer = {s.key(): next((a for a in s.alternatives() if a.key() in asked), s) for s in unique}
+    targets = list({a.key(): a for a in answer.values()}.values())
+    if recompute:
+        for s in targets:
+            for x in _lineage(s):
+                for y in (x, *x.alternatives()):
+                    cache.remove(y)
+    done = {s.key(): r for s in targets if (r := load_answer(cache, s)) is not None}  # load once
+    todo: dict[str, Spec] = {}
+    for s in targets:
+        if s.key() in done:
+            continue
+        chain = []
+        for x in _lineage(s):  # a parent is continued from its own entry, never an alternative's
+            if x is not s and (x.key() in todo or cache.has(x)):
+                break
+            chain.append(x)
+        for x in reversed(chain):
+            todo[x.key()] = x
+    return answer, done, list(todo.values())
+
+
 def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1,
           executor: cf.Executor | None = None, recompute: bool = False, progress: bool = True,
-          desc: str = "runs", vectorize: bool = False, dask: str | None = None) -> list[RunResult]:
+          desc: str = "runs", vectorize: bool = False, dask: str | None = None,
+          trained: dict[str, float] | None = None) -> list[RunResult]:
     """All ``specs`` through the cache, results in the order of ``specs``. Missing runs go to
     ``executor`` (any concurrent.futures.Executor), else to one made here only when something
     must train (:func:`toyspt.runs.executors.make_executor` of ``workers`` and ``dask``; in
-    this process for one worker). ``vectorize``: specs of one group train together (bitwise
-    equal to one at a time, so the cache never depends on it)."""
+    this process for one worker); a run whose parent trains in the same sweep is sent when
+    the parent is stored. ``vectorize``: specs of one group train together (bitwise equal to
+    one at a time, so the cache never depends on it). ``trained``: filled with the key and
+    training seconds of every run this sweep trained (parents included)."""
     _check_specs(specs)
     cache = cache or RunCache()
-    unique = list({s.key(): s for s in specs}.values())
-    if recompute:
-        for s in unique:
-            cache.remove(s)
-    done = {s.key(): r for s in unique if (r := cache.load(s)) is not None}  # load once
-    todo = [s for s in unique if s.key() not in done]
+    answer, done, todo = plan(specs, cache, recompute)
     if todo:
         cache.check_writable()
         own = executor is None
         ex = make_executor(workers, dask) if own else executor
-        jobs = plan_jobs(todo, min_jobs=slots(ex, workers)) if vectorize else [[s] for s in todo]
+        n_slots = slots(ex, workers)
+        keys = {s.key() for s in todo}
+        waiting = [s for s in todo if (p := s.parent()) is not None and p.key() in keys]
+        ready = [s for s in todo if s not in waiting]
+        finished: set[str] = set()
+
+        def jobs_of(batch):
+            return plan_jobs(batch, min_jobs=n_slots) if vectorize else [[s] for s in batch]
+
+        def release():  # the waiting specs whose parent is now stored
+            nonlocal waiting
+            free = [s for s in waiting if s.parent().key() in finished]
+            waiting = [s for s in waiting if s.parent().key() not in finished]
+            return free
+
         bar = tqdm(total=len(todo), desc=desc, disable=not progress)
         try:
             if ex is None:
-                for job in jobs:
-                    run_job(job, cache.root)
-                    bar.update(len(job))
+                while ready:
+                    for job in jobs_of(ready):
+                        finished.update(run_job(job, cache.root))
+                        bar.update(len(job))
+                    ready = release()
             else:
-                futures = {ex.submit(run_job, job, str(cache.root)): len(job) for job in jobs}
-                for fut in cf.as_completed(futures):
-                    fut.result()
-                    bar.update(futures[fut])
+                futures = {ex.submit(run_job, job, str(cache.root)): len(job) for job in jobs_of(ready)}
+                while futures:
+                    fut = next(cf.as_completed(futures))
+                    finished.update(fut.result())
+                    bar.update(futures.pop(fut))
+                    futures.update({ex.submit(run_job, job, str(cache.root)): len(job)
+                                    for job in jobs_of(release())})
         finally:
             bar.close()
             if own and ex is not None:
                 ex.shutdown(cancel_futures=True)
+        if waiting:
+            raise RuntimeError(f"{waiting[0].label()} waited for a parent run that never trained")
     for s in todo:
+        if s.key() in done:
+            continue
         res = cache.load(s)
         if res is None:
             raise RuntimeError(f"{s.label()} is missing from the cache after the sweep")
         done[s.key()] = res
-    return [done[s.key()] for s in specs]
+        if trained is not None:
+            trained[s.key()] = res.seconds
+    return [done[answer[s.key()].key()] for s in specs]
 
 
-__all__ = ["MAX_GROUP", "plan_jobs", "run_job", "get_run", "sweep"]
+__all__ = ["MAX_GROUP", "plan_jobs", "plan", "run_job", "load_answer", "get_run", "sweep"]
