@@ -53,9 +53,11 @@ def plan_jobs(specs: Sequence[Spec], max_group: int = MAX_GROUP, min_jobs: int =
     return jobs
 
 
-def run_job(specs: Sequence[Spec], root: str | Path) -> list[str]:
-    """Worker entry point: train a job (one spec, or a group together) and store every run
-    in the cache at ``root``; specs with a parent continue its cached run. Returns the keys."""
+def run_job(specs: Sequence[Spec], root: str | Path, together: bool = False) -> list[str]:
+    """Worker entry point: train a job (one spec, or with ``together`` specs of one group
+    through the group's engine, even a single one: the lockstep engine is the faster) and
+    store every run in the cache at ``root``; specs with a parent continue its cached run.
+    Returns the keys."""
     specs = list(specs)
     cache = RunCache(root)
     parents = [s.parent() for s in specs]
@@ -66,10 +68,12 @@ def run_job(specs: Sequence[Spec], root: str | Path) -> list[str]:
         if missing:
             raise RuntimeError(f"the runs {missing[:3]} start from runs missing from the cache at {root}")
     t = time.perf_counter()
-    if len(specs) == 1:
+    if together and specs[0].group() is not None:  # through the group's engine, even alone
+        results = type(specs[0]).execute_group(specs, starts)
+    elif len(specs) == 1:
         results = [specs[0].execute(start=starts[0]) if starts else specs[0].execute()]
     else:
-        results = type(specs[0]).execute_group(specs, starts)
+        raise ValueError("a job of several specs trains together (together=True, specs of one group)")
     per_run = (time.perf_counter() - t) / len(specs)
     for s, r in zip(specs, results):
         r.seconds = per_run
@@ -176,16 +180,16 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
             if ex is None:
                 while ready:
                     for job in jobs_of(ready):
-                        finished.update(run_job(job, cache.root))
+                        finished.update(run_job(job, cache.root, vectorize))
                         bar.update(len(job))
                     ready = release()
             else:
-                futures = {ex.submit(run_job, job, str(cache.root)): len(job) for job in jobs_of(ready)}
+                futures = {ex.submit(run_job, job, str(cache.root), vectorize): len(job) for job in jobs_of(ready)}
                 while futures:
                     fut = next(cf.as_completed(futures))
                     finished.update(fut.result())
                     bar.update(futures.pop(fut))
-                    futures.update({ex.submit(run_job, job, str(cache.root)): len(job)
+                    futures.update({ex.submit(run_job, job, str(cache.root), vectorize): len(job)
                                     for job in jobs_of(release())})
         finally:
             bar.close()
