@@ -56,9 +56,17 @@ def test_quick_figures_then_warm_rerun_trains_nothing(tmp_path, training_calls):
     assert meta["quick"] is True and meta["seeds"] == [0, 1] and set(meta["figures"]) == set(FIGURES)
     assert {"git_revision", "torch", "device"} <= set(meta)
     assert not list(out.glob(".tmp-*"))
+    last = meta["last_run"]
+    assert last["runs_trained"] > 0 and last["peak_rss_mb_main"] > 0
+    # every trained run (parents included) is counted for exactly one figure
+    per_fig = [f for f in meta["figures"].values() if "runs_trained" in f]
+    per_fig += [f for f in meta.get("contrast", {}).get("figures", {}).values() if "runs_trained" in f]
+    assert sum(f["runs_trained"] for f in per_fig) == last["runs_trained"]
+    assert sum(f["run_seconds"] for f in per_fig) == pytest.approx(last["run_seconds"], abs=0.1 * len(per_fig))
     training_calls.clear()
     assert pf.main(argv) == 0
     assert training_calls == []
+    assert json.loads((out / "metadata.json").read_text())["last_run"]["runs_trained"] == 0
 
 
 def test_unknown_figure_is_an_error(tmp_path, capsys):

@@ -252,3 +252,22 @@ def test_figure_draws_available_sets_and_lists_the_rest_as_skipped(tmp_path, mon
     data = load_ucr("ECG200")
     assert e.beta_unif.iloc[0] == pytest.approx(beta_unif(data.train.x, 0.5), rel=1e-12)
     assert spt.proximity_after_spt.notna().all() and e[e.arm != "spt"].proximity_after_spt.isna().all()
+
+
+@pytest.mark.skipif(not all(is_available(n, source="package") for n in ucr_fig.MANY_SEEDS + ("ECG200",)),
+                    reason="needs the ucr-all extra")
+def test_figure_plan_full_mode(monkeypatch):
+    """Full mode: every available set, the three arms, 10 seeds where the validation split is
+    smallest and the figure's seeds elsewhere; test accuracy measured at validation peaks."""
+    monkeypatch.delenv(ENV_ROOT, raising=False)
+    ctx = FigContext(out=None, seeds=(0, 1, 2, 3, 4))
+    specs = ucr_fig.specs(ctx)
+    by_set = {}
+    for s in specs:
+        by_set.setdefault(s.data.name, set()).add((s.recipe, s.seed))
+    for name, runs in by_set.items():
+        n = 10 if name in ucr_fig.MANY_SEEDS else 5
+        assert runs == {(a, k) for a in ucr_fig.ARMS for k in range(n)}, name
+    assert {s.evaluate for s in specs} == {"peak"} and not any(s.trackers for s in specs)
+    smallest = sorted(by_set, key=lambda n: len(load_ucr(n).val))[:2]
+    assert sorted(smallest) == sorted(ucr_fig.MANY_SEEDS)  # the rule matches the data

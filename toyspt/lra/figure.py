@@ -9,6 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from ..plots import save_figure, style  # noqa: E402
@@ -24,7 +25,8 @@ def report_figure(report, out: Path, name: str = "report", title: str | None = N
     key = dirs[min(1, len(dirs) - 1)]
 
     r = s[(s.metric == "ratio") & (s.direction == key)].pivot(index="layer", columns="head", values="value")
-    sns.heatmap(r, ax=axes[0], cmap="viridis", vmin=0, vmax=max(1.0, float(np.nanmax(r.values))),
+    finite = r.values[np.isfinite(r.values)]  # a label-only report has no ratios at all
+    sns.heatmap(r, ax=axes[0], cmap="viridis", vmin=0, vmax=max([1.0, *finite.tolist()]),
                 cbar_kws=dict(label="|cos label| / |cos recon|"), annot=r.shape[1] <= 8, fmt=".2f",
                 annot_kws=dict(fontsize=6))
     axes[0].set_title(f"blindness ratio along {key}")
@@ -66,7 +68,7 @@ def _agg(frame, by):
 
 
 def demo_figure(records, out: Path, name: str = "lra", quick: bool = False,
-                directions: tuple[str, ...] = ("circ_w1", "toep_w1")) -> "pd.DataFrame":
+                directions: tuple[str, ...] = ("circ_w1", "toep_w1")) -> pd.DataFrame:
     """The LRA demo figure from :func:`toyspt.lra.demo.demo_records`: blindness ratio and
     proximity index per layer, attention by offset (last layer), displacement from init.
     Returns the plotted numbers (panel, model, layer, direction, offset, metric, mean, std, n);
