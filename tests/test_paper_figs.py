@@ -72,3 +72,16 @@ def test_quick_figures_then_warm_rerun_trains_nothing(tmp_path, training_calls):
 def test_unknown_figure_is_an_error(tmp_path, capsys):
     assert _paper_figs().main(["--only", "nope", "--out", str(tmp_path)]) == 2
     assert "unknown figure" in capsys.readouterr().err
+
+
+def test_contrast_regime_is_drawn_on_request_in_quick_mode(tmp_path):
+    pf = _paper_figs()
+    out, cache = tmp_path / "figs", tmp_path / "cache"
+    base = ["--quick", "--only", "accuracy", "--out", str(out), "--cache", str(cache), "--seeds", "0", "--workers", "1"]
+    assert pf.main(base) == 0
+    assert not (out / "zero_mean").exists()  # quick mode: the main regime only
+    assert pf.main(base + ["--contrast"]) == 0
+    main, zero = (pd.read_csv(d / "accuracy.csv") for d in (out, out / "zero_mean"))
+    assert list(zero.columns) == list(main.columns) and not zero.equals(main)  # another task, same figure
+    meta = json.loads((out / "metadata.json").read_text())
+    assert meta["contrast"]["regime"] == "zero_mean" and "accuracy" in meta["contrast"]["figures"]

@@ -94,8 +94,9 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compare-to", default=None, metavar="DIR",
                    help="after drawing, compare every CSV with DIR's at the level of arm means "
                         "(toyspt.figs.check: stated tolerances); exit 1 when one disagrees")
-    p.add_argument("--no-contrast", action="store_true",
-                   help=f"skip the zero-mean contrast of {', '.join(CONTRAST)} (written to OUT/zero_mean/)")
+    p.add_argument("--contrast", action=argparse.BooleanOptionalAction, default=None,
+                   help=f"draw the zero-mean contrast of {', '.join(CONTRAST)} into OUT/zero_mean/ "
+                        "(default: yes, except with --quick)")
     add_sweep_flags(p, workers=default_workers())
 
 
@@ -119,7 +120,8 @@ def make(args: argparse.Namespace) -> int:
     cache = RunCache(args.cache)
     ctx = FigContext(out=out, seeds=seeds, quick=args.quick, cache=cache)
     contrast = FigContext(out=out / "zero_mean", seeds=seeds, quick=args.quick, cache=cache, regime="zero_mean")
-    jobs = [(ctx, n) for n in names] + ([] if args.no_contrast else [(contrast, n) for n in names if n in CONTRAST])
+    with_contrast = (not args.quick) if args.contrast is None else args.contrast
+    jobs = [(ctx, n) for n in names] + ([(contrast, n) for n in names if n in CONTRAST] if with_contrast else [])
     plots.style()
     mods = {n: load(n) for n in names}
     t0 = time.time()
@@ -152,7 +154,7 @@ def make(args: argparse.Namespace) -> int:
     meta.setdefault("figures", {})
     for name in mods:
         meta["figures"][name] = dict(draw_seconds=timings[name], **compute.get(name, {}), **ctx.meta.get(name, {}))
-    if not args.no_contrast:
+    if with_contrast:
         meta.setdefault("contrast", dict(regime=contrast.regime, out="zero_mean", figures={}))
         for name in mods:
             if name in CONTRAST:
