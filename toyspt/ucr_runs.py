@@ -62,9 +62,6 @@ class UCRRunSpec(RecipeSpec):
     trackers: tuple[str, ...] = ()  # names of tracker callbacks (toyspt.tracking)
     evaluate: str = "all"  # what the label phase measures: all | peak (toyspt.evaluation)
 
-    def __post_init__(self):
-        self.check_evaluate()
-
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["format"], d["kind"] = FORMAT_VERSION, "ucr"
