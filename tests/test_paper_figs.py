@@ -62,6 +62,7 @@ def test_quick_figures_then_warm_rerun_trains_nothing(tmp_path, training_calls):
     per_fig = [f for f in meta["figures"].values() if "runs_trained" in f]
     per_fig += [f for f in meta.get("contrast", {}).get("figures", {}).values() if "runs_trained" in f]
     assert sum(f["runs_trained"] for f in per_fig) == last["runs_trained"]
+    # each figure's seconds and the total are rounded once to 0.1 s: at most 0.05 s each, 0.05 (n + 1) <= 0.1 n
     assert sum(f["run_seconds"] for f in per_fig) == pytest.approx(last["run_seconds"], abs=0.1 * len(per_fig))
     training_calls.clear()
     assert pf.main(argv) == 0
@@ -85,3 +86,32 @@ def test_contrast_regime_is_drawn_on_request_in_quick_mode(tmp_path):
     assert list(zero.columns) == list(main.columns) and not zero.equals(main)  # another task, same figure
     meta = json.loads((out / "metadata.json").read_text())
     assert meta["contrast"]["regime"] == "zero_mean" and "accuracy" in meta["contrast"]["figures"]
+
+
+def test_compute_by_figure_rounds_each_figure_once():
+    """Many short runs: summing before rounding keeps each figure within 0.05 s of the truth."""
+    from types import SimpleNamespace
+
+    from toyspt.figs_cli import compute_by_figure
+
+    class Spec:
+        def __init__(self, k, parent=None):
+            self.k, self.p = k, parent
+
+        def key(self):
+            return self.k
+
+        def alternatives(self):
+            return ()
+
+        def parent(self):
+            return self.p
+
+    root = Spec("p")
+    specs = {"a": [Spec(f"a{i}", root) for i in range(100)], "b": [Spec("b0")]}
+    mods = {n: SimpleNamespace(specs=lambda c, n=n: specs[n]) for n in specs}
+    ctx = object()
+    trained = {f"a{i}": 0.04 for i in range(100)} | {"p": 1.0, "b0": 2.0}
+    out = compute_by_figure([(ctx, "a"), (ctx, "b")], mods, ctx, trained)
+    assert out["a"] == dict(runs_trained=101, run_seconds=5.0)  # the parent counts for the first figure
+    assert out["b"] == dict(runs_trained=1, run_seconds=2.0)
