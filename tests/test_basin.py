@@ -1,5 +1,6 @@
 import itertools
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -154,3 +155,28 @@ def test_beta_tracker_records_spt_epochs_only():
     tr.on_phase_start(ctx)
     tr.on_epoch(ctx, {})
     assert len(ctx.records) == n
+
+
+def test_beta_unif_of_zero_sum_series_is_a_constant_of_T_and_q():
+    """A series summing to 0 (any z-normalised UCR series) has sum_M x = -|V| u, and for a
+    uniform n-subset M, E (sum_M x)^2 = n (T - n) / (T (T - 1)) * sum_t x_t^2: beta_unif is
+    then -E[n] / E[n^2 / (T - n)] over the mask law (|M| = n ~ Binomial(T, q), an empty mask
+    made one position, nothing visible when all are masked), whatever the data. Three series
+    with opposite local structure give that number to float64 rounding."""
+    from scipy.stats import binom
+
+    T, q = 40, 0.5
+    n = np.arange(T + 1)
+    p = binom.pmf(n, T, q)
+    p[1] += p[0]
+    n, p = n[1:T], p[1:T]
+    closed = -(p * n).sum() / (p * n ** 2 / (T - n)).sum()
+    g = torch.Generator().manual_seed(0)
+    t = torch.arange(T, dtype=torch.float64)
+    smooth = torch.cos(2 * torch.pi * t / T + 6.3 * torch.rand(64, 1, generator=g, dtype=torch.float64)) + 3.0
+    alternating = (-1.0) ** t * (1 + torch.rand(64, 1, generator=g, dtype=torch.float64))
+    noise = torch.randn(64, T, generator=g, dtype=torch.float64)
+    assert beta_unif(smooth[..., None], q) > 0.5  # with its offset the smooth series says "proximity"
+    for x in (smooth, alternating, noise):
+        z = (x - x.mean(1, keepdim=True))[..., None]
+        assert beta_unif(z, q) == pytest.approx(closed, rel=1e-12)
