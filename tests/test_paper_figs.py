@@ -115,3 +115,15 @@ def test_compute_by_figure_rounds_each_figure_once():
     out = compute_by_figure([(ctx, "a"), (ctx, "b")], mods, ctx, trained)
     assert out["a"] == dict(runs_trained=101, run_seconds=5.0)  # the parent counts for the first figure
     assert out["b"] == dict(runs_trained=1, run_seconds=2.0)
+
+
+def test_theory_figure_numbers_are_a_cached_spec():
+    """The theory figure's checks are one cache entry per (quick, task, seed); it continues
+    no run, so a start is refused."""
+    from toyspt.figs.theory import TheoryFigSpec
+
+    a, b = TheoryFigSpec(quick=True), TheoryFigSpec(quick=False)
+    assert a.key() != b.key() and a.key() == TheoryFigSpec(quick=True).key()
+    assert a.parent() is None and a.group() is None
+    with pytest.raises(ValueError, match="no parent run"):
+        a.execute(start=object())

@@ -1,8 +1,8 @@
 """Run specs: everything that determines one run, hashed to a stable key.
 
-Every kind of run (toy task, UCR data set, LRA demo) is a :class:`Spec`: it says what it
-is (``to_dict``), what its cache key hashes (``identity``, by default the whole dict), and
-how it trains (``execute``). Specs whose ``group()`` agree may train together
+Every kind of run (toy task, UCR data set, LRA demo, the theory figure's numbers) is a
+:class:`Spec`: it says what it is (``to_dict``), what its cache key hashes (``identity``,
+by default the whole dict), and how it trains (``execute``). Specs whose ``group()`` agree may train together
 (``execute_group``; toy runs that differ only by seed train in lockstep, bitwise equal to
 one at a time). A spec may name a ``parent()``: the run whose stored end state its own run
 continues (:mod:`toyspt.recipes`, ``starts_from``), and ``alternatives()``: specs whose
