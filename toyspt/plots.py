@@ -1,6 +1,7 @@
 """One plotting style for every figure, and atomic figure/CSV writing."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import matplotlib
@@ -29,6 +30,20 @@ def style() -> None:
 
 def color(arm: str):
     return ARM_COLORS.get(arm, "0.4")
+
+
+@contextmanager
+def seeded_jitter(seed: int = 0):
+    """seaborn draws strip-plot jitter from numpy's global generator: seed it for the block
+    (the same figure, byte for byte, on every redraw) and restore its state afterwards."""
+    import numpy as np
+
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
 
 
 def mark_quick(fig, quick: bool) -> None:

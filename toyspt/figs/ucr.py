@@ -24,7 +24,7 @@ import pandas as pd
 import seaborn as sns
 from scipy import stats
 
-from ..plots import color, save_csv, save_figure
+from ..plots import color, save_csv, save_figure, seeded_jitter
 from ..train import TrainConfig
 from ..ucr import ENV_ROOT, PAPER_DATASETS, UCRNotFound, load_ucr
 from ..ucr_runs import arm_specs, frame_of, ucr_spec, ucr_train_config
@@ -157,8 +157,9 @@ def draw(ctx, runs) -> pd.DataFrame:
         sub = df[df.dataset == d.config.name]
         for i, (metric, label) in enumerate(METRICS):
             ax = axes[i, j]
-            sns.stripplot(data=sub, x="arm", y=metric, hue="arm", order=ARMS, palette=palette, ax=ax,
-                          size=4, alpha=0.6, jitter=0.15, legend=False)
+            with seeded_jitter(i * n + j):
+                sns.stripplot(data=sub, x="arm", y=metric, hue="arm", order=ARMS, palette=palette, ax=ax,
+                              size=4, alpha=0.6, jitter=0.15, legend=False)
             sns.pointplot(data=sub, x="arm", y=metric, order=ARMS, color="k", errorbar="sd",
                           markers="D", markersize=4, linestyle="none", capsize=0.2, ax=ax)
             ax.axhline(1 / d.n_classes, color="0.5", lw=0.8, ls=":")
