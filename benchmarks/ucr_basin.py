@@ -23,9 +23,8 @@ import torch
 
 from toyspt.basin import beta_unif
 from toyspt.cli_flags import parse_seeds
+from toyspt.figs.ucr import proximity_after_spt
 from toyspt.runs import DEFAULT_CACHE, RunCache, sweep
-from toyspt.tracking import attention_maps, proximity_index
-from toyspt.train import load_model
 from toyspt.ucr import PAPER_DATASETS, load_ucr
 from toyspt.ucr_runs import ucr_spec
 
@@ -42,14 +41,14 @@ def rows(datasets, seeds, cache, workers, offset) -> pd.DataFrame:
     loaded = [load_ucr(name) for name in datasets]
     specs = [(d, ucr_spec("spt_only", d, seed, trackers=("beta",))) for d in loaded for seed in seeds]
     results = sweep([s for _, s in specs], cache, workers=workers, desc="SPT-only runs (beta tracker)")
+    shifted = {d.config.name: offset_beta(d.train.x, specs[0][1].train.mask_rate, offset) for d in loaded}
     out = []
     for (d, spec), res in zip(specs, results):
         beta = {r["epoch"]: float(r["value"]) for r in res.records if r["metric"] == "beta"}
-        A = next(iter(attention_maps(load_model(res, "pretrained"), torch.cat([d.train.x, d.val.x])).values()))
-        pi = proximity_index(A).mean().item()
+        pi = proximity_after_spt(d, res)
         out.append(dict(dataset=d.config.name, seed=spec.seed,
-                        beta_unif=beta_unif(d.train.x, spec.train.mask_rate),
-                        beta_unif_offset=offset_beta(d.train.x, spec.train.mask_rate, offset),
+                        beta_unif=next(float(r["value"]) for r in res.records if r["metric"] == "beta_unif"),
+                        beta_unif_offset=shifted[d.config.name],
                         beta_init=beta[0], **{f"beta_epoch{e}": beta.get(e, float("nan")) for e in EPOCHS},
                         beta_final=beta[max(beta)], proximity_index=pi,
                         basin="proximity" if pi > 1 else "anti-local"))

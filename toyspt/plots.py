@@ -8,6 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
@@ -36,8 +37,6 @@ def color(arm: str):
 def seeded_jitter(seed: int = 0):
     """seaborn draws strip-plot jitter from numpy's global generator: seed it for the block
     (the same figure, byte for byte, on every redraw) and restore its state afterwards."""
-    import numpy as np
-
     state = np.random.get_state()
     np.random.seed(seed)
     try:

@@ -123,8 +123,8 @@ def draw(ctx, runs) -> pd.DataFrame:
     bf = sg[sg.series == "random head: blind fraction"].value.to_numpy()
     toy_rows = sg[sg.series == "toy model (T1 setting): blind fraction"]
     flip = d["flip"]
-    P, Q, bstar = flip["P"], flip["Q"], flip["beta_star"]
-    betas = np.linspace(-2.0, 2.2 * bstar, 200)
+    bstar = flip["beta_star"]
+    closed = part["T3"][part["T3"].series == "closed form"]
     mc_rows = part["T3"][part["T3"].series == "Monte Carlo"]
 
     fig, axes = plt.subplots(1, 4, figsize=(17, 3.8), layout="constrained")
@@ -144,7 +144,7 @@ def draw(ctx, runs) -> pd.DataFrame:
     ax.set_ylabel("||blind(G)||² / ||G||²")
     ax.legend(fontsize=7)
     ax = axes[2]
-    ax.plot(betas, betas * (P * betas - Q), color="0.3", label="closed form")
+    ax.plot(closed.x.to_numpy(), closed.value.to_numpy(), color="0.3", label="closed form")
     ax.errorbar(mc_rows.x.tolist(), mc_rows.value.tolist(), yerr=(2 * mc_rows.err).tolist(),
                 fmt="o", color=color("spt"), label="Monte Carlo ± 2 SE")
     ax.axhline(0, color="0.6", lw=0.8)

@@ -80,7 +80,7 @@ def _load(names, root_env):
     return found, skipped
 
 
-def _proximity_after_spt(data, result) -> float:
+def proximity_after_spt(data, result) -> float:
     """Mean proximity index of the SPT weights on the training and validation inputs."""
     import torch
 
@@ -101,7 +101,7 @@ def frame(ctx, datasets, runs) -> pd.DataFrame:
     per_seed = frame_of(specs, results, probes=False)
     per_seed["n_val"] = [len(d.val) for d, *_ in specs]
     per_seed["beta_unif"] = [beta_unif(d.train.x, spec.train.mask_rate) for d, _, spec in specs]
-    per_seed["proximity_after_spt"] = [_proximity_after_spt(d, r) if arm == "spt" else float("nan")
+    per_seed["proximity_after_spt"] = [proximity_after_spt(d, r) if arm == "spt" else float("nan")
                                        for (d, arm, _), r in zip(specs, results)]
     return per_seed[COLUMNS]
 

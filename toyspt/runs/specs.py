@@ -2,9 +2,9 @@
 
 Every kind of run (toy task, UCR data set, LRA demo, the theory figure's numbers) is a
 :class:`Spec`: it says what it is (``to_dict``), what its cache key hashes (``identity``,
-by default the whole dict), and how it trains (``execute``). Specs whose ``group()`` agree may train together
-(``execute_group``; toy runs that differ only by seed train in lockstep, bitwise equal to
-one at a time). A spec may name a ``parent()``: the run whose stored end state its own run
+by default the whole dict), and how it trains (``execute``). Specs whose ``group()``
+agree may train together (``execute_group``; toy runs that differ only by seed train in
+lockstep, bitwise equal to one at a time). A spec may name a ``parent()``: the run whose stored end state its own run
 continues (:mod:`toyspt.recipes`, ``starts_from``), and ``alternatives()``: specs whose
 results answer it exactly (the same run evaluated more often). The cache and the sweep see
 nothing else of a spec.
