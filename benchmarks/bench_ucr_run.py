@@ -6,6 +6,9 @@ summary and weights.
 
     python benchmarks/bench_ucr_run.py                        # the four paper sets, spt, seed 0
     python benchmarks/bench_ucr_run.py --datasets GunPoint --recipe scratch
+    python benchmarks/bench_ucr_run.py --datasets toy --recipe scratch   # the toy task's default run
+
+``toy`` names the default toy task (``RunSpec`` defaults) instead of a UCR set.
 """
 from __future__ import annotations
 
@@ -14,8 +17,19 @@ import time
 
 import torch
 
+from toyspt.runs import RunSpec
+from toyspt.tasks import make_task
 from toyspt.ucr import PAPER_DATASETS, load_ucr
 from toyspt.ucr_runs import ucr_spec
+
+
+def data_and_spec(name: str, recipe: str, seed: int):
+    """(data, spec maker of an evaluation policy) of a UCR set, or of the toy task for ``toy``."""
+    if name == "toy":
+        base = RunSpec(recipe, seed)
+        return make_task(base.task), lambda policy: RunSpec(recipe, seed, evaluate=policy)
+    data = load_ucr(name)
+    return data, lambda policy: ucr_spec(recipe, data, seed=seed, evaluate=policy)
 
 
 def main(argv=None) -> int:
@@ -27,10 +41,10 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     print(f"{'data set':16s} {'train/val/test':>15s} {'all s':>7s} {'peak s':>7s} {'x':>6s}  test evals  same")
     for name in [n for n in args.datasets.split(",") if n]:
-        data = load_ucr(name)
+        data, make_spec = data_and_spec(name, args.recipe, args.seed)
         t, res = {}, {}
         for policy in ("all", "peak"):
-            spec = ucr_spec(args.recipe, data, seed=args.seed, evaluate=policy)
+            spec = make_spec(policy)
             t0 = time.perf_counter()
             res[policy] = spec.execute()
             t[policy] = time.perf_counter() - t0
