@@ -4,9 +4,9 @@
     python paper_figs.py --quick         # small smoke version into figures-quick/ (stamped QUICK)
     python paper_figs.py --only accuracy,ablations --workers 2
 
-The same as ``toyspt figs``; see :mod:`toyspt.figs_cli` (``--help`` lists every flag).
+The same as ``toyspt figs``; see :mod:`toyspt.cli.figs` (``--help`` lists every flag).
 """
-from toyspt.figs_cli import main
+from toyspt.cli.figs import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""Which attention basin SPT falls into, and what decides it (toyspt.basin).
+"""Which attention basin SPT falls into, and what decides it (toyspt.probe.basin).
 
     python benchmarks/basin_study.py --part beta
     python benchmarks/basin_study.py --part spt  --seeds 0-3 --workers 2
@@ -9,9 +9,9 @@ Parts (default model and TrainConfig; one thread per worker process):
 
 * ``beta``: the data's beta_unif (exact over the mask law, train split) for offsets
   {0, .05, .1, .15, .25, .5} x freq_range {(1,3), (.5,1.5), (.25,1)}.
-* ``spt``: SPT only (toyspt.train.pretrain through a RunContext, seeded as run_recipe's
-  ``spt``) per cell and seed: the model's gain beta (toyspt.basin.model_beta, 256
-  validation sequences, fixed mask) and the proximity index (toyspt.tracking, 256
+* ``spt``: SPT only (toyspt.train.loop.pretrain through a RunContext, seeded as run_recipe's
+  ``spt``) per cell and seed: the model's gain beta (toyspt.probe.basin.model_beta, 256
+  validation sequences, fixed mask) and the proximity index (toyspt.probe.tracking, 256
   validation sequences, unmasked) after epochs 0 (init), 1, 2, 3 and 30; the attention
   peak offset at the end; T3's sign rule at init (dL_rec[N] along the neighbour direction,
   L1, 64 training sequences, and the Jacobian gain beta_eff of theory/toy.py, also after
@@ -40,11 +40,11 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from toyspt import tracking
-from toyspt.basin import BETA_BATCH, BetaTracker, beta_unif, model_beta, peak_offset
-from toyspt.model import ModelConfig, build_model
-from toyspt.tasks import TaskConfig, make_task
-from toyspt.train import (RunContext, TrainConfig, clone_state, finetune, load_model, pretrain,
+from toyspt.probe import tracking
+from toyspt.probe.basin import BETA_BATCH, BetaTracker, beta_unif, model_beta, peak_offset
+from toyspt.nn.model import ModelConfig, build_model
+from toyspt.data.tasks import TaskConfig, make_task
+from toyspt.train.loop import (RunContext, TrainConfig, clone_state, finetune, load_model, pretrain,
                           run_recipe, summarize, transfer, transferred_names)
 
 OFFSETS = (0.0, 0.05, 0.1, 0.15, 0.25, 0.5)
@@ -72,9 +72,9 @@ def _pi(model, x) -> tuple[float, int]:
 
 def _sign_rule_at_init(model, data, mask_rate) -> tuple[float, float]:
     """T3's first-order quantities (theory/): dL_rec[N] (L1) and beta_eff, float64."""
-    from theory import toy
-    from theory.t3_recon import neighbour_direction
-    from toyspt import probes
+    from toyspt.theory import toy
+    from toyspt.theory.t3_recon import neighbour_direction
+    from toyspt.probe import engine as probes
 
     batch = probes.make_batch(data.train.x[:64].double(), data.train.y[:64], mask_rate, 0)
     m = build_model(model.cfg, 0).double().eval()

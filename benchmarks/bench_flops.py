@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch.profiler import profile
 from torch.utils.flop_counter import FlopCounterMode
 
-from toyspt.model import ModelConfig, build_model
+from toyspt.nn.model import ModelConfig, build_model
 
 MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul")
 

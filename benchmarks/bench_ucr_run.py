@@ -18,9 +18,9 @@ import time
 import torch
 
 from toyspt.runs import RunSpec
-from toyspt.tasks import make_task
-from toyspt.ucr import PAPER_DATASETS, load_ucr
-from toyspt.ucr_runs import ucr_spec
+from toyspt.data.tasks import make_task
+from toyspt.ucr.data import PAPER_DATASETS, load_ucr
+from toyspt.ucr.runs import ucr_spec
 
 
 def data_and_spec(name: str, recipe: str, seed: int):

@@ -1,5 +1,5 @@
-"""K seeds of one recipe trained together (toyspt.vectorized) against the same K runs of
-toyspt.train.run_recipe one after another, side by side in one process, one thread.
+"""K seeds of one recipe trained together (toyspt.train.lockstep) against the same K runs of
+toyspt.train.loop.run_recipe one after another, side by side in one process, one thread.
 
     python benchmarks/bench_vectorized.py                       # K=8, spt, two model sizes
     python benchmarks/bench_vectorized.py --K 8 --recipe scratch --n-train 512 --epochs 3
@@ -20,10 +20,10 @@ from dataclasses import replace
 
 import torch
 
-from toyspt.model import ModelConfig, build_model
-from toyspt.tasks import TaskConfig, make_task
-from toyspt.train import TrainConfig, accuracy, run_recipe
-from toyspt.vectorized import EVAL_CHUNK, run_recipe_seeds
+from toyspt.nn.model import ModelConfig, build_model
+from toyspt.data.tasks import TaskConfig, make_task
+from toyspt.train.loop import TrainConfig, accuracy, run_recipe
+from toyspt.train.lockstep import EVAL_CHUNK, run_recipe_seeds
 
 SIZES = {  # name -> (model, sequence length)
     "default": (ModelConfig(), 32),  # d_model 32, d_mlp 128

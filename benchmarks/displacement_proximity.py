@@ -6,7 +6,7 @@ unless ``--train``).
 
 Per run (arm, seed): relative Frobenius displacement of W_Q and W_K from the global init
 (final weights; for SPT recipes also the pretrained weights), and the proximity index
-(toyspt.tracking) of the final and pretrained models on the task's validation inputs.
+(toyspt.probe.tracking) of the final and pretrained models on the task's validation inputs.
 SPT runs are split into basins by the pretrained model's proximity index (> 1 proximity,
 < 1 anti-local). Prints per-seed rows and median [min, max] per arm (and basin).
 """
@@ -17,12 +17,12 @@ import argparse
 import pandas as pd
 import torch
 
-from toyspt import tracking
-from toyspt.arms import arm_spec
-from toyspt.cli_flags import add_config_flags, base_spec, parse_seeds
+from toyspt.probe import tracking
+from toyspt.runs.arms import arm_spec
+from toyspt.cli.flags import add_config_flags, base_spec, parse_seeds
 from toyspt.runs import DEFAULT_CACHE, RunCache, get_run
-from toyspt.tasks import make_task
-from toyspt.train import load_model
+from toyspt.data.tasks import make_task
+from toyspt.train.loop import load_model
 
 
 def _pi(result, which, x) -> float:

@@ -2,7 +2,7 @@
 (6 layer pairs x 512, 8 heads, FFN 2048) with random weights, one example of T tokens:
 label + recon score-gradient probes (7 directions) and the profiles.
 
-Two engines (``ReportConfig.engine``): ``probes`` runs :func:`toyspt.probes.probe` per
+Two engines (``ReportConfig.engine``): ``probes`` runs :func:`toyspt.probe.engine.probe` per
 example (full G of every layer, W_Q/W_K gradients, dL/dM), ``lean`` the per-layer,
 per-head reduction of :mod:`toyspt.lra.scoregrad` (frozen weights, nothing of size T^2
 kept beyond the forward's own). Each (engine, T, dtype) runs in a fresh subprocess so its

@@ -1,4 +1,4 @@
-"""Per-example probe gradients: torch.func (vmap of grad, as in toyspt.probes) against a
+"""Per-example probe gradients: torch.func (vmap of grad, as in toyspt.probe.engine) against a
 Python loop of one autograd call per example. Both give dL/dS per example and the
 per-example gradients of W_Q and W_K, in float64, on the default task and model.
 
@@ -16,10 +16,10 @@ import time
 
 import torch
 
-from toyspt import probes
-from toyspt.attention import hooks
-from toyspt.model import ModelConfig, build_model
-from toyspt.tasks import make_task
+from toyspt.probe import engine as probes
+from toyspt.nn.attention import hooks
+from toyspt.nn.model import ModelConfig, build_model
+from toyspt.data.tasks import make_task
 
 SITE = "blocks.0.attn.hook_attn_scores"
 

@@ -1,5 +1,5 @@
 """Which basin SPT lands in on the paper's UCR sets, and which predictor names it: SPT-only
-runs with the ``beta`` tracker (:class:`toyspt.basin.BetaTracker`), through the run cache.
+runs with the ``beta`` tracker (:class:`toyspt.probe.basin.BetaTracker`), through the run cache.
 
     python benchmarks/ucr_basin.py                          # the four paper sets, seeds 0-4
     python benchmarks/ucr_basin.py --dataset GunPoint --seeds 0-9 --workers 2
@@ -21,12 +21,12 @@ import argparse
 import pandas as pd
 import torch
 
-from toyspt.basin import beta_unif
-from toyspt.cli_flags import parse_seeds
+from toyspt.probe.basin import beta_unif
+from toyspt.cli.flags import parse_seeds
 from toyspt.figs.ucr import proximity_after_spt
 from toyspt.runs import DEFAULT_CACHE, RunCache, sweep
-from toyspt.ucr import PAPER_DATASETS, load_ucr
-from toyspt.ucr_runs import ucr_spec
+from toyspt.ucr.data import PAPER_DATASETS, load_ucr
+from toyspt.ucr.runs import ucr_spec
 
 EPOCHS = (1, 3)  # SPT epochs after which the model's beta is read
 

@@ -5,7 +5,7 @@ final weights next to the accuracies, through the run cache (trains what is miss
     python benchmarks/ucr_gunpoint.py --dataset ECG200 --ucr-root ~/UCRArchive_2018
     python benchmarks/ucr_gunpoint.py --recipes scratch,spt,qk_transfer --cache /tmp/fresh
 
-Per (arm, seed): proximity index (toyspt.tracking: attention mass on the two nearest
+Per (arm, seed): proximity index (toyspt.probe.tracking: attention mass on the two nearest
 neighbours each side relative to uniform; 1 = uniform, > 1 proximity, < 1 anti-local) of
 the init, pretrained (SPT recipes) and final weights on the train + validation inputs,
 the centre of the positional score profile (row-centred scores on the mean input at
@@ -21,12 +21,12 @@ import time
 import pandas as pd
 import torch
 
-from toyspt import tracking as tr
-from toyspt.cli_flags import parse_seeds
+from toyspt.probe import tracking as tr
+from toyspt.cli.flags import parse_seeds
 from toyspt.runs import DEFAULT_CACHE, RunCache, sweep
-from toyspt.train import load_model
-from toyspt.ucr import UCRConfig, load_ucr
-from toyspt.ucr_runs import arm_spec, ucr_spec
+from toyspt.train.loop import load_model
+from toyspt.ucr.data import UCRConfig, load_ucr
+from toyspt.ucr.runs import arm_spec, ucr_spec
 
 FAR = 50  # offset whose positional score serves as the "far" baseline
 

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from toyspt.tasks import TaskConfig, make_task
+from toyspt.data.tasks import TaskConfig, make_task
 
 torch.set_num_threads(1)
 

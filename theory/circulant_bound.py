@@ -14,9 +14,9 @@ import argparse
 
 import torch
 
-from toyspt import probes
-from toyspt.model import ModelConfig
-from toyspt.tasks import make_task
+from toyspt.probe import engine as probes
+from toyspt.nn.model import ModelConfig
+from toyspt.data.tasks import make_task
 
 from . import geometry as geo
 from . import toy

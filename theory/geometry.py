@@ -1,6 +1,6 @@
-"""What the checks need of score-space geometry beyond :mod:`toyspt.directions`.
+"""What the checks need of score-space geometry beyond :mod:`toyspt.data.directions`.
 
-toyspt.directions defines the named directions (``circ_w1``, ``toep_w1``, ``prev``,
+toyspt.data.directions defines the named directions (``circ_w1``, ``toep_w1``, ``prev``,
 ``random_s0`` ...), row-centring, ``kappa`` and the blind / visible projectors; the checks
 use those. Added here: a *visible* test direction (``column_s{seed}``, ``D_ij = v_j``),
 the normalised derivative ``cos(G, D)``, the blind fraction of a gradient, the float64
@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from toyspt import directions as dr
+from toyspt.data import directions as dr
 
 
 def direction(name: str, T: int) -> torch.Tensor:
-    """A named raw direction: toyspt.directions' names, plus ``column_s{seed}`` (a random
+    """A named raw direction: toyspt.data.directions' names, plus ``column_s{seed}`` (a random
     column-only direction ``1 v^T``, which the label loss is *not* blind to)."""
     if name.startswith("column_s"):
         seed = int(name[len("column_s"):])

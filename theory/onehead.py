@@ -21,8 +21,8 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from toyspt import tasks
-from toyspt.positional import sinusoidal_table
+from toyspt.data import tasks
+from toyspt.nn.positional import sinusoidal_table
 
 DTYPE = torch.float64
 

@@ -14,7 +14,7 @@ Scalar AR(1) model (T3.3-T3.6), exactly what is analysed:
 * L_rec = (1/|M|) sum_{m in M} (yhat_m - x_m)^2 (squared error; the toy runs use L1).
 
 Two mask laws: ``iid`` Bernoulli(q) with 1/|M| replaced by its "expected count" 1/(qT); and
-``sample_mask`` (toyspt.tasks.sample_mask): Bernoulli(q), an empty mask replaced by one
+``sample_mask`` (toyspt.data.tasks.sample_mask): Bernoulli(q), an empty mask replaced by one
 uniformly chosen position, normalised by 1/|M|. Both give (derivation in the README)
 
     E dL_rec[D] = (2 beta / T^2) sum_m sum_j D_mj (h_m(j) - mean_j' h_m(j')),
@@ -49,8 +49,8 @@ import sympy as sp
 import torch
 from torch.func import jvp
 
-from toyspt import directions as dr
-from toyspt.tasks import sample_mask
+from toyspt.data import directions as dr
+from toyspt.data.tasks import sample_mask
 
 rho, q, beta = sp.symbols("rho q beta", real=True)
 p1s, p2s = sp.symbols("p1 p2", positive=True)
@@ -270,7 +270,7 @@ def scalar_drec_formula(D: torch.Tensor, x: torch.Tensor, mask: torch.Tensor, bv
 def mc_samples(D: torch.Tensor, rv: float, qv: float, bv: float, N: int, seed: int,
                chunk: int = 50_000) -> tuple[torch.Tensor, float]:
     """N per-sequence dL_rec[D] at S = 0 by forward-mode autograd (jvp) on AR(1) data and
-    toyspt.tasks.sample_mask masks (same seed, same samples), and the max gap between jvp
+    toyspt.data.tasks.sample_mask masks (same seed, same samples), and the max gap between jvp
     and the per-sample formula relative to the formula's sum of absolute terms."""
     T = D.shape[0]
     gen = torch.Generator().manual_seed(seed)

@@ -30,8 +30,8 @@ import sympy as sp
 import torch
 from scipy import stats
 
-from toyspt import directions as dr
-from toyspt import probes
+from toyspt.data import directions as dr
+from toyspt.probe import engine as probes
 
 from . import geometry as geo
 from . import onehead as oh
@@ -227,7 +227,7 @@ TOY_BLIND = ("circ_w1", "circ_w2", "circ_w4")  # the circulant directions checke
 
 
 def check_toy_blind(quick: bool = False, kinds: tuple[str, ...] = TOY_BLIND) -> Result:
-    """T2.5: on the real toy model in the T1 setting (toyspt.probes at the score hook), the
+    """T2.5: on the real toy model in the T1 setting (toyspt.probe.engine at the score hook), the
     per-example G has identical rows and circulant directions are blind, per example and for
     the batch gradient, each within its float64 bound (:func:`geometry.blind_cos_bound`); the
     probe's derivative agrees with a central difference taken at the same hook. ``kinds``
@@ -258,7 +258,7 @@ def check_toy_blind(quick: bool = False, kinds: tuple[str, ...] = TOY_BLIND) -> 
     fig = max(ratio_pe, ratio_batch, 0.0 if fd_ratio <= 1.0 else float("inf"))
     return checked_result(
         "T2.5", "toy model, T1 setting, S = 0: G has identical rows; dL_label[circulant] = 0",
-        f"toyspt.probes at {toy.HOOK_S}, 32 task sequences, T={T}, {', '.join(kinds)}: per "
+        f"toyspt.probe.engine at {toy.HOOK_S}, 32 task sequences, T={T}, {', '.join(kinds)}: per "
         f"example max heterogeneity {het.max().item():.1e}, max |cos| "
         f"{cos_pe.max().item():.1e} (bounds {per_b.min().item():.1e}..{per_b.max().item():.1e}); "
         f"batch gradient max |cos| {cos_b.max().item():.1e} (bound {bound['batch']:.1e}, kappa_A "

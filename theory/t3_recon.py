@@ -22,8 +22,8 @@ import math
 import sympy as sp
 import torch
 
-from toyspt import directions as dr
-from toyspt import probes
+from toyspt.data import directions as dr
+from toyspt.probe import engine as probes
 
 from . import geometry as geo
 from . import onehead as oh
@@ -139,7 +139,7 @@ FLIP_DELTA = 0.25  # the sign flip is tested at beta* (1 -/+ FLIP_DELTA)
 
 
 def check_monte_carlo(quick: bool = False) -> Result:
-    """T3.5: the closed form against Monte Carlo (toyspt.tasks.sample_mask, 1/|M| loss,
+    """T3.5: the closed form against Monte Carlo (toyspt.data.tasks.sample_mask, 1/|M| loss,
     jvp derivative) for positive, negative and large gains; beta* = Q/P against a Monte
     Carlo estimate; the MC sign flips between beta* (1 - delta) and beta* (1 + delta)."""
     T, rv, qv, law = 8, 0.8, 0.5, "sample_mask"
@@ -282,7 +282,7 @@ def measure_toy_sighted(quick: bool = False) -> Result:
         "T3.6", "toy model (T1 setting, S = 0): recon sees proximity directions the label loss "
         "does not", f"rms per-example |cos(G, D)| label / recon: circ_w1 {out['label_circ_w1']:.1e} / "
         f"{out['recon_circ_w1']:.3f}, toep_w1 {out['label_toep_w1']:.1e} / {out['recon_toep_w1']:.3f} "
-        f"(T={T}, 32 sequences, toyspt.probes)", out["recon_circ_w1"], "recon |cos| circ_w1", **out)
+        f"(T={T}, 32 sequences, toyspt.probe.engine)", out["recon_circ_w1"], "recon |cos| circ_w1", **out)
 
 
 def measure_toy_gain_sign(quick: bool = False) -> Result:

@@ -19,7 +19,7 @@ import math
 import sympy as sp
 import torch
 
-from toyspt.positional import sinusoidal_table
+from toyspt.nn.positional import sinusoidal_table
 
 from . import onehead as oh
 from . import toy

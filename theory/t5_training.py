@@ -4,13 +4,13 @@ Runs the toy recipes through the run cache of :mod:`toyspt.runs` (a cached run i
 a missing one is trained and stored) and reports, per recipe and seed:
 
 * relative Frobenius displacement ||W - W_init||_F / ||W_init||_F of W_Q and W_K
-  (:func:`toyspt.tracking.relative_displacement`), after SPT and after fine-tuning;
-* the proximity index on validation data (:func:`toyspt.tracking.proximity_index`: attention
+  (:func:`toyspt.probe.tracking.relative_displacement`), after SPT and after fine-tuning;
+* the proximity index on validation data (:func:`toyspt.probe.tracking.proximity_index`: attention
   mass on the neighbours 1 <= |i - j| <= 2 relative to uniform; 1 = flat, > 1 proximity,
   < 1 anti-local), the self index (T mean_i A_ii) and the positional profile contrast Pi(+-1) - mean_{delta != 0} Pi(delta)
-  of :func:`toyspt.tracking.positional_profile` (row-centred scores on the mean input);
+  of :func:`toyspt.probe.tracking.positional_profile` (row-centred scores on the mean input);
 * peak-validation test accuracy;
-* over the basin figure's SPT-only runs (:mod:`toyspt.basin_runs`: a grid of offsets and
+* over the basin figure's SPT-only runs (:mod:`toyspt.runs.basin_grid`: a grid of offsets and
   frequency ranges, every seed), how often three predictors name the basin SPT lands in
   (proximity index after SPT > 1): the sign of the data statistic beta_unif, the sign of
   the model's recon gain after SPT epoch 1, and T3's sign rule at the random init.
@@ -28,11 +28,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from toyspt import basin_runs, probes, tracking
-from toyspt.model import ModelConfig, build_model
+from toyspt.runs import basin_grid as basin_runs
+from toyspt.probe import engine as probes, tracking
+from toyspt.nn.model import ModelConfig, build_model
 from toyspt.runs import RunCache, RunSpec, get_run, load_answer
-from toyspt.tasks import TaskConfig, make_task
-from toyspt.train import TrainConfig, load_model
+from toyspt.data.tasks import TaskConfig, make_task
+from toyspt.train.loop import TrainConfig, load_model
 
 from . import toy
 from .result import Result, measured_result
@@ -167,7 +168,7 @@ def measure_accuracy(quick: bool = False, cache: str | None = None) -> Result:
 @functools.lru_cache(maxsize=4)
 def _phase(quick: bool, cache: str | None):
     """(config, phase-diagram table) of the basin figure's SPT-only runs
-    (:mod:`toyspt.basin_runs`), through the cache; with ``quick``, the full grid when all of
+    (:mod:`toyspt.runs.basin_grid`), through the cache; with ``quick``, the full grid when all of
     its runs are cached, else the quick configuration's."""
     store = RunCache(Path(cache)) if cache is not None else None
     cfg = FULL

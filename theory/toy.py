@@ -1,4 +1,4 @@
-"""The checks' window on the real toy model (toyspt.model), in float64, through its hooks.
+"""The checks' window on the real toy model (toyspt.nn.model), in float64, through its hooks.
 
 ``T1_MODEL`` is theory.md's T1 setting on the real model: no MLP, no final LayerNorm and
 W_Q = W_K = 0 (so the scores are exactly 0 and attention is uniform). The default model
@@ -6,7 +6,7 @@ has an MLP and a final LayerNorm, so T1/T2's identities are *not* expected there
 checks report it as a measured figure.
 
 Score gradients (per example), directional derivatives, finite differences and dL/dM come
-from :mod:`toyspt.probes`, which perturbs ``blocks.0.attn.hook_attn_scores``; changes of
+from :mod:`toyspt.probe.engine`, which perturbs ``blocks.0.attn.hook_attn_scores``; changes of
 the attention *pattern* (T1) are added here at ``hook_pattern``.
 """
 from __future__ import annotations
@@ -15,10 +15,10 @@ import warnings
 
 import torch
 
-from toyspt import probes
-from toyspt.attention import hooks
-from toyspt.model import ModelConfig, ToyTransformer, build_model
-from toyspt.tasks import TaskConfig, make_task, mask_inputs
+from toyspt.probe import engine as probes
+from toyspt.nn.attention import hooks
+from toyspt.nn.model import ModelConfig, ToyTransformer, build_model
+from toyspt.data.tasks import TaskConfig, make_task, mask_inputs
 
 HOOK_S = "blocks.0.attn.hook_attn_scores"
 HOOK_A = "blocks.0.attn.hook_pattern"
@@ -32,14 +32,14 @@ def toy_model(cfg: ModelConfig, seed: int = 0) -> ToyTransformer:
 
 def toy_batch(T: int, n: int, seed: int = 0, mask_rate: float = 0.5) -> dict[str, torch.Tensor]:
     """n training sequences of the default task family at length T (float64), their
-    labels and an SPT mask: the batch format of :mod:`toyspt.probes`."""
+    labels and an SPT mask: the batch format of :mod:`toyspt.probe.engine`."""
     data = make_task(TaskConfig(T=T, n_train=n, n_val=1, n_test=1, seed=seed))
     return probes.make_batch(data.train.x.double(), data.train.y, mask_rate, seed)
 
 
 def layer_probe(model: ToyTransformer, batch, loss: str = "label",
                 directions=("circ_w1", "toep_w1")) -> probes.LayerProbe:
-    """toyspt.probes on layer 0 with per-example gradients; ``loss``: label | recon_mse."""
+    """toyspt.probe.engine on layer 0 with per-example gradients; ``loss``: label | recon_mse."""
     fn = probes.recon("mse") if loss == "recon_mse" else loss
     return probes.probe(model, batch, fn, list(directions), per_example=True, use_jvp=False)[HOOK_S]
 
@@ -77,7 +77,7 @@ def pattern_grad(model: ToyTransformer, batch) -> tuple[torch.Tensor, torch.Tens
 
 def autograd_dLdM(model: ToyTransformer, batch) -> torch.Tensor:
     """Per-example dL_b/dM (B, d_model, d_model) of the label loss at W_Q = W_K = 0, by
-    autograd through the model's own query/key layers, independent of :mod:`toyspt.probes`.
+    autograd through the model's own query/key layers, independent of :mod:`toyspt.probe.engine`.
 
     On a copy, W_K is set to sqrt(d_head) I, so M = W_Q^T W_K / sqrt(d_head) = W_Q^T (as
     nn.Linear stores it). With W_Q = 0 and b_Q = 0 the queries, hence the scores, stay 0, so

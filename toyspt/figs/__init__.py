@@ -16,11 +16,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..model import ModelConfig
-from ..runs.cache import RunCache
-from ..runs.specs import RunSpec
-from ..tasks import TaskConfig
-from ..train import TrainConfig
+from toyspt.nn.model import ModelConfig
+from toyspt.runs.cache import RunCache
+from toyspt.runs.specs import RunSpec
+from toyspt.data.tasks import TaskConfig
+from toyspt.train.loop import TrainConfig
 
 TRACKED = ("displacement", "probes:every=100,n=128")  # trackers of the tracked runs
 SGD_LR = 0.05  # SGD (momentum 0.9) learning rate of tracked SGD runs; AdamW keeps the default 1e-3
@@ -29,7 +29,7 @@ SGD_LR = 0.05  # SGD (momentum 0.9) learning rate of tracked SGD runs; AdamW kee
 SGD_WEIGHT_DECAY = 0.0
 # the task regimes the figures are drawn in: the default task (per-sequence offset 0.5, where
 # SPT learns proximity) and, as the contrast, the same task without offset (zero-mean
-# oscillations, where SPT falls into the anti-local basin); see toyspt.basin
+# oscillations, where SPT falls into the anti-local basin); see toyspt.probe.basin
 REGIMES = {"proximity": {}, "zero_mean": dict(offset=0.0)}
 CONTRAST = ("accuracy", "proximity", "displacement", "blindness", "ablations")  # drawn in both regimes
 FIGURES = ("task", "accuracy", "proximity", "basin", "displacement", "blindness", "theory", "ablations",
@@ -64,7 +64,7 @@ class FigContext:
 
     def save(self, fig, name: str) -> None:
         """Write ``name.png``/``.pdf`` into ``out``, stamped with the task regime (and QUICK)."""
-        from ..plots import save_figure
+        from toyspt.util.plots import save_figure
 
         offset = self.base.task.offset
         fig.text(0.5, 0.0, f"task regime: {self.regime} (per-sequence offset std {offset:g})",
@@ -72,7 +72,7 @@ class FigContext:
         save_figure(fig, self.out, name, self.quick)
 
     def spec(self, arm: str, seed: int, **overrides) -> RunSpec:
-        from ..arms import arm_spec
+        from toyspt.runs.arms import arm_spec
 
         return arm_spec(arm, replace(self.base, seed=seed, **overrides))
 

@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..plots import color
+from toyspt.util.plots import color
 
 NAME = "ablations"
 TITLE = "Which part of SPT helps, and what built-in locality does"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from ..plots import color
+from toyspt.util.plots import color
 
 NAME = "accuracy"
 TITLE = "Self-pretraining vs training from scratch on the local-shuffle task"
@@ -29,9 +29,9 @@ def specs(ctx):
 def headline(ctx, runs) -> dict:
     """SPT - scratch and qk_transfer - scratch over the headline seeds (test at peak
     validation, final train accuracy), and which basin SPT's attention is in after SPT."""
-    from ..tasks import make_task
-    from ..tracking import attention_maps, proximity_index
-    from ..train import load_model
+    from toyspt.data.tasks import make_task
+    from toyspt.probe.tracking import attention_maps, proximity_index
+    from toyspt.train.loop import load_model
 
     seeds = headline_seeds(ctx)
     summ = {a: [runs[ctx.spec(a, s).key()].summary for s in seeds] for a in HEADLINE_ARMS}

@@ -7,7 +7,7 @@ beta_unif = 0. Middle: the model's recon gain beta along the SPT epochs, by basi
 the trap, on the zero-mean task: plain SPT against SPT whose first ``swap_epochs`` epochs
 run on the same task with the default offset (recipe ``spt_swap_start``), per seed: the
 reconstruction loss at the end of SPT on the task's own validation data, and test accuracy.
-See :mod:`toyspt.basin` and :mod:`toyspt.basin_runs`."""
+See :mod:`toyspt.probe.basin` and :mod:`toyspt.runs.basin_grid`."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -16,11 +16,11 @@ import pandas as pd
 
 from dataclasses import replace
 
-from ..basin_runs import phase_specs, phase_table, predictor_shares
-from ..plots import color, save_figure
-from ..tasks import make_task
-from ..tracking import attention_maps, proximity_index, records_frame
-from ..train import load_model
+from toyspt.runs.basin_grid import phase_specs, phase_table, predictor_shares
+from toyspt.util.plots import color, save_figure
+from toyspt.data.tasks import make_task
+from toyspt.probe.tracking import attention_maps, proximity_index, records_frame
+from toyspt.train.loop import load_model
 
 NAME = "basin"
 TITLE = "The SPT basin follows the sign of the reconstruction gain on the uniform mean"

@@ -7,12 +7,12 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from .. import directions as dr
-from ..model import ModelConfig, build_model
-from ..plots import color
-from ..probes import blindness, make_batch
-from ..tasks import make_task
-from ..tracking import records_frame
+from toyspt.data import directions as dr
+from toyspt.nn.model import ModelConfig, build_model
+from toyspt.util.plots import color
+from toyspt.probe.engine import blindness, make_batch
+from toyspt.data.tasks import make_task
+from toyspt.probe.tracking import records_frame
 
 NAME = "blindness"
 TITLE = "Label supervision is (nearly) blind to proximity directions that reconstruction sees"

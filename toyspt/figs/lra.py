@@ -8,8 +8,8 @@ import math
 
 import pandas as pd
 
-from ..lra.demo import DemoConfig, DemoSpec, demo_frames
-from ..lra.figure import demo_figure
+from toyspt.lra.demo import DemoConfig, DemoSpec, demo_frames
+from toyspt.lra.figure import demo_figure
 
 NAME = "lra"
 TITLE = "LRA bridge: small ListOps Transformers, scratch vs SPT"

@@ -9,10 +9,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..plots import color
-from ..tasks import make_task
-from ..tracking import attention_maps, profile_rows, proximity_index
-from ..train import load_model
+from toyspt.util.plots import color
+from toyspt.data.tasks import make_task
+from toyspt.probe.tracking import attention_maps, profile_rows, proximity_index
+from toyspt.train.loop import load_model
 
 NAME = "proximity"
 TITLE = "SPT turns absolute positions into an offset-structured attention pattern"

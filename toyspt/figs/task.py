@@ -6,8 +6,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..plots import save_figure
-from ..tasks import make_task
+from toyspt.util.plots import save_figure
+from toyspt.data.tasks import make_task
 
 NAME = "task"
 TITLE = "Local-shuffle trajectories: same points, different local order"

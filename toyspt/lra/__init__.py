@@ -5,7 +5,7 @@ inputs, and run the same probes per layer and head.
 * :mod:`.lightning`: safe reading / writing of the checkpoint files; :mod:`.guard`: the
   reading budget (zip records, pickle size/opcodes, config depth/values) checked first;
 * :mod:`.runconfig`: the table of every run-config field read, honoured or refused;
-* :mod:`.model`: the LRA Transformer on :class:`toyspt.attention.Attention`;
+* :mod:`.model`: the LRA Transformer on :class:`toyspt.nn.attention.Attention`;
 * :mod:`.checkpoint`: architecture inference and the key map (``load_lra``, ``save_lra``);
 * :mod:`.listops`, :mod:`.inputs`: ListOps generator/vocabulary, pixel arrays, SPT masking, losses;
 * :mod:`.report`, :mod:`.figure`: the per-layer/head probe report; :mod:`.cli`: ``toyspt lra``;
@@ -67,9 +67,9 @@ differs or adds, the bridge follows this list):
   and ``model.decoder`` were popped at setup; top-level ``encoder``/``decoder`` remain);
   ``hparams_type`` stores the DictConfig class itself.
 """
-from .checkpoint import LoadedLRA, LoadReport, load_lra, lra_state_dict, save_lra
-from .lightning import CheckpointError, CheckpointRefused, read_checkpoint, write_checkpoint
-from .model import LRAConfig, LRATransformer, build_lra
+from toyspt.lra.checkpoint import LoadedLRA, LoadReport, load_lra, lra_state_dict, save_lra
+from toyspt.lra.lightning import CheckpointError, CheckpointRefused, read_checkpoint, write_checkpoint
+from toyspt.lra.model import LRAConfig, LRATransformer, build_lra
 
 __all__ = ["LoadedLRA", "LoadReport", "load_lra", "lra_state_dict", "save_lra", "CheckpointError",
            "CheckpointRefused", "read_checkpoint", "write_checkpoint", "LRAConfig",

@@ -29,15 +29,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..runs.cache import RunCache
-from ..runs.specs import Spec, digest, single_thread
-from ..train import RunResult
-from ..validation import Float, Instance, Int, validate, validated
-from . import listops as lo
-from .checkpoint import load_lra, save_lra
-from .inputs import make_batch, mask_tokens, select, spt_mask
-from .model import LRAConfig, build_lra
-from .report import ReportConfig, lra_report
+from toyspt.runs.cache import RunCache
+from toyspt.runs.specs import Spec, digest, single_thread
+from toyspt.train.loop import RunResult
+from toyspt.util.validation import Float, Instance, Int, validate, validated
+from toyspt.lra import listops as lo
+from toyspt.lra.checkpoint import load_lra, save_lra
+from toyspt.lra.inputs import make_batch, mask_tokens, select, spt_mask
+from toyspt.lra.model import LRAConfig, build_lra
+from toyspt.lra.report import ReportConfig, lra_report
 
 MODELS = ("scratch", "spt_pretrained", "spt_finetuned")
 FORMAT_VERSION = 1  # bump when the meaning of a cached demo entry changes
@@ -306,7 +306,7 @@ def write_checkpoints(result: RunResult, out: Path) -> dict[str, Path]:
     mcfg, pcfg = _model_configs(cfg, len(vocab))
     ds, ds_spt = _datasets(cfg, mcfg)
     out.mkdir(parents=True, exist_ok=True)
-    from ..atomic import write_text
+    from toyspt.util.atomic import write_text
     write_text(out / "vocab.txt", "\n".join(vocab) + "\n")
     paths = {}
     for name, mc, dset, epoch in (("init", mcfg, ds, 0), ("scratch", mcfg, ds, cfg.epochs),
@@ -334,7 +334,7 @@ def run_demo(cfg: DemoConfig = DemoConfig(), out: Path | str | None = "lra_demo"
              workers: int = 1, executor=None) -> DemoResult:
     """Every seed through the run cache (trained on a miss), the checkpoints written to
     ``out/seed<k>/`` (unless ``out`` is None), the records and summary gathered."""
-    from ..runs.sweeps import sweep
+    from toyspt.runs.sweeps import sweep
 
     specs = [DemoSpec(int(s), cfg) for s in seeds]
     if not specs:

@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from ..plots import save_figure, style  # noqa: E402
+from toyspt.util.plots import save_figure, style  # noqa: E402
 
 
 def report_figure(report, out: Path, name: str = "report", title: str | None = None) -> Path:

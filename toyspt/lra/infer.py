@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 
-from . import runconfig as rc
-from .guard import CheckpointError
-from .model import LRAConfig
+from toyspt.lra import runconfig as rc
+from toyspt.lra.guard import CheckpointError
+from toyspt.lra.model import LRAConfig
 
 
 # ---------------------------------------------------------------------- state-dict reading

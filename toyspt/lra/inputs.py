@@ -17,8 +17,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .listops import MASK_ID
-from .model import LRATransformer
+from toyspt.lra.listops import MASK_ID
+from toyspt.lra.model import LRATransformer
 
 PIXEL_TASKS = ("image", "pathfinder")
 CIFAR_GRAY_MEAN, CIFAR_GRAY_STD = 122.6 / 255.0, 61.0 / 255.0
@@ -116,7 +116,7 @@ def pixel_recon_loss(pred_BxTx1: torch.Tensor, values_BxTx1: torch.Tensor,
 
 
 # ------------------------------------------------------------------------------ batches
-# A batch is a dict of tensors with one leading batch dimension (what toyspt.probes takes):
+# A batch is a dict of tensors with one leading batch dimension (what toyspt.probe.engine takes):
 # "inputs" (B, T) ids or (B, T, 1) pixel values, "lengths" (B,), "mask" (B, T) bool SPT
 # mask, and "y" (B,) labels when known. Retrieval pairs keep the two documents on a last
 # axis: "inputs" (B, T, 2) ids, "lengths" (B, 2), "mask" (B, T, 2), so that one example is
@@ -205,7 +205,7 @@ def label_loss(model: LRATransformer, batch: Batch) -> torch.Tensor:
 
 def spt_loss(model: LRATransformer, batch: Batch) -> torch.Tensor:
     """The SPT (masked reconstruction) loss of that code on the batch's fixed mask; named
-    apart from :func:`toyspt.tasks.recon_loss`, which is toyspt's own task loss."""
+    apart from :func:`toyspt.data.tasks.recon_loss`, which is toyspt's own task loss."""
     docs = documents(batch)  # a pair batch: the SPT loss over the masked tokens of both documents
     x, m = docs["inputs"], docs["mask"]
     if model.cfg.token_task:
@@ -216,7 +216,7 @@ def spt_loss(model: LRATransformer, batch: Batch) -> torch.Tensor:
     return pixel_recon_loss(pred, x, m)
 
 
-LOSSES = {"label": label_loss, "recon": spt_loss}  # the bridge's adapters for toyspt.probes
+LOSSES = {"label": label_loss, "recon": spt_loss}  # the bridge's adapters for toyspt.probe.engine
 
 
 __all__ = ["PIXEL_TASKS", "normalize_pixels", "load_pixels", "spt_mask", "mask_tokens",

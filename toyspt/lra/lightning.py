@@ -37,8 +37,8 @@ from typing import Any
 
 import torch
 
-from . import guard
-from .guard import LIMITS, CheckpointError, CheckpointRefused, ReadLimits
+from toyspt.lra import guard
+from toyspt.lra.guard import LIMITS, CheckpointError, CheckpointRefused, ReadLimits
 
 LIGHTNING_VERSION = "1.5.10"  # the version string written into checkpoints made here
 

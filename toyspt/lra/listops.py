@@ -26,7 +26,7 @@ from typing import Iterable, Union
 
 import torch
 
-from ..validation import Float, Int, validate, validated
+from toyspt.util.validation import Float, Int, validate, validated
 
 OPS = ("[MAX", "[MIN", "[MED", "[SM")
 END = "X"

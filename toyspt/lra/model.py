@@ -6,7 +6,7 @@ pre-norm residual blocks (``x + attn(LN(x))``, then ``x + W2 GELU(W1 LN(x))``); 
 LayerNorm; pooling over the valid length (mean by default) and a classifier (linear, MLP,
 or the retrieval head on ``[a, b, a-b, a*b]``), or a per-token decoder for SPT.
 
-Module names mirror :class:`toyspt.model.ToyTransformer` (``embed``, ``pe.table``,
+Module names mirror :class:`toyspt.nn.model.ToyTransformer` (``embed``, ``pe.table``,
 ``blocks.{l}.ln1|attn|ln2|mlp``, ``ln_f``, ``head_cls``, ``head_rec``), so the probes and
 hook filters (``blocks.{l}.attn.hook_attn_scores`` ...) work unchanged. Attention scores are
 explicit; ``impl="sdpa"`` runs the same weights through torch's fused
@@ -21,9 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..attention import Attention, HookPoint
-from ..positional import sinusoidal_table
-from ..validation import Bool, Float, Int, Text, validate, validated
+from toyspt.nn.attention import Attention, HookPoint
+from toyspt.nn.positional import sinusoidal_table
+from toyspt.util.validation import Bool, Float, Int, Text, validate, validated
 
 ENCODERS = ("embedding", "linear")
 HEADS = ("linear", "mlp", "retrieval", "none")

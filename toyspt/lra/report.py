@@ -1,21 +1,21 @@
-"""The per-layer, per-head probe report of an LRA model, built on :mod:`toyspt.probes` and
-:mod:`toyspt.tracking`.
+"""The per-layer, per-head probe report of an LRA model, built on :mod:`toyspt.probe.engine` and
+:mod:`toyspt.probe.tracking`.
 
 For every attention layer and head:
 
-* **label vs recon derivatives** along score directions (:mod:`toyspt.directions`):
-  :func:`toyspt.probes.blindness` with the bridge's loss adapters (``inputs.LOSSES``), run
+* **label vs recon derivatives** along score directions (:mod:`toyspt.data.directions`):
+  :func:`toyspt.probe.engine.blindness` with the bridge's loss adapters (``inputs.LOSSES``), run
   on one example at a time (no padding, and explicit (H, T, T) scores of one example at a
   time, so T = 2000 fits in memory). Aggregated like ``probes``' per-example view:
   ``cos_rms = rms_b <G_b, D> / rms_b ||G_b||`` per loss, ``ratio = cos_rms_label /
   cos_rms_recon`` (0: the label loss is blind to the direction, reconstruction is not);
 * **row heterogeneity** of each loss's score gradient (0 = identical rows) and its blind share;
 * **attention by offset** ``A(delta)`` on the probe data, with the proximity and self index
-  of :mod:`toyspt.tracking`;
+  of :mod:`toyspt.probe.tracking`;
 * **positional score profile**: row-centred scores by offset on the data, and on the mean
   input (mean token embedding + positional table: the positional part of the scores);
 * with a reference model: **Frobenius displacement** of every matrix
-  (:func:`toyspt.tracking.displacement`) and per head of W_Q, W_K, W_V (row blocks), W_O
+  (:func:`toyspt.probe.tracking.displacement`) and per head of W_Q, W_K, W_V (row blocks), W_O
   (column block) and M_h = W_Q^h W_K^h^T / sqrt(d_head).
 
 A model without a classifier (an SPT checkpoint) or without a per-token decoder (a
@@ -37,13 +37,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import probes as pr
-from .. import tracking as tr
-from ..attention import hooks
-from .inputs import LOSSES, documents, mask_pixels, mask_tokens, select
-from .model import LRATransformer
-from .scoregrad import score_grad_stats
-from ..validation import Float, Int, Text, Tuple, validate, validated
+from toyspt.probe import engine as pr
+from toyspt.probe import tracking as tr
+from toyspt.nn.attention import hooks
+from toyspt.lra.inputs import LOSSES, documents, mask_pixels, mask_tokens, select
+from toyspt.lra.model import LRATransformer
+from toyspt.lra.scoregrad import score_grad_stats
+from toyspt.util.validation import Float, Int, Text, Tuple, validate, validated
 
 DIRECTIONS = ("circ_w1", "circ_w2", "toep_w1", "toep_w2", "prev", "next", "random_s0")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -51,7 +51,7 @@ DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 @dataclass(frozen=True)
 class ReportConfig:
-    # score directions probed (toyspt.directions names)
+    # score directions probed (toyspt.data.directions names)
     directions: tuple[str, ...] = validated(DIRECTIONS, Tuple(Text(), unique=True))
     max_offset: int = validated(16, Int(ge=1))  # profiles keep offsets |j - i| <= max_offset
     # neighbours counted by the proximity index
@@ -61,7 +61,7 @@ class ReportConfig:
     fit_l2: float = validated(1e-3, Float(ge=0))  # ridge penalty (on the weights) of a fitted head
     # ratios in the table
     summary_directions: tuple[str, ...] = validated(("circ_w1", "toep_w1", "prev"), Tuple(Text(), unique=True))
-    # lean: per-layer/per-head reduction (scoregrad) | probes: toyspt.probes.probe
+    # lean: per-layer/per-head reduction (scoregrad) | probes: toyspt.probe.engine.probe
     engine: str = validated("lean", Text(("lean", "probes")))
 
     def __post_init__(self):
@@ -230,7 +230,7 @@ def aggregate_probes(rows: list[dict]) -> pd.DataFrame:
 
 def _central(M_HxTxT: torch.Tensor, K: int) -> tuple[list[int], torch.Tensor]:
     """Means along the diagonals j - i = -K..K (clipped to the sequence): the centre of
-    :func:`toyspt.tracking.diagonal_means`, without computing all 2T - 1 diagonals."""
+    :func:`toyspt.probe.tracking.diagonal_means`, without computing all 2T - 1 diagonals."""
     k = min(K, M_HxTxT.shape[-1] - 1)
     offs = list(range(-k, k + 1))
     return offs, torch.stack([torch.diagonal(M_HxTxT, offset=o, dim1=-2, dim2=-1).mean(-1)
@@ -353,7 +353,7 @@ class LRAReport:
 
     def write(self, out: str | os.PathLike, figure: bool = True) -> list[Path]:
         """table.csv, records.csv, report.json and (optionally) report.png in ``out``."""
-        from ..plots import save_csv, write_text
+        from toyspt.util.plots import save_csv, write_text
         out = Path(out)
         paths = [save_csv(self.table(), out, "table"), save_csv(self.records(), out, "records")]
         doc = dict(meta=self.meta, notes=self.notes,
@@ -362,7 +362,7 @@ class LRAReport:
         write_text(p, json.dumps(doc, indent=1, default=str))
         paths.append(p)
         if figure:
-            from .figure import report_figure
+            from toyspt.lra.figure import report_figure
             paths.append(report_figure(self, out))
         return paths
 

@@ -18,12 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .guard import CheckpointError
-from .runconfig_rules import (
-    Refused, positive_int, nonneg_int, boolean, rate, one_of, residual, norm, pool, attn_dropout,
-    ignored_by_flash, rotary, look_forward, window_size, activation, initializer, same_as_d_model,
-    encoder, model_encoder, decoder_name, l_output, optional_int, spt_prob, lm_loss, ignore_val,
-    ATTN_NAMES)
+from toyspt.lra.guard import CheckpointError
+from toyspt.lra.runconfig_rules import (Refused, positive_int, nonneg_int, boolean, rate, one_of, residual,
+    norm, pool, attn_dropout, ignored_by_flash, rotary, look_forward, window_size, activation, initializer,
+    same_as_d_model, encoder, model_encoder, decoder_name, l_output, optional_int, spt_prob, lm_loss,
+    ignore_val, ATTN_NAMES)
 
 MISSING = object()
 

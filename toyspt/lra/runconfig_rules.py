@@ -3,7 +3,7 @@ value and the fields read so far, returns the value the bridge uses, or raises
 :class:`Refused` with the reason."""
 from __future__ import annotations
 
-from .model import ACTIVATIONS
+from toyspt.lra.model import ACTIVATIONS
 
 ATTN_NAMES = ("mha", "mhfa", "mhfla")
 

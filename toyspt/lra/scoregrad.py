@@ -1,7 +1,7 @@
 """Lean score-gradient probing for long sequences: the report's per-head statistics of
 ``G = dL/dS`` without keeping any (H, T, T) gradient or weight gradient.
 
-:func:`toyspt.probes.probe` returns every layer's full G (and the gradients of W_Q/W_K and
+:func:`toyspt.probe.engine.probe` returns every layer's full G (and the gradients of W_Q/W_K and
 dL/dM, an extra T^2 d^2 contraction per layer) and differentiates through the weights.
 The report needs only, per layer and head, ||G||_F, the row heterogeneity, the blind share
 and <G, D_k> for a few directions. Here:
@@ -11,10 +11,10 @@ and <G, D_k> for a few directions. Here:
 * each layer's G is reduced to those statistics **as soon as backward produces it** (a
   tensor hook on the score hook point), **one head at a time**, and then dropped, so at most
   one layer's G and one head's float64 copy exist at once;
-* the statistics are computed in float64 (as :mod:`toyspt.directions` does) whatever the
+* the statistics are computed in float64 (as :mod:`toyspt.data.directions` does) whatever the
   model's dtype, so a float32 model only changes the forward/backward rounding.
 
-Same numbers as the :func:`toyspt.probes.probe` path (tested to 1e-10 in float64).
+Same numbers as the :func:`toyspt.probe.engine.probe` path (tested to 1e-10 in float64).
 """
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ import contextlib
 
 import torch
 
-from .. import directions as dr
-from ..attention import hooks
-from .model import LRATransformer
+from toyspt.data import directions as dr
+from toyspt.nn.attention import hooks
+from toyspt.lra.model import LRATransformer
 
 
 @contextlib.contextmanager

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import torch
 
-from ..train import RunResult
-from .specs import Spec, digest, jsonable
+from toyspt.train.loop import RunResult
+from toyspt.runs.specs import Spec, digest, jsonable
 
 DEFAULT_CACHE = Path(os.environ.get("TOYSPT_CACHE", ".cache/toyspt"))
 FILES = ("spec.json", "result.json", "weights.pt")

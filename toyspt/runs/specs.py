@@ -5,7 +5,7 @@ Every kind of run (toy task, UCR data set, LRA demo, the theory figure's numbers
 by default the whole dict), and how it trains (``execute``). Specs whose ``group()``
 agree may train together (``execute_group``; toy runs that differ only by seed train in
 lockstep, bitwise equal to one at a time). A spec may name a ``parent()``: the run whose stored end state its own run
-continues (:mod:`toyspt.recipes`, ``starts_from``), and ``alternatives()``: specs whose
+continues (:mod:`toyspt.train.recipes`, ``starts_from``), and ``alternatives()``: specs whose
 results answer it exactly (the same run evaluated more often). The cache and the sweep see
 nothing else of a spec.
 """
@@ -18,11 +18,11 @@ from typing import Any, ClassVar, Sequence
 
 import torch
 
-from ..evaluation import check_policy
-from ..model import ModelConfig
-from ..recipes import get_recipe
-from ..tasks import TaskConfig, make_task
-from ..train import RunResult, TrainConfig, run_recipe
+from toyspt.train.evaluation import check_policy
+from toyspt.nn.model import ModelConfig
+from toyspt.train.recipes import get_recipe
+from toyspt.data.tasks import TaskConfig, make_task
+from toyspt.train.loop import RunResult, TrainConfig, run_recipe
 
 FORMAT_VERSION = 2  # bump when the meaning of a cached toy entry changes (2: resume state, evaluate)
 
@@ -99,7 +99,7 @@ def single_thread(fn, *args, **kwargs):
 
 
 class RecipeSpec(Spec):
-    """What toy and UCR run specs share: a recipe of :mod:`toyspt.recipes` applied to a seed
+    """What toy and UCR run specs share: a recipe of :mod:`toyspt.train.recipes` applied to a seed
     (fields ``recipe``, ``seed``, ``model``, ``train``, ``trackers``, ``evaluate``), data
     loaded by ``load_data()``. Runs without trackers continue their prefix run
     (``Recipe.starts_from``) and train seeds in lockstep; ``peak`` runs are answered by the
@@ -133,9 +133,9 @@ class RecipeSpec(Spec):
 
     @classmethod
     def execute_group(cls, specs, starts=None) -> list[RunResult]:
-        """Seeds of one spec together (toyspt.vectorized's lockstep engine, bitwise equal to
+        """Seeds of one spec together (toyspt.train.lockstep's lockstep engine, bitwise equal to
         ``execute`` one at a time); results in the order of ``specs``."""
-        from ..vectorized import run_recipe_seeds
+        from toyspt.train.lockstep import run_recipe_seeds
 
         specs = list(specs)
         if not specs:
@@ -160,14 +160,14 @@ class RunSpec(RecipeSpec):
     kind: ClassVar[str] = "toy"
     swap_name: ClassVar[str] = "swap_task"
 
-    recipe: str  # one of toyspt.recipes.RECIPES
+    recipe: str  # one of toyspt.train.recipes.RECIPES
     seed: int = 0  # model init and data order
     task: TaskConfig = field(default_factory=TaskConfig)  # the labelled task
     model: ModelConfig = field(default_factory=ModelConfig)  # architecture
     train: TrainConfig = field(default_factory=TrainConfig)  # optimisation and SPT settings
     swap_task: TaskConfig | None = None  # data_swap: the task SPT runs on
-    trackers: tuple[str, ...] = ()  # names of tracker callbacks (toyspt.tracking)
-    evaluate: str = "all"  # what the label phase measures: all | peak (toyspt.evaluation)
+    trackers: tuple[str, ...] = ()  # names of tracker callbacks (toyspt.probe.tracking)
+    evaluate: str = "all"  # what the label phase measures: all | peak (toyspt.train.evaluation)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -190,7 +190,7 @@ def train_recipe(spec, data, swap, swap_name: str, progress: bool = False,
         raise ValueError(f"a {spec.recipe} run needs {swap_name} (the data SPT pretrains on)")
     callbacks = ()
     if spec.trackers:
-        from ..tracking import make_trackers  # measurement modules load only when asked
+        from toyspt.probe.tracking import make_trackers  # measurement modules load only when asked
         callbacks = make_trackers(spec.trackers, data, spec.train)
     return run_recipe(spec.recipe, data, spec.model, spec.train, spec.seed, callbacks=callbacks,
                       pretrain_data=swap, progress=progress, evaluate=spec.evaluate, start=start)

@@ -19,10 +19,10 @@ from typing import Sequence
 
 from tqdm.auto import tqdm
 
-from ..train import RunResult
-from .cache import RunCache
-from .executors import make_executor, slots
-from .specs import Spec
+from toyspt.train.loop import RunResult
+from toyspt.runs.cache import RunCache
+from toyspt.runs.executors import make_executor, slots
+from toyspt.runs.specs import Spec
 
 MAX_GROUP = 8  # seeds per lockstep job; more only delays the first stored result
 

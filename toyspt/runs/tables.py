@@ -2,7 +2,7 @@
 
 Used by ``toyspt compare`` (toy arms) and ``toyspt ucr`` (one table per data set). The
 per-run columns beyond the run summary are functions ``fn(spec, result) -> float``; the
-toy's default set is :data:`toyspt.tracking.COMPARE_COLUMNS` (displacement of W_Q/W_K,
+toy's default set is :data:`toyspt.probe.tracking.COMPARE_COLUMNS` (displacement of W_Q/W_K,
 proximity index of the final model).
 """
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Callable, Mapping, Sequence
 
 import pandas as pd
 
-from ..atomic import write_text
-from ..train import RunResult
-from .specs import RunSpec, Spec
+from toyspt.util.atomic import write_text
+from toyspt.train.loop import RunResult
+from toyspt.runs.specs import RunSpec, Spec
 
 METRICS = ("test_at_peak", "peak_val_acc", "final_train_acc", "final_test_acc")
 Column = Callable[[Spec, RunResult], float]
@@ -23,14 +23,14 @@ Column = Callable[[Spec, RunResult], float]
 
 def default_columns() -> dict[str, Column]:
     """The toy comparison's extra columns (tracking is imported only when asked)."""
-    from ..tracking import COMPARE_COLUMNS
+    from toyspt.probe.tracking import COMPARE_COLUMNS
 
     return dict(COMPARE_COLUMNS)
 
 
 def toy_specs(arms: Sequence[str], seeds: Sequence[int], base: RunSpec) -> list[tuple[str, RunSpec]]:
     """(arm, spec) for every arm and seed on top of ``base``."""
-    from ..arms import arm_spec
+    from toyspt.runs.arms import arm_spec
     from dataclasses import replace
 
     return [(arm, arm_spec(arm, replace(base, seed=s))) for arm in arms for s in seeds]
@@ -54,7 +54,7 @@ def per_seed_frame(arms: Sequence[str], seeds: Sequence[int], base: RunSpec, cac
                    columns: Mapping[str, Column] | None = None) -> pd.DataFrame:
     """One row per (arm, seed) with the run summary and the extra columns (default
     :func:`default_columns`); runs go through :func:`toyspt.runs.sweeps.sweep`."""
-    from .sweeps import sweep
+    from toyspt.runs.sweeps import sweep
 
     specs = toy_specs(arms, seeds, base)
     results = sweep([s for _, s in specs], cache, workers=workers, executor=executor, recompute=recompute,

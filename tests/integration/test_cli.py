@@ -1,0 +1,42 @@
+import json
+
+import pandas as pd
+import pytest
+
+from toyspt.cli.main import main
+from toyspt.cli.flags import parse_seeds
+
+SMALL = ["--task.T", "16", "--task.n_train", "64", "--task.n_val", "32", "--task.n_test", "32",
+         "--train.epochs", "1", "--train.pre_epochs", "1"]
+
+
+def test_parse_seeds():
+    assert parse_seeds("0-4") == [0, 1, 2, 3, 4]
+    assert parse_seeds("1,3,5-6") == [1, 3, 5, 6]
+    with pytest.raises(Exception, match="seeds"):
+        parse_seeds("a-b")
+
+
+def test_train_prints_summary(tmp_path, capsys):
+    assert main(["train", "--recipe", "spt", "--seed", "1", "--cache", str(tmp_path), *SMALL]) == 0
+    out = capsys.readouterr().out
+    summary = json.loads(out[out.index("{\n"):])
+    assert summary["recipe"] == "spt" and 0 <= summary["test_at_peak"] <= 1
+
+
+def test_compare_writes_csv_and_json(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    assert main(["compare", "--recipes", "scratch,alibi", "--seeds", "0-1", "--cache", str(tmp_path / "c"),
+                 "--out", str(out), *SMALL]) == 0
+    table = pd.read_csv(out / "compare.csv")
+    assert list(table.arm) == ["scratch", "alibi"] and (table.seeds == 2).all()
+    blob = json.loads((out / "compare.json").read_text())
+    assert len(blob["alibi"]["test_at_peak"]["values"]) == 2
+    assert "±" in capsys.readouterr().out
+
+
+def test_bad_config_value_is_a_clear_error(tmp_path, capsys):
+    assert main(["train", "--cache", str(tmp_path), "--task.T", "1"]) == 2  # one line, exit 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --task.T: ") and "\n" not in err
+    assert main(["compare", "--recipes", "nonsense", "--seeds", "0", "--cache", str(tmp_path), *SMALL]) == 2

@@ -1,0 +1,177 @@
+"""Flags shared by every front door (``toyspt ...``, ``python paper_figs.py``, ``python -m
+theory``): seeds, the run cache, workers, config fields; and one error convention.
+
+Exit codes (every entry point): 0 success; 1 a checked claim failed (``theory``); 2 bad
+input: a usage, config, data or cache error, printed as one ``error: ...`` line; 130
+interrupted (Ctrl-C), printed as one line.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import fields
+from typing import Callable, Mapping, Sequence
+
+from toyspt.runs.arms import ALIASES, parse_value
+from toyspt.nn.model import ModelConfig
+from toyspt.runs.cache import DEFAULT_CACHE, CacheError
+from toyspt.runs.specs import RunSpec
+from toyspt.data.tasks import TaskConfig
+from toyspt.train.loop import TrainConfig
+
+CONFIGS = (("task", TaskConfig), ("model", ModelConfig), ("train", TrainConfig))
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# errors that mean "bad input" (exit 2, one line); anything else is a bug and keeps its traceback
+INPUT_ERRORS = (ValueError, FileNotFoundError, KeyError, CacheError, ConnectionError, PermissionError)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"0-4"`` -> [0..4]; ``"0,3,7"`` -> [0, 3, 7]; order kept, each seed at most once.
+
+    Refused with a message: anything but non-negative ints and ``lo-hi`` ranges, a reversed
+    (empty) range such as ``4-0``, a seed named twice (it would count twice in mean and std).
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError("no seeds given")
+    seeds: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        lo, dash, hi = part.partition("-")
+        if part.startswith("-") and part[1:].isdecimal():
+            raise argparse.ArgumentTypeError(f"seeds must be >= 0, got {part} in {text!r}")
+        if not lo.isdecimal() or (dash and not hi.isdecimal()):
+            raise argparse.ArgumentTypeError(f"seeds must look like 0-4 or 0,2,5; got {text!r}")
+        if dash and int(hi) < int(lo):
+            raise argparse.ArgumentTypeError(f"empty range {part} in {text!r} (write lo-hi, lo <= hi)")
+        for seed in range(int(lo), int(hi) + 1) if dash else [int(lo)]:
+            if seed in seeds:
+                raise argparse.ArgumentTypeError(f"seed {seed} appears twice in {text!r}")
+            seeds.append(seed)
+    return seeds
+
+
+def add_seeds(p: argparse.ArgumentParser, default: str | None = "0-4", help: str | None = None) -> None:
+    p.add_argument("--seeds", type=parse_seeds, default=parse_seeds(default) if default else None,
+                   help=help or f"seeds, e.g. 0-4 or 0,2 (default {default})")
+
+
+def add_cache_flags(p: argparse.ArgumentParser) -> None:
+    """``--cache`` and ``--recompute``."""
+    p.add_argument("--cache", default=str(DEFAULT_CACHE),
+                   help="run cache directory (default $TOYSPT_CACHE or .cache/toyspt)")
+    p.add_argument("--recompute", action="store_true", help="retrain runs even when cached")
+
+
+def add_sweep_flags(p: argparse.ArgumentParser, workers: int = 1) -> None:
+    """``--cache``, ``--recompute``, ``--workers``, ``--dask``, ``--no-vectorize``."""
+    add_cache_flags(p)
+    p.add_argument("--workers", type=positive_int, default=workers,
+                   help=f"parallel training processes (default {workers})")
+    p.add_argument("--dask", default=None, metavar="ADDRESS",
+                   help="train on a dask.distributed scheduler (tcp://host:8786) or 'local' (dask extra)")
+    p.add_argument("--no-vectorize", action="store_true",
+                   help="train seeds one at a time (results are bitwise identical, only slower)")
+
+
+def add_evaluate_flag(p: argparse.ArgumentParser, default: str) -> None:
+    """``--evaluate``: the evaluation policy of the runs (toyspt.train.evaluation)."""
+    from toyspt.train.evaluation import POLICIES
+
+    p.add_argument("--evaluate", choices=POLICIES, default=default,
+                   help="what label epochs measure: 'all' = train/val/test accuracy every epoch; 'peak' = "
+                        "validation every epoch, test where validation peaks and at the end (the same "
+                        f"summaries, less work) (default {default})")
+
+
+def positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
+
+
+def default_workers() -> int:
+    return os.cpu_count() or 1
+
+
+def add_config_flags(p: argparse.ArgumentParser, parts: Sequence[str] = ("task", "model", "train"),
+                     defaults: Mapping[str, Mapping[str, object]] | None = None) -> None:
+    """One ``--part.field`` flag per config field (values parsed like the default).
+    ``defaults`` names per-part defaults that differ from the config's own (shown in --help)."""
+    defaults = defaults or {}
+    for part, cls in CONFIGS:
+        if part not in parts:
+            continue
+        g = p.add_argument_group(f"{part} config")
+        for f in fields(cls):
+            shown = defaults.get(part, {}).get(f.name, getattr(cls(), f.name))
+            g.add_argument(f"--{part}.{f.name}", dest=f"{part}.{f.name}", default=None,
+                           metavar=type(getattr(cls(), f.name)).__name__.upper(),
+                           help=f"(default {shown!r})")
+
+
+def config_values(args: argparse.Namespace, part: str) -> dict[str, object]:
+    """The ``--part.field`` values given on the command line, parsed; a value that does not
+    parse raises ValueError naming its flag."""
+    cls = dict(CONFIGS)[part]
+    default = cls()
+    out = {}
+    for f in fields(cls):
+        v = getattr(args, f"{part}.{f.name}", None)
+        if v is not None:
+            try:
+                out[f.name] = parse_value(v, getattr(default, f.name))
+            except ValueError as e:
+                raise ValueError(f"--{part}.{f.name}: {e}") from None
+    return out
+
+
+def make_config(part: str, cls, kw: dict[str, object]):
+    """``cls(**kw)``; a refusal names the flag when a flag set that field."""
+    try:
+        return cls(**kw)
+    except ValueError as e:
+        # config errors start with the field ("T: ..."); name it as the flag if one set it
+        name = str(e).split(":", 1)[0].split("[", 1)[0]
+        prefix = f"--{part}." if name in kw else f"{part} config: "
+        raise ValueError(f"{prefix}{e}") from None
+
+
+def base_spec(args: argparse.Namespace, recipe: str = "scratch", seed: int = 0) -> RunSpec:
+    """The spec the config flags describe (ValueError, one line naming the flag, when not)."""
+    cfgs = {part: make_config(part, cls, config_values(args, part)) for part, cls in CONFIGS}
+    return RunSpec(recipe=recipe, seed=seed, evaluate=getattr(args, "evaluate", "all"), **cfgs)
+
+
+def add_arms_flag(p: argparse.ArgumentParser, default: str) -> None:
+    """``--arms`` (alias ``--recipes``): comma-separated arms."""
+    p.add_argument("--arms", "--recipes", dest="arms", default=default,
+                   help=f"comma-separated arms (recipe[:key=value,...]); aliases: {', '.join(sorted(ALIASES))}")
+
+
+def split_arms(text: str) -> list[str]:
+    arms = [a for a in text.split(",") if a]
+    if not arms:
+        raise ValueError(f"--arms: no arm named in {text!r}")
+    return arms
+
+
+def run_main(fn: Callable[[], int]) -> int:
+    """Call an entry point's body with the exit-code convention of this module."""
+    try:
+        return fn()
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except INPUT_ERRORS as e:
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+        print(f"error: {msg}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+__all__ = ["CONFIGS", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "parse_seeds", "add_seeds",
+           "add_cache_flags", "add_sweep_flags", "positive_int", "default_workers", "add_config_flags",
+           "config_values", "make_config", "base_spec", "add_arms_flag", "split_arms", "run_main"]

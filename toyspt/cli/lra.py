@@ -1,0 +1,284 @@
+"""``toyspt lra ...``: inspect an LRA checkpoint, probe it layer by layer and head by head,
+or run the offline demo.
+
+    toyspt lra inspect model.ckpt
+    toyspt lra probe model.ckpt --task listops --vocab basic_train.tsv --data basic_test.tsv \\
+        --n 16 --ref init.ckpt --out report/
+    toyspt lra probe model.ckpt --task image --data x.npy --labels y.npy --heads 4
+    toyspt lra demo --out lra_demo/
+    toyspt lra fields                                  # the run-config fields read
+
+Checkpoints are read without executing code from them; ``--trust-checkpoint`` unpickles
+them fully (only for files you trust). Token ids of ListOps follow the training file's
+frequency order: pass ``--vocab basic_train.tsv`` (the run's training split) to reproduce
+the checkpoint's ids exactly; without it the vocabulary is built from the probed data.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from toyspt.cli.flags import add_seeds, add_sweep_flags
+from toyspt.lra import listops as lo
+from toyspt.lra.checkpoint import HEAD_OVERRIDES, LoadedLRA, load_lra
+from toyspt.lra.inputs import PIXEL_TASKS, load_pixels, make_batch, make_pair_batch, select
+from toyspt.lra.report import DIRECTIONS, ReportConfig, lra_report
+
+TASKS = ("listops",) + PIXEL_TASKS + ("tokens", "retrieval")
+
+
+def _load(path, args) -> LoadedLRA:
+    return load_lra(path, n_heads=args.heads, head=args.head, window=args.window,
+                    pool=args.pool, causal=args.causal, use_lengths=args.use_lengths,
+                    activation=args.activation, look_backward=args.look_backward,
+                    look_forward=args.look_forward, trust=args.trust_checkpoint,
+                    strict=not args.allow_unexpected, dtype=torch.float64)
+
+
+N_CLASSES = {"listops": 10, "image": 10, "pathfinder": 2, "retrieval": 2}  # LRA class counts (tokens: from labels)
+
+
+def listops_data(args, loaded: LoadedLRA, n_total: int) -> tuple[dict, list[str]]:
+    """(batch of n_total examples, notes) from --data or the generator."""
+    cfg, notes = loaded.cfg, []
+    vocab = lo.read_vocab_file(args.vocab) if args.vocab else None
+    if args.data:
+        toks, ys = lo.read_tsv(args.data)
+        toks, ys = toks[:n_total], ys[:n_total]
+        src = args.data
+    else:
+        gcfg = lo.ListOpsConfig(max_depth=args.max_depth, max_args=args.max_args,
+                                min_len=args.min_len, max_len=args.max_len)
+        if gcfg.max_len + 1 > cfg.max_len:
+            raise ValueError(f"generated ListOps reach {gcfg.max_len + 1} tokens (with <eos>) but the "
+                             f"model's positional table has {cfg.max_len} rows; lower --max-len")
+        trees = lo.generate(gcfg, n_total, args.seed)
+        toks, ys = [lo.tokens(t) for t in trees], [lo.evaluate(t) for t in trees]
+        src = f"generated ListOps ({gcfg}, seed {args.seed})"
+    if vocab is None:
+        vocab = lo.build_vocab(toks)
+        notes.append(f"vocabulary built from the probed data ({src}); the checkpoint's symbol ids "
+                     "follow its training file's frequency order: pass --vocab basic_train.tsv to match")
+    else:
+        notes.append(f"vocabulary from {args.vocab}")
+    if len(vocab) != cfg.n_tokens:
+        raise ValueError(f"the vocabulary has {len(vocab)} tokens but the checkpoint's embedding has "
+                         f"{cfg.n_tokens} rows; pass the run's vocabulary with --vocab")
+    b = lo.encode_batch(toks, ys, vocab, l_max=min(2048, cfg.max_len))
+    notes.append(f"data: {src}, {len(ys)} examples, lengths {int(b.lengths.min())}..{int(b.lengths.max())}")
+    return make_batch(b.ids, b.y, b.lengths, args.p_mask, args.seed), notes
+
+
+def array_data(args, loaded: LoadedLRA, n_total: int) -> tuple[dict, list[str]]:
+    import numpy as np
+
+    if not args.data:
+        raise ValueError(f"--task {args.task} needs --data FILE.npy (and --labels FILE.npy)")
+    y = None
+    if args.task == "retrieval":
+        ids = torch.from_numpy(np.load(args.data, allow_pickle=False).astype(np.int64))
+        if ids.dim() != 3 or ids.shape[1] != 2:
+            raise ValueError(f"{args.data}: retrieval pairs must be ids (N, 2, T), got {tuple(ids.shape)}")
+        x = ids[:n_total].transpose(1, 2)  # (N, T, 2): the pair layout of toyspt.lra.inputs
+        lengths = (x != lo.PAD_ID).long().cumsum(1).argmax(1) + 1  # (N, 2): up to the last non-<pad>
+        if not args.labels:
+            raise ValueError("--labels FILE.npy is needed for the label loss")
+        y = torch.from_numpy(np.load(args.labels, allow_pickle=False).astype(np.int64))[:n_total]
+        return (make_pair_batch(x, y, lengths, args.p_mask, args.seed),
+                [f"data: {args.data} ({len(x)} document pairs; <pad> = {lo.PAD_ID})"])
+    if args.task == "tokens":
+        ids = torch.from_numpy(np.load(args.data, allow_pickle=False).astype(np.int64))
+        if ids.dim() != 2:
+            raise ValueError(f"{args.data}: token ids must be (N, T), got {tuple(ids.shape)}")
+        x = ids[:n_total]
+        lengths = (x != lo.PAD_ID).long().cumsum(1).argmax(1) + 1  # up to the last non-<pad>
+        if args.labels:
+            y = torch.from_numpy(np.load(args.labels, allow_pickle=False).astype(np.int64))[:n_total]
+    else:
+        x, y = load_pixels(args.data, args.task, args.labels)
+        x, y = x[:n_total], None if y is None else y[:n_total]
+        lengths = None
+    if y is None:
+        raise ValueError("--labels FILE.npy is needed for the label loss")
+    return make_batch(x, y, lengths, args.p_mask, args.seed), [f"data: {args.data} ({len(x)} examples)"]
+
+
+def cmd_inspect(args) -> int:
+    loaded = _load(args.ckpt, args)
+    r = loaded.report
+    print(f"{r.path}: {r.attn_kind} attention layout")
+    for k, v in r.cfg.items():
+        print(f"  {k:16s} {v}")
+    for n in r.notes:
+        print(f"  note: {n}")
+    print(f"  tensors used: {len(r.used)}; not used: {len(r.unused)}")
+    for u in r.unused:
+        print(f"    unused: {u}")
+    return 0
+
+
+def check_data_kind(task: str, data: str | None) -> None:
+    """Refuse a --data file of the wrong kind for the task before anything is loaded."""
+    if data is None:
+        return
+    suffix = Path(data).suffix.lower()
+    if task == "listops" and suffix in (".npy", ".npz"):
+        raise ValueError(f"--task listops reads ListOps text (.tsv: Source<TAB>Target), got the NumPy file "
+                         f"{data}; arrays go with --task image, pathfinder or retrieval")
+    if task != "listops" and suffix != ".npy":
+        raise ValueError(f"--task {task} reads a .npy array (numpy.save), got {data}"
+                         + (" (an .npz archive: save the array itself with numpy.save)" if suffix == ".npz" else ""))
+
+
+def cmd_probe(args) -> int:
+    torch.set_num_threads(args.threads)
+    check_data_kind(args.task, args.data)
+    loaded = _load(args.ckpt, args)
+    if (loaded.cfg.head == "retrieval") != (args.task == "retrieval"):
+        raise ValueError("retrieval (two-document) models need --task retrieval with pairs "
+                         "(N, 2, T), and --task retrieval needs a retrieval model")
+    if args.task == "listops" and not loaded.cfg.token_task:
+        raise ValueError("--task listops needs a token (embedding) model; this one has a linear encoder")
+    if args.task in PIXEL_TASKS and loaded.cfg.token_task:
+        raise ValueError(f"--task {args.task} needs a pixel (linear encoder) model")
+    n_total = args.n + args.fit_n
+    batch, notes = (listops_data if args.task == "listops" else array_data)(args, loaded, n_total)
+    n = min(args.n, len(batch["lengths"]))
+    probe_batch = select(batch, slice(0, n))
+    fit_batch = select(batch, slice(n, None)) if len(batch["lengths"]) > n else probe_batch
+    ref = _load(args.ref, args) if args.ref else None
+    dirs = tuple(d for d in args.directions.split(",") if d)
+    rcfg = ReportConfig(directions=dirs, max_offset=args.max_offset, dtype=args.dtype, engine=args.engine,
+                        summary_directions=tuple(d for d in ReportConfig().summary_directions if d in dirs)
+                        or dirs[:1])
+    notes = loaded.report.notes + notes
+    if ref:
+        notes.append(f"reference {args.ref}: " + "; ".join(n for n in ref.report.notes
+                                                          if n.startswith(("heads", "head:"))))
+    rep = lra_report(loaded.model, probe_batch, fit_batch=fit_batch, ref=ref.model if ref else None,
+                     cfg=rcfg, notes=notes,
+                     meta=dict(checkpoint=str(args.ckpt), ref=args.ref, task=args.task,
+                               load_report=vars(loaded.report)),
+                     n_classes=N_CLASSES.get(args.task))
+    print(f"lra probe: {args.ckpt} ({args.task}, {n} examples, {args.dtype})")
+    for note in rep.notes:
+        print(f"  note: {note}")
+    print("ratio_D = rms|<dL_label/dS, D>| / rms||dL_label/dS||  over the same for L_recon; "
+          "rowhet = row heterogeneity of dL/dS (0 = identical rows)")
+    with pd.option_context("display.float_format", "{:.3g}".format, "display.width", 220,
+                           "display.max_columns", 40):
+        print(rep.table().to_string(index=False))
+    if args.out:
+        paths = rep.write(args.out, figure=not args.no_figure)
+        print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+def cmd_fields(args) -> int:
+    from toyspt.lra.runconfig import table_markdown
+
+    print(table_markdown())
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from toyspt.runs import RunCache, executor_scope
+    from toyspt.lra.demo import DemoConfig, run_demo
+
+    torch.set_num_threads(args.threads)
+    cfg = DemoConfig.quick() if args.quick else DemoConfig()
+    with executor_scope(args.workers, args.dask) as ex:
+        res = run_demo(cfg, Path(args.out), seeds=args.seeds, progress=True, recompute=args.recompute,
+                       cache=RunCache(args.cache), workers=args.workers, executor=ex)
+    with pd.option_context("display.float_format", "{:.3g}".format, "display.width", 220):
+        print(res.summary.to_string(index=False))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--heads", type=int, default=None, help="attention heads, when the file has no run config")
+    p.add_argument("--head", choices=HEAD_OVERRIDES, default=None,
+                   help="treat decoder.0.output_transform as classifier (cls) or SPT decoder (rec), "
+                        "or ignore the decoder (none)")
+    p.add_argument("--window", type=int, default=None, help="local attention block size (Path-X)")
+    p.add_argument("--look-backward", type=int, default=None,
+                   help="local attention: blocks before the query block (mhfla look_backward)")
+    p.add_argument("--look-forward", type=int, default=None,
+                   help="local attention: blocks after the query block (mhfla look_forward)")
+    c = p.add_mutually_exclusive_group()
+    c.add_argument("--causal", dest="causal", action="store_true", default=None,
+                   help="causal attention (files without a run config must say --causal or --no-causal)")
+    c.add_argument("--no-causal", dest="causal", action="store_false")
+    p.add_argument("--pool", choices=("pool", "mean", "max", "last", "first", "sum"), default=None,
+                   help="classifier pooling (the run's decoder.mode), for files without a run config")
+    u = p.add_mutually_exclusive_group()
+    u.add_argument("--use-lengths", dest="use_lengths", action="store_true", default=None,
+                   help="pool over each sequence's valid length (decoder.use_lengths=true)")
+    u.add_argument("--all-positions", dest="use_lengths", action="store_false",
+                   help="pool over all positions, padding included (decoder.use_lengths=false)")
+    p.add_argument("--activation", default=None,
+                   help="feed-forward activation (model.layer[ff].activation); gelu is assumed "
+                        "for files without a run config")
+    p.add_argument("--trust-checkpoint", action="store_true",
+                   help="unpickle the file fully (can run code from it; trusted files only)")
+    p.add_argument("--allow-unexpected", action="store_true",
+                   help="report tensors outside the inferred architecture instead of failing")
+
+
+def register(sub) -> None:
+    """Add ``lra inspect|probe|demo`` to the ``toyspt`` parser's subparsers."""
+    lra = sub.add_parser("lra", help="LRA checkpoints: inspect, probe per layer/head, offline demo",
+                         description=__doc__.split("\n\n")[0])
+    lsub = lra.add_subparsers(dest="lra_cmd", required=True)
+
+    i = lsub.add_parser("inspect", help="architecture and key report of a checkpoint")
+    i.add_argument("ckpt")
+    _common(i)
+    i.set_defaults(func=cmd_inspect)
+
+    p = lsub.add_parser("probe", help="label/recon blindness, profiles and displacement per layer and head",
+                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("ckpt")
+    p.add_argument("--task", choices=TASKS, default="listops")
+    p.add_argument("--data", default=None, help="ListOps .tsv (Source<TAB>Target) or .npy array")
+    p.add_argument("--labels", default=None, help=".npy labels for --data arrays")
+    p.add_argument("--vocab", default=None, help="ListOps vocabulary: the run's basic_train.tsv, or one token per line")
+    p.add_argument("--n", type=int, default=16, help="examples probed (one at a time)")
+    p.add_argument("--fit-n", type=int, default=64, help="extra examples to fit a missing head on")
+    p.add_argument("--ref", default=None, help="second checkpoint: Frobenius displacement of every matrix")
+    p.add_argument("--out", default=None, help="directory for table.csv, records.csv, report.json, report.png")
+    p.add_argument("--no-figure", action="store_true")
+    p.add_argument("--directions", default=",".join(DIRECTIONS), help="comma-separated score directions")
+    p.add_argument("--max-offset", type=int, default=16, help="offsets kept in the profiles")
+    p.add_argument("--p-mask", type=float, default=0.5, help="SPT mask probability (that code's examples: 0.5)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated data and the SPT mask")
+    p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--engine", choices=("lean", "probes"), default="lean",
+                   help="lean: per-layer/per-head score-gradient reduction (long sequences); "
+                        "probes: toyspt.probe.engine.probe (full gradients)")
+    g = p.add_argument_group("generated ListOps (when --data is not given)")
+    g.add_argument("--min-len", type=int, default=501)
+    g.add_argument("--max-len", type=int, default=1999)
+    g.add_argument("--max-depth", type=int, default=10)
+    g.add_argument("--max-args", type=int, default=10)
+    _common(p)
+    p.set_defaults(func=cmd_probe)
+
+    f = lsub.add_parser("fields", help="every run-config field the bridge reads: honoured values")
+    f.set_defaults(func=cmd_fields)
+
+    d = lsub.add_parser("demo", help="train small scratch/SPT ListOps models offline, save, probe")
+    d.add_argument("--out", default="lra_demo")
+    d.add_argument("--quick", action="store_true", help="a smaller, faster demo (smoke test)")
+    add_seeds(d, "0-2")
+    d.add_argument("--threads", type=int, default=1)
+    add_sweep_flags(d)
+    d.set_defaults(func=cmd_demo)
+
+
+__all__ = ["register", "cmd_probe", "cmd_inspect", "cmd_demo", "listops_data", "array_data"]

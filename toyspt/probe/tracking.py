@@ -1,0 +1,372 @@
+"""Trackers: what training does to the attention, as tidy records (theory.md T5).
+
+Three quantities, each available as a training callback (protocol of
+:mod:`toyspt.train.loop`; records go through ``ctx.record``) and as a function of stored weights
+(``RunResult.states``), so figures can be made from cached runs:
+
+* **Frobenius displacement** ``||W_t - W_ref||_F`` and ``/ ||W_ref||_F`` of every named
+  matrix (2-D ``*.weight`` tensors: W_Q, W_K, W_V, W_O per layer, MLP, embedding, heads,
+  and the learned PE table's first T rows), with ``ref`` = the start of the current phase
+  (``*_phase``) and the global initialisation (``*_init``), plus the top singular values
+  of ``W_t - W_0``. A relative displacement from a zero matrix is not recorded.
+* **Positional score profile** ``Pi(delta)``: the row-centred attention scores the model
+  assigns to the *mean input* (x = 0, the mean after per-channel standardisation), averaged
+  along each diagonal ``j - i = delta``. Why this and not the raw ``p_i^T M p_j``: the
+  attention input is ``ln1(embed(x) + p)``, so the raw product ignores the LayerNorm's
+  scaling, the embedding bias and the Q/K biases. On the mean input every token is
+  ``b_E + p_i`` and layer 0's scores are exactly ``ln1(b_E + p_i)^T M ln1(b_E + p_j)`` plus
+  bias terms: the pure positional part of what the model computes. Row-centring removes
+  what softmax ignores. It also works for ALiBi/FIRE/RoPE (whatever shapes the scores).
+* **Attention profile on data** ``A(delta)``: attention weights averaged over a fixed batch
+  of validation sequences and along each diagonal, and one **proximity index**:
+  ``PI = mean_i sum_{1<=|j-i|<=2} A_ij / mean_i (n_i / T)`` with ``n_i`` the number of such
+  neighbours of ``i``: the attention mass on the two nearest neighbours on each side
+  (self excluded) relative to uniform attention. 1 = uniform, > 1 proximity, < 1
+  anti-local. The self mass ``T * mean_i A_ii`` is recorded as ``self_index``.
+
+The ``probes`` tracker records :func:`toyspt.probe.engine.blindness` quantities (label and recon
+cosines per direction and their ratio, row heterogeneity, column-only share) every k steps
+on a fixed probe batch. :func:`make_trackers` builds trackers by name for ``RunSpec.trackers``;
+:data:`COMPARE_COLUMNS` are the per-run columns of ``toyspt compare``.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Mapping, Sequence
+
+import pandas as pd
+import torch
+from torch import nn
+
+from toyspt.data import directions as dr
+from toyspt.probe import engine as pr
+from toyspt.nn.attention import hooks
+from toyspt.probe.basin import BetaTracker
+from toyspt.data.directions import offsets
+from toyspt.data.tasks import TaskData, make_task
+
+PROXIMITY_WINDOW = 2  # the proximity index counts neighbours with 1 <= |i - j| <= this
+TOP_SV = 3  # singular values of W_t - W_0 recorded per matrix
+PROFILE_BATCH = 256  # validation sequences for the attention profile
+PROBE_BATCH = 128  # training sequences in the probes tracker's fixed batch
+PROBE_DIRECTIONS = dr.COMPACT  # directions the probes tracker records
+
+
+# --------------------------------------------------------------------------------------
+# displacement
+
+def matrices(state: Mapping[str, torch.Tensor], learned_pe: bool = False, T: int | None = None
+             ) -> dict[str, torch.Tensor]:
+    """The named matrices of a state dict (name without ``.weight``): every 2-D weight, and
+    ``pe`` (rows ``[:T]`` of the table) when the PE is learned."""
+    out = {n[: -len(".weight")]: t for n, t in state.items() if n.endswith(".weight") and t.dim() == 2}
+    if learned_pe and "pe.table" in state:
+        out["pe"] = state["pe.table"][:T] if T is not None else state["pe.table"]
+    return out
+
+
+def displacement(state: Mapping[str, torch.Tensor], ref: Mapping[str, torch.Tensor], tag: str,
+                 learned_pe: bool = False, T: int | None = None, top_sv: int = 0) -> list[dict]:
+    """Rows (name, metric, value[, index]): ``disp_<tag>``, ``rel_disp_<tag>`` and, when
+    ``top_sv`` > 0, the top singular values ``sv_<tag>`` of ``W - W_ref``."""
+    now, before = matrices(state, learned_pe, T), matrices(ref, learned_pe, T)
+    rows = []
+    for name, W in now.items():
+        if name not in before:
+            raise KeyError(f"reference state has no matrix {name!r}")
+        W, R = W.double(), before[name].double()
+        if W.shape != R.shape:
+            raise ValueError(f"{name}: shape {tuple(W.shape)} differs from the reference {tuple(R.shape)}")
+        d = torch.linalg.matrix_norm(W - R).item()
+        rows.append(dict(name=name, metric=f"disp_{tag}", value=d))
+        ref_norm = torch.linalg.matrix_norm(R).item()
+        if ref_norm > 0:
+            rows.append(dict(name=name, metric=f"rel_disp_{tag}", value=d / ref_norm))
+        for k, s in enumerate(torch.linalg.svdvals(W - R)[:top_sv].tolist()):
+            rows.append(dict(name=name, metric=f"sv_{tag}", value=s, index=k))
+    return rows
+
+
+def relative_displacement(state: Mapping[str, torch.Tensor], ref: Mapping[str, torch.Tensor],
+                          which: str = "W_Q") -> float:
+    """``||[W_l - R_l]_l||_F / ||[R_l]_l||_F`` over all layers' ``attn.<which>`` matrices
+    (one layer: the plain relative displacement); nan when the reference is zero."""
+    keys = [k for k in state if k.endswith(f".attn.{which}.weight")]
+    if not keys:
+        raise KeyError(f"state has no '*.attn.{which}.weight' matrix")
+    num = sum(torch.sum((state[k].double() - ref[k].double()) ** 2) for k in keys).sqrt().item()
+    den = sum(torch.sum(ref[k].double() ** 2) for k in keys).sqrt().item()
+    return num / den if den > 0 else float("nan")
+
+
+def _is_learned_pe(model: nn.Module) -> bool:
+    pe = getattr(model, "pe", None)
+    return pe is not None and isinstance(getattr(pe, "table", None), nn.Parameter)
+
+
+# --------------------------------------------------------------------------------------
+# profiles
+
+def diagonal_means(M_xTxT: torch.Tensor) -> torch.Tensor:
+    """Mean along each diagonal ``j - i = delta``, delta = -(T-1)..T-1: (..., 2T-1)."""
+    T = M_xTxT.shape[-1]
+    return torch.stack([torch.diagonal(M_xTxT, offset=d, dim1=-2, dim2=-1).mean(-1)
+                        for d in range(-(T - 1), T)], dim=-1)
+
+
+def _capture(model: nn.Module, hook_suffix: str, run: Callable[[], Any]) -> dict[str, torch.Tensor]:
+    """Run ``run()`` with read-only hooks on every ``*<hook_suffix>`` point; tensors by module."""
+    got: dict[str, torch.Tensor] = {}
+
+    def keep(t, name):
+        got[name.rpartition(".")[0]] = t.detach()
+
+    pr.score_sites(model)  # a clear error for models without attention hook points
+    with torch.no_grad(), hooks(model, [(lambda n: n.endswith(hook_suffix), keep)]):
+        run()
+    return got
+
+
+def _classify(model: nn.Module, x: torch.Tensor):
+    return model.classify(x)
+
+
+def positional_profile(model: nn.Module, T: int, d_in: int | None = None,
+                       forward: Callable = _classify) -> dict[str, torch.Tensor]:
+    """``{attention module: (H, 2T-1)}``: row-centred scores on the mean input (x = 0),
+    averaged along each diagonal (see the module docstring)."""
+    d_in = d_in if d_in is not None else model.cfg.d_in
+    with pr.working_model(model, None) as m:
+        dtype = next(m.parameters()).dtype
+        x = torch.zeros(1, T, d_in, dtype=dtype)
+        S = _capture(m, "hook_attn_scores", lambda: forward(m, x))
+    return {k: diagonal_means(s[0] - s[0].mean(-1, keepdim=True)) for k, s in S.items()}
+
+
+def attention_maps(model: nn.Module, x: torch.Tensor, forward: Callable = _classify
+                   ) -> dict[str, torch.Tensor]:
+    """``{attention module: (H, T, T)}`` attention weights averaged over the batch ``x``."""
+    with pr.working_model(model, None) as m:
+        A = _capture(m, "hook_pattern", lambda: forward(m, x.to(next(m.parameters()).dtype)))
+    return {k: a.mean(0) for k, a in A.items()}
+
+
+def proximity_index(A_HxTxT: torch.Tensor, window: int = PROXIMITY_WINDOW) -> torch.Tensor:
+    """(H,) attention mass on neighbours ``1 <= |i-j| <= window`` relative to uniform."""
+    T = A_HxTxT.shape[-1]
+    d = torch.arange(T)
+    near = ((d[None, :] - d[:, None]).abs() >= 1) & ((d[None, :] - d[:, None]).abs() <= window)
+    mass = (A_HxTxT * near).sum(-1).mean(-1)
+    return mass / (near.sum(-1).double().mean() / T).to(mass.dtype)
+
+
+def self_index(A_HxTxT: torch.Tensor) -> torch.Tensor:
+    """(H,) ``T * mean_i A_ii``: self attention relative to uniform."""
+    return A_HxTxT.diagonal(dim1=-2, dim2=-1).mean(-1) * A_HxTxT.shape[-1]
+
+
+def profile_rows(model: nn.Module, x: torch.Tensor, profiles: bool = True) -> list[dict]:
+    """Rows (name = attention module, metric, value, head[, offset]) for the proximity and
+    self index and, when ``profiles``, ``pos_score`` and ``attn_weight`` by offset."""
+    T = x.shape[1]
+    rows = []
+    A = attention_maps(model, x)
+    P = positional_profile(model, T) if profiles else {}
+    for name, a in A.items():
+        for h, (pi, si) in enumerate(zip(proximity_index(a).tolist(), self_index(a).tolist())):
+            rows.append(dict(name=name, metric="proximity_index", value=pi, head=h))
+            rows.append(dict(name=name, metric="self_index", value=si, head=h))
+        if profiles:
+            for metric, prof in (("attn_weight", diagonal_means(a)), ("pos_score", P[name])):
+                for h in range(prof.shape[0]):
+                    for off, v in zip(offsets(T), prof[h].tolist()):
+                        rows.append(dict(name=name, metric=metric, value=v, head=h, offset=off))
+    return rows
+
+
+# --------------------------------------------------------------------------------------
+# probes over training
+
+def probe_rows(model: nn.Module, batch, directions: Sequence[str] = PROBE_DIRECTIONS) -> list[dict]:
+    """Rows (name = attention module, metric, value, head[, direction]) of a label/recon
+    blindness probe: ``cos_label``, ``cos_recon``, ``ratio`` per direction and the
+    ``row_heterogeneity`` / ``column_share`` of each loss's score gradient."""
+    bl = pr.blindness(model, batch, list(directions), per_example=False, use_jvp=False)
+    rows = []
+    for lab, rec in zip(bl.label.layers, bl.recon.layers):
+        name = lab.site.rpartition(".")[0]
+        for h in range(lab.G.shape[0]):
+            for loss, lp in (("label", lab), ("recon", rec)):
+                rows.append(dict(name=name, metric=f"row_heterogeneity_{loss}",
+                                 value=lp.row_heterogeneity[h].item(), head=h))
+                rows.append(dict(name=name, metric=f"column_share_{loss}",
+                                 value=lp.column_share[h].item(), head=h))
+            for k, d in enumerate(bl.label.directions):
+                rows.append(dict(name=name, metric="cos_label", value=lab.cos[h, k].item(), head=h, direction=d))
+                rows.append(dict(name=name, metric="cos_recon", value=rec.cos[h, k].item(), head=h, direction=d))
+                rows.append(dict(name=name, metric="ratio", value=bl.ratio[lab.site][h, k].item(),
+                                 head=h, direction=d))
+    return rows
+
+
+# --------------------------------------------------------------------------------------
+# callbacks
+
+def _emit(ctx, rows: list[dict]) -> None:
+    for r in rows:
+        r = dict(r)
+        ctx.record(r.pop("name"), r.pop("metric"), r.pop("value"), **r)
+
+
+class DisplacementTracker:
+    """Displacement from the phase start and from the global init, at every phase start
+    and epoch end."""
+
+    def __init__(self, data: TaskData | None = None, top_sv: int = TOP_SV):
+        self.T = data.config.T if data is not None else None
+        self.top_sv = top_sv
+
+    def _rows(self, ctx) -> list[dict]:
+        state, lp = ctx.model.state_dict(), _is_learned_pe(ctx.model)
+        return (displacement(state, ctx.init_state, "init", lp, self.T, self.top_sv)
+                + displacement(state, ctx.phase_start_state, "phase", lp, self.T))
+
+    def on_phase_start(self, ctx) -> None:
+        _emit(ctx, self._rows(ctx))
+
+    def on_epoch(self, ctx, record) -> None:
+        _emit(ctx, self._rows(ctx))
+
+
+class ProfileTracker:
+    """Proximity and self index every epoch; full positional and attention profiles at each
+    phase start and every ``every`` epochs (a full profile is 2 x (2T-1) records per head)."""
+
+    def __init__(self, data: TaskData, every: int = 10, n: int = PROFILE_BATCH):
+        if every <= 0:
+            raise ValueError(f"every: must be positive, got {every}")
+        self.x, self.every = data.val.x[:n], every
+
+    def on_phase_start(self, ctx) -> None:
+        _emit(ctx, profile_rows(ctx.model, self.x, profiles=True))
+
+    def on_epoch(self, ctx, record) -> None:
+        _emit(ctx, profile_rows(ctx.model, self.x, profiles=ctx.epoch % self.every == 0))
+
+
+class ProbeTracker:
+    """Blindness probe (label vs recon, float64) at each phase start and every ``every``
+    optimizer steps, on a fixed batch of training sequences with a seeded mask."""
+
+    def __init__(self, data: TaskData, every: int = 50, n: int = PROBE_BATCH, mask_rate: float = 0.5,
+                 seed: int = 0, directions: Sequence[str] = PROBE_DIRECTIONS):
+        if every <= 0:
+            raise ValueError(f"every: must be positive, got {every}")
+        self.batch = pr.make_batch(data.train.x[:n], data.train.y[:n], mask_rate, seed)
+        self.every, self.directions = every, tuple(directions)
+
+    def on_phase_start(self, ctx) -> None:
+        _emit(ctx, probe_rows(ctx.model, self.batch, self.directions))
+
+    def on_step(self, ctx, loss: float) -> None:
+        if ctx.step % self.every == 0:
+            _emit(ctx, probe_rows(ctx.model, self.batch, self.directions))
+
+
+TRACKERS: dict[str, Callable[..., Any]] = {
+    "displacement": DisplacementTracker,
+    "profile": ProfileTracker,
+    "probes": ProbeTracker,
+    "beta": BetaTracker,  # toyspt.probe.basin: the model's recon gain on the uniform visible mean, per SPT epoch
+}
+
+
+def _parse(name: str) -> tuple[str, dict[str, Any]]:
+    base, _, rest = name.partition(":")
+    kw = {}
+    for item in filter(None, rest.split(",")):
+        k, eq, v = item.partition("=")
+        if not eq:
+            raise ValueError(f"tracker {name!r}: expected key=value, got {item!r}")
+        kw[k] = int(v) if v.lstrip("-").isdigit() else float(v)
+    return base, kw
+
+
+def make_trackers(names: Sequence[str], data: TaskData, train=None) -> list:
+    """Callbacks from names in :data:`TRACKERS`, optionally with integer/float options:
+    ``"displacement"``, ``"profile:every=5"``, ``"probes:every=25,n=64"``, ``"beta"``.
+    ``train`` (the run's TrainConfig) gives the beta tracker the run's SPT mask rate; a
+    ``mask_rate`` option that contradicts it is refused."""
+    out = []
+    for name in names:
+        base, kw = _parse(name)
+        if base not in TRACKERS:
+            raise ValueError(f"unknown tracker {base!r}; choose from {sorted(TRACKERS)}")
+        if base == "beta" and train is not None:
+            if kw.get("mask_rate", train.mask_rate) != train.mask_rate:
+                raise ValueError(f"tracker {name!r}: mask_rate differs from the run's {train.mask_rate}")
+            kw["mask_rate"] = train.mask_rate
+        try:
+            out.append(TRACKERS[base](data, **kw))
+        except TypeError as e:
+            raise ValueError(f"tracker {name!r}: {e}") from None
+    return out
+
+
+def records_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """Tidy DataFrame of tracker records (``"nan"`` strings from the JSON cache -> NaN)."""
+    f = pd.DataFrame(list(records))
+    if "value" in f:
+        f["value"] = pd.to_numeric(f["value"], errors="coerce")
+    return f
+
+
+# --------------------------------------------------------------------------------------
+# from stored runs
+
+def state_displacement_frame(result, which: str = "final", ref: str = "init", top_sv: int = TOP_SV,
+                             T: int | None = None) -> pd.DataFrame:
+    """Displacement of ``result.states[which]`` from ``result.states[ref]`` (a RunResult)."""
+    for k in (which, ref):
+        if k not in result.states:
+            raise KeyError(f"run has no {k!r} weights; it has {sorted(result.states)}")
+    learned = result.config["model"].get("pos") == "learned"
+    rows = displacement(result.states[which], result.states[ref], ref, learned, T, top_sv)
+    return pd.DataFrame(rows).assign(recipe=result.recipe, seed=result.seed, state=which)
+
+
+def state_profile_frame(result, x: torch.Tensor, which: str = "final", profiles: bool = True
+                        ) -> pd.DataFrame:
+    """Proximity/self index and profiles of a stored model on inputs ``x`` (B, T, d_in)."""
+    from toyspt.train.loop import load_model
+
+    rows = profile_rows(load_model(result, which), x, profiles)
+    return pd.DataFrame(rows).assign(recipe=result.recipe, seed=result.seed, state=which)
+
+
+@functools.lru_cache(maxsize=8)
+def _val_inputs(task) -> torch.Tensor:
+    return make_task(task).val.x[:PROFILE_BATCH]
+
+
+def final_proximity_index(spec, result) -> float:
+    """Proximity index of the final model (layer 0, mean over heads) on the spec's task."""
+    from toyspt.train.loop import load_model
+
+    A = attention_maps(load_model(result, "final"), _val_inputs(spec.task))
+    return proximity_index(next(iter(A.values()))).mean().item()
+
+
+# per-run columns of ``toyspt compare`` (toyspt.runs.tables): name -> fn(spec, result) -> float
+COMPARE_COLUMNS: dict[str, Callable[[Any, Any], float]] = {
+    "rel_disp_WQ": lambda spec, res: relative_displacement(res.states["final"], res.states["init"], "W_Q"),
+    "rel_disp_WK": lambda spec, res: relative_displacement(res.states["final"], res.states["init"], "W_K"),
+    "proximity_index": final_proximity_index,
+}
+
+
+__all__ = ["matrices", "displacement", "relative_displacement", "diagonal_means", "offsets",
+           "positional_profile", "attention_maps", "proximity_index", "self_index", "profile_rows",
+           "probe_rows", "DisplacementTracker", "ProfileTracker", "ProbeTracker", "TRACKERS",
+           "make_trackers", "records_frame", "state_displacement_frame", "state_profile_frame",
+           "final_proximity_index", "COMPARE_COLUMNS"]

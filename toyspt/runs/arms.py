@@ -1,0 +1,117 @@
+"""Named experiment arms: a recipe plus config overrides, written as short strings.
+
+Grammar: ``recipe[:key=value[,key=value...]]``, e.g. ``spt``, ``scratch:pos=alibi``,
+``spt:spt_attention=no_self``, ``data_swap:swap.family=freq_band``. Keys are config field
+names (``task.X``, ``model.X``, ``train.X`` or ``swap.X`` when a name is ambiguous); tuple
+values are written with ``/`` inside an arm (``band0=1/2/3``).
+Aliases name the common ablations (see :data:`ALIASES`).
+"""
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from typing import Any
+
+from toyspt.runs.specs import RunSpec, with_overrides
+from toyspt.data.tasks import TaskConfig
+from toyspt.train.recipes import RECIPES, get_recipe
+
+ALIASES = {
+    "alibi": "scratch:pos=alibi",
+    "alibi_steep": "scratch:pos=alibi,alibi_base=1",
+    "rope": "scratch:pos=rope",
+    "fire": "scratch:pos=fire",
+    "learned_pe": "scratch:pos=learned",
+    "no_pe": "scratch:pos=none",
+    "depth2": "scratch:n_layers=2",
+    "spt_depth2": "spt:n_layers=2",
+    "spt_no_self": "spt:spt_attention=no_self",
+    "spt_no_masked_keys": "spt:spt_attention=no_masked_keys",
+}
+
+
+def parse_value(text: str, like: Any) -> Any:
+    """Convert ``text`` to the type of the field default ``like``.
+
+    Raises ValueError with a one-line message ("expected an int, got 'abc'"); the caller
+    prefixes the flag or key it came from. Ranges are left to the config's own rules.
+    """
+    what = {int: ("an int", "ints"), float: ("a number", "numbers")}
+
+    def scalar(item: str, kind: type, expected: str | None = None) -> Any:
+        if kind not in what:  # strings (choices are checked by the config)
+            return kind(item)
+        try:
+            return kind(item.strip())
+        except ValueError:
+            raise ValueError(f"expected {expected or what[kind][0]}, got {item!r}") from None
+
+    if isinstance(like, bool):
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"expected a boolean (true/false), got {text!r}")
+    if isinstance(like, tuple):
+        kind = type(like[0]) if like else float
+        items = text.replace("/", ",").split(",") if text.strip() else []
+        try:
+            return tuple(scalar(v, kind) for v in items)
+        except ValueError:
+            raise ValueError(f"expected comma-separated {what[kind][1]}, got {text!r}") from None
+    if like is None:  # optional numeric fields
+        return None if text.lower() == "none" else scalar(text, float, "a number or none")
+    return scalar(text, type(like))
+
+
+PROXIMITY_OFFSET = TaskConfig().offset  # spt_swap_start's default: start SPT on the task with this offset
+
+
+def default_swap(task: TaskConfig, recipe: str = "data_swap") -> TaskConfig:
+    """The data SPT (first) runs on when an arm does not say: for data_swap the other
+    family, drawn with another seed; for spt_swap_start the same task with the default
+    per-sequence offset (the proximity regime)."""
+    if recipe == "spt_swap_start":
+        return replace(task, offset=PROXIMITY_OFFSET)
+    other = "freq_band" if task.family == "local_shuffle" else "local_shuffle"
+    return replace(task, family=other, seed=task.seed + 1)
+
+
+def _field_default(cfg, name: str):
+    for f in fields(cfg):
+        if f.name == name:
+            return getattr(cfg, name)
+    raise ValueError(f"unknown config field {name!r} of {type(cfg).__name__}")
+
+
+def arm_spec(arm: str, base: RunSpec) -> RunSpec:
+    """The spec of one arm on top of ``base`` (whose recipe is replaced)."""
+    text = ALIASES.get(arm, arm)
+    recipe, _, rest = text.partition(":")
+    if recipe not in RECIPES:
+        raise ValueError(f"arm {arm!r}: unknown recipe {recipe!r}; recipes are {RECIPES}, "
+                         f"aliases {sorted(ALIASES)}")
+    spec = replace(base, recipe=recipe)
+    swap = {}
+    overrides = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise ValueError(f"arm {arm!r}: expected key=value, got {item!r}")
+        if key.startswith("swap."):
+            name = key[5:]
+            swap[name] = parse_value(value, _field_default(base.task, name))
+            continue
+        part, dot, name = key.rpartition(".")
+        cfgs = dict(task=spec.task, model=spec.model, train=spec.train)
+        owners = [part] if dot else [p for p, c in cfgs.items() if any(f.name == name for f in fields(c))]
+        if len(owners) != 1 or owners[0] not in cfgs:
+            raise ValueError(f"arm {arm!r}: cannot place key {key!r}; use task.X, model.X or train.X")
+        like = _field_default(cfgs[owners[0]], name)
+        overrides[f"{owners[0]}__{name}"] = parse_value(value, like)
+    spec = with_overrides(spec, **overrides)
+    if get_recipe(recipe).needs_swap:
+        spec = replace(spec, swap_task=replace(spec.swap_task or default_swap(spec.task, recipe), **swap))
+    elif swap:
+        raise ValueError(f"arm {arm!r}: swap.* keys only apply to recipes that pretrain on other data "
+                         "(data_swap, spt_swap_start)")
+    return spec

