@@ -119,12 +119,32 @@ def test_inconsistent_sets_fail(tmp_path):
         load_ucr("Lab", root=str(tmp_path))
 
 
-def test_constant_series_becomes_zeros_and_labels_canonical(tmp_path):
-    write_set(tmp_path, "Flat", ["1.0000000e+00\t2\t2\t2", "2\t1\t2\t3"] * 2, ["1\t5\t5\t5", "2.0\t0\t1\t0"])
-    d = load_ucr("Flat", root=str(tmp_path), val_fraction=0.5)
-    assert d.label_map == ("1", "2")
-    assert torch.equal(d.test.x[0, :, 0], torch.zeros(3))
-    assert torch.isfinite(d.train.x).all()
+def test_constant_series_is_refused_naming_set_file_and_series(tmp_path):
+    write_set(tmp_path, "Flat", ["1.0000000e+00\t2\t2\t2", "2\t1\t2\t3"] * 2, ["2.0\t0\t1\t0", "1\t5\t5\t5"])
+    with pytest.raises(UCRError, match=r"^Flat: series 1 of .*Flat_TRAIN.tsv is constant \(value 2\) "
+                                        r"\(and 1 more\); z-normalisation is undefined"):
+        load_ucr("Flat", root=str(tmp_path), val_fraction=0.5)
+    write_set(tmp_path, "Flat2", ["1\t2\t2.5\t2", "2\t1\t2\t3"] * 2, ["2.0\t0\t1\t0", "1\t5\t5\t5"])
+    with pytest.raises(UCRError, match=r"^Flat2: series 2 of .*Flat2_TEST.tsv is constant \(value 5\);"):
+        load_ucr("Flat2", root=str(tmp_path), val_fraction=0.5)
+    # raw values are allowed (nothing is divided); labels canonical
+    d = load_ucr("Flat", root=str(tmp_path), val_fraction=0.5, znorm=False)
+    assert d.label_map == ("1", "2") and torch.isfinite(d.train.x).all()
+
+
+def test_too_few_series_for_the_split_is_refused(tmp_path):
+    write_set(tmp_path, "Few", ["1\t0\t1\t2", "2\t1\t2\t0", "2\t2\t0\t1"], ["1\t0\t1\t0"])
+    with pytest.raises(UCRError, match=r"^Few: class 1 has 1 training series; the stratified validation split "
+                                       r"needs at least 2 per class"):
+        load_ucr("Few", root=str(tmp_path))
+
+
+def test_unknown_set_is_one_line_naming_it(tmp_path, capsys):
+    with pytest.raises(UCRNotFound, match="NoSuchSet"):
+        load_ucr("NoSuchSet", root=str(tmp_path))
+    assert main(["ucr", "--dataset", "NoSuchSet", "--ucr-root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and "NoSuchSet" in err[0]
 
 
 def test_config_rejects_bad_values():
