@@ -25,7 +25,7 @@ import seaborn as sns
 from scipy import stats
 
 from toyspt.util.plots import color, save_csv, save_figure, seeded_jitter
-from toyspt.train.loop import TrainConfig
+from toyspt.train.recipes import TrainConfig
 from toyspt.ucr.data import ENV_ROOT, PAPER_DATASETS, UCRNotFound, load_ucr
 from toyspt.ucr.runs import arm_specs, frame_of, ucr_spec, ucr_train_config
 
