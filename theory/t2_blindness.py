@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import sympy as sp
 import torch
 from scipy import stats
 
@@ -36,58 +35,12 @@ from toyspt.probe import engine as probes
 from . import geometry as geo
 from . import onehead as oh
 from . import toy
+from .t2_symbolic import symbolic_blind_dim, symbolic_kappa_zero, symbolic_row_identity
 from .result import (FD_STEP, Result, checked_result, fd_agreement, measured_result,
                      rounding_tol)
 
 STATEMENT_ROWS = "S = 1 s^T  =>  G = dL/dS = 1 g^T;  at S = 0: G_ij = (gamma_j - mean gamma) / T^2"
 STATEMENT_DIM = "dim ker kappa = T^2 - (T - 1),  kappa_j(D) = sum_i (D_ij - mean_k D_ik)"
-
-
-# ---------------------------------------------------------------------------------------
-# symbolic
-
-def symbolic_row_identity(T: int) -> tuple[bool, bool]:
-    """(rows of G identical at identical-row S, uniform closed form) for symbolic S, gamma.
-
-    exp(S_ij) is represented by positive symbols E_ij, so A is rational and
-    dL/dS_ij = E_ij dL/dE_ij exactly; L = sum_j gamma_j c_j is the general first-order
-    loss (gamma_j = dl/dc_j at the point)."""
-    E = sp.Matrix(T, T, lambda i, j: sp.Symbol(f"E{i}_{j}", positive=True))
-    gam = sp.symbols(f"gamma0:{T}")
-    e = sp.symbols(f"e0:{T}", positive=True)
-    A = sp.Matrix(T, T, lambda i, j: E[i, j] / sum(E[i, k] for k in range(T)))
-    L = sum(gam[j] * sum(A[i, j] for i in range(T)) / T for j in range(T))
-    same_row = {E[i, j]: e[j] for i in range(T) for j in range(T)}
-    G = sp.Matrix(T, T, lambda i, j: (E[i, j] * sp.diff(L, E[i, j])).subs(same_row))
-    rows = all(sp.cancel(G[i, j] - G[0, j]) == 0 for i in range(1, T) for j in range(T))
-    mean = sum(gam) / T
-    uni = all(sp.cancel(G[0, j].subs({ek: 1 for ek in e}) - (gam[j] - mean) / T ** 2) == 0
-              for j in range(T))
-    return rows, uni
-
-
-def symbolic_blind_dim(T: int) -> int:
-    """T^2 - rank(kappa), rank computed exactly over the rationals."""
-    return T * T - sp.Matrix(geo.kappa_matrix(T)).rank()
-
-
-def symbolic_direction(kind: str, T: int) -> sp.Matrix:
-    """A direction with symbolic entries for a kind of name: ``circ*`` circulant
-    f((j-i) mod T), ``toep*`` Toeplitz f(|i-j|), ``column*`` f_j, anything else generic d_ij."""
-    f = sp.symbols(f"f0:{T}")
-    if kind.startswith("circ"):
-        return sp.Matrix(T, T, lambda i, j: f[(j - i) % T])
-    if kind.startswith("toep"):
-        return sp.Matrix(T, T, lambda i, j: f[abs(i - j)])
-    if kind.startswith("column"):
-        return sp.Matrix(T, T, lambda i, j: f[j])
-    return sp.Matrix(T, T, lambda i, j: sp.Symbol(f"d{i}_{j}"))
-
-
-def symbolic_kappa_zero(kind: str, T: int) -> bool:
-    D = symbolic_direction(kind, T)
-    kap = [sum(D[i, j] - sum(D[i, k] for k in range(T)) / T for i in range(T)) for j in range(T)]
-    return all(sp.expand(k) == 0 for k in kap)
 
 
 # ---------------------------------------------------------------------------------------
@@ -414,6 +367,4 @@ CHECKS = [check_row_identity, check_gradient_fd, check_blind_dim, check_blind_di
 
 __all__ = ["check_row_identity", "check_gradient_fd", "check_blind_dim", "check_blind_direction",
            "check_toy_blind", "measure_toy_default", "check_toeplitz_decay", "check_sigma_growth",
-           "symbolic_row_identity", "symbolic_blind_dim", "symbolic_kappa_zero", "toeplitz_terms",
-           "ratio_of_means", "power_fit",
-           "CHECKS"]
+           "toeplitz_terms", "ratio_of_means", "power_fit", "CHECKS"]

@@ -9,15 +9,6 @@ from toyspt.theory import t2_blindness as t2
 from toyspt.data import directions as dr
 
 
-def test_symbolic_row_identity_and_uniform_form():
-    assert t2.symbolic_row_identity(3) == (True, True)
-
-
-@pytest.mark.parametrize("T", [2, 3, 5])
-def test_blind_dimension(T):
-    assert t2.symbolic_blind_dim(T) == T * T - (T - 1)
-
-
 def test_kappa_matrix_matches_kappa():
     T = 5
     D = torch.randn(T, T, dtype=torch.float64)
