@@ -40,7 +40,7 @@ SGD_WEIGHT_DECAY = 0.0
 REGIMES = {"proximity": {}, "zero_mean": dict(offset=0.0)}
 CONTRAST = ("accuracy", "proximity", "displacement", "blindness", "ablations")  # drawn in both regimes
 FIGURES = ("task", "accuracy", "proximity", "basin", "displacement", "blindness", "theory", "ablations",
-           "lra", "ucr")
+           "lra", "ucr", "real_data")
 
 
 @dataclass

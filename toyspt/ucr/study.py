@@ -9,9 +9,9 @@ they share runs.
   model's recon gain on the uniform visible mean after every SPT epoch) and the ``profile``
   tracker (proximity index after every SPT epoch; full profiles only at the start). One
   row per run of ``figures/real_basin.csv`` (:func:`basin_table`).
-* **Label runs**: scratch, spt and qk_transfer at every seed, and the paper's baselines with
-  built-in locality (ALiBi, FIRE, RoPE; scratch with another positional scheme) at
-  :data:`BASELINE_SEEDS`. Scratch and spt at :data:`ALL_EVAL_SEEDS` are evaluated on every
+* **Label runs**: scratch and spt at :data:`PAIR_SEEDS` (paired with the basin runs), qk_transfer at
+  :data:`QK_SEEDS`, and the paper's baselines with built-in locality (ALiBi, FIRE, RoPE;
+  scratch with another positional scheme) at :data:`BASELINE_SEEDS` (fewer seeds: compute). Scratch and spt at :data:`ALL_EVAL_SEEDS` are evaluated on every
   split after every label epoch (``evaluate="all"``), which gives the paper's metric, the
   *peak held-out accuracy* (max over epochs of test accuracy: selection on the held-out
   set, optimistic by construction); every other run measures test only where validation
@@ -31,14 +31,17 @@ from toyspt.train.loop import RunResult, TrainConfig, load_model
 from toyspt.ucr.data import UCRData
 from toyspt.ucr.runs import UCRRunSpec, arm_spec, ucr_spec, ucr_train_config
 
-ARMS = ("scratch", "spt", "qk_transfer")  # every seed
+ARMS = ("scratch", "spt", "qk_transfer")
 BASELINES = ("alibi", "fire", "rope")  # built-in locality, from scratch (toyspt.runs.arms aliases)
-SEEDS = tuple(range(10))
-BASELINE_SEEDS = tuple(range(5))
-ALL_EVAL_SEEDS = tuple(range(5))  # scratch and spt evaluated every epoch: peak held-out accuracy
+# seeds: what one shared 2-core machine allowed in one session (label runs take ~1 min each there)
+SEEDS = tuple(range(10))  # basin runs
+PAIR_SEEDS = tuple(range(5))  # scratch and spt (paired with the basin runs of the same seed)
+QK_SEEDS = (0, 1)
+BASELINE_SEEDS = (0,)
+ALL_EVAL_SEEDS = PAIR_SEEDS  # scratch and spt evaluated every epoch: peak held-out accuracy
 ALL_EVAL_ARMS = ("scratch", "spt")
 BASIN_TRACKERS = ("beta", "profile:every=1000")
-EARLY_EPOCHS = (1, 2, 3, 5, 10, 20)  # SPT epochs after which early signals are read
+EARLY_EPOCHS = (1, 2, 3, 5, 10, 20, 50, 100, 200)  # SPT epochs after which early signals are read
 QUICK_TRAIN = TrainConfig(epochs=4, pre_epochs=3, batch_size=8)  # smoke test only
 
 
@@ -46,14 +49,16 @@ QUICK_TRAIN = TrainConfig(epochs=4, pre_epochs=3, batch_size=8)  # smoke test on
 class Plan:
     """Seeds and training of one study (full or quick)."""
 
-    seeds: tuple[int, ...]  # basin runs and scratch/spt/qk_transfer
+    seeds: tuple[int, ...]  # basin runs
+    pair_seeds: tuple[int, ...]  # scratch and spt
+    qk_seeds: tuple[int, ...]  # qk_transfer
     baseline_seeds: tuple[int, ...]  # alibi, fire, rope
     all_eval_seeds: tuple[int, ...]  # scratch and spt evaluated every epoch
     train: TrainConfig  # epochs, SPT epochs, batch size
     quick: bool = False
 
 
-FULL = Plan(SEEDS, BASELINE_SEEDS, ALL_EVAL_SEEDS, ucr_train_config())
+FULL = Plan(SEEDS, PAIR_SEEDS, QK_SEEDS, BASELINE_SEEDS, ALL_EVAL_SEEDS, ucr_train_config())
 
 
 def plan(quick: bool, seeds: Sequence[int] = (0, 1)) -> Plan:
@@ -61,7 +66,7 @@ def plan(quick: bool, seeds: Sequence[int] = (0, 1)) -> Plan:
     if not quick:
         return FULL
     s = tuple(seeds)
-    return Plan(s, s[:1], s[:1], QUICK_TRAIN, quick=True)
+    return Plan(s, s, s, s[:1], s[:1], QUICK_TRAIN, quick=True)
 
 
 def basin_specs(datasets: Sequence[UCRData], p: Plan) -> list[tuple[UCRData, UCRRunSpec]]:
@@ -71,13 +76,13 @@ def basin_specs(datasets: Sequence[UCRData], p: Plan) -> list[tuple[UCRData, UCR
 
 
 def label_specs(datasets: Sequence[UCRData], p: Plan) -> list[tuple[UCRData, str, UCRRunSpec]]:
-    """(data set, arm, spec): :data:`ARMS` at every seed, :data:`BASELINES` at the baseline
-    seeds; scratch and spt at the all-eval seeds evaluated every epoch."""
+    """(data set, arm, spec): scratch and spt at every seed, qk_transfer and the baselines at
+    theirs; scratch and spt at the all-eval seeds evaluated every epoch."""
     out = []
     for d in datasets:
         base = ucr_spec("scratch", d, train=p.train, evaluate="peak")
         for arm in ARMS + BASELINES:
-            for s in (p.seeds if arm in ARMS else p.baseline_seeds):
+            for s in {"qk_transfer": p.qk_seeds}.get(arm, p.baseline_seeds if arm in BASELINES else p.pair_seeds):
                 ev = "all" if arm in ALL_EVAL_ARMS and s in p.all_eval_seeds else "peak"
                 out.append((d, arm, arm_spec(arm, replace(base, seed=s, evaluate=ev))))
     return out
@@ -118,7 +123,8 @@ def basin_row(data: UCRData, spec: UCRRunSpec, result: RunResult) -> dict:
 
 def label_row(data: UCRData, arm: str, spec: UCRRunSpec, result: RunResult) -> dict:
     """One label run: the summary metrics, the peak held-out accuracy (NaN unless test was
-    measured every epoch), how often validation sat at its peak, and proximity indices."""
+    measured every epoch), how often validation sat at its peak, and proximity indices
+    (final weights: scratch, spt, qk_transfer; after SPT: spt, qk_transfer)."""
     ft = [h for h in result.history if h["phase"] == "finetune"]
     every = all("test_acc" in h for h in ft)
     s = result.summary
@@ -127,7 +133,7 @@ def label_row(data: UCRData, arm: str, spec: UCRRunSpec, result: RunResult) -> d
                test_at_peak=s["test_at_peak"], final_test_acc=s["final_test_acc"],
                peak_val_acc=s["peak_val_acc"], peak_epoch=s["peak_epoch"], final_train_acc=s["final_train_acc"],
                epochs_at_peak_val=sum(h["val_acc"] == s["peak_val_acc"] for h in ft), n_val=len(data.val),
-               proximity_final=proximity_of(data, result, "final"),
+               proximity_final=proximity_of(data, result, "final") if arm in ARMS else float("nan"),
                proximity_after_spt=proximity_of(data, result, "pretrained") if "pretrained" in result.states
                else float("nan"))
     return row
@@ -207,6 +213,34 @@ def basin_gain_contrast(gains: pd.DataFrame, metric: str = "final_test_acc") -> 
     return out
 
 
-__all__ = ["ARMS", "BASELINES", "SEEDS", "BASELINE_SEEDS", "ALL_EVAL_SEEDS", "BASIN_TRACKERS", "EARLY_EPOCHS",
+__all__ = ["ARMS", "BASELINES", "SEEDS", "PAIR_SEEDS", "QK_SEEDS", "BASELINE_SEEDS", "ALL_EVAL_SEEDS", "BASIN_TRACKERS", "EARLY_EPOCHS",
            "Plan", "FULL", "plan", "basin_specs", "label_specs", "proximity_of", "basin_row", "label_row",
            "METRICS", "paired_ci", "paired", "gain_table", "basin_gain_contrast"]
+
+
+# --------------------------------------------------------------------------------------
+# basin predictors on real runs
+
+REAL_SHARE = 0.90  # the share of real runs a basin predictor must name (docs/basin.md)
+
+
+def predictor_share(basin: pd.DataFrame, column: str) -> tuple[int, int]:
+    """(hits, n): runs where ``column > 0`` agrees with the basin (proximity index after SPT
+    > 1); runs where the column is NaN do not count."""
+    t = basin.dropna(subset=[column])
+    return int(((t[column] > 0) == (t.basin == "proximity")).sum()), len(t)
+
+
+def predictor_check(basin: pd.DataFrame, column: str = "basin_predictor", threshold: float = REAL_SHARE):
+    """A theory-report row (:class:`toyspt.theory.result.Result`) that fails when the
+    predictor names the basin in fewer than ``threshold`` of the real runs."""
+    from toyspt.theory.result import checked_result
+
+    hits, n = predictor_share(basin, column)
+    sets = ", ".join(f"{k} {predictor_share(g, column)[0]}/{len(g)}" for k, g in basin.groupby("dataset", sort=False))
+    return checked_result("R1", f"sign({column}) names the SPT basin on real (UCR) data in >= {threshold:.0%} of runs",
+                          f"{hits}/{n} SPT-only runs ({sets})", "n.a.", hits / n if n else float("nan"),
+                          "share of runs", threshold, "ge", "the goal stated for real data", hits=hits, n=n)
+
+
+__all__ += ["REAL_SHARE", "predictor_share", "predictor_check"]
