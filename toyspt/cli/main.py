@@ -17,7 +17,7 @@ from pathlib import Path
 
 from toyspt import __version__
 from toyspt.cli.flags import (add_arms_flag, add_cache_flags, add_config_flags, add_evaluate_flag,
-    add_seeds, add_sweep_flags, base_spec, run_main, split_arms)
+    add_seeds, add_sweep_flags, base_spec, out_dir, run_main, split_arms)
 from toyspt.runs import RunCache, executor_scope, get_run
 
 # subcommands that live beside their part: each module has register(subparsers)
@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_seeds(c)
     add_sweep_flags(c)
     add_evaluate_flag(c, "peak")
-    c.add_argument("--out", default=None, help="directory for compare.csv / compare.json")
+    c.add_argument("--out", type=out_dir, default=None, help="directory for compare.csv / compare.json")
     add_config_flags(c)
     c.set_defaults(func=cmd_compare)
 
