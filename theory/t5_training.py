@@ -33,7 +33,8 @@ from toyspt.probe import engine as probes, tracking
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.runs import RunCache, RunSpec, get_run, load_answer
 from toyspt.data.tasks import TaskConfig, make_task
-from toyspt.train.loop import TrainConfig, load_model
+from toyspt.train.recipes import TrainConfig
+from toyspt.train.loop import load_model
 
 from . import toy
 from .result import Result, measured_result

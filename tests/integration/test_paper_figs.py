@@ -34,7 +34,7 @@ def training_calls(monkeypatch):
 
         monkeypatch.setattr(mod, name, spy)
 
-    counting(sweep_mod, "run_job")
+    counting(sweep_mod, "train_job")
     return calls
 
 
@@ -90,8 +90,6 @@ def test_contrast_regime_is_drawn_on_request_in_quick_mode(tmp_path):
 
 def test_compute_by_figure_rounds_each_figure_once():
     """Many short runs: summing before rounding keeps each figure within 0.05 s of the truth."""
-    from types import SimpleNamespace
-
     from toyspt.cli.figs import compute_by_figure
 
     class Spec:
@@ -109,10 +107,8 @@ def test_compute_by_figure_rounds_each_figure_once():
 
     root = Spec("p")
     specs = {"a": [Spec(f"a{i}", root) for i in range(100)], "b": [Spec("b0")]}
-    mods = {n: SimpleNamespace(specs=lambda c, n=n: specs[n]) for n in specs}
-    ctx = object()
     trained = {f"a{i}": 0.04 for i in range(100)} | {"p": 1.0, "b0": 2.0}
-    out = compute_by_figure([(ctx, "a"), (ctx, "b")], mods, ctx, trained)
+    out = compute_by_figure(specs, trained)
     assert out["a"] == dict(runs_trained=101, run_seconds=5.0)  # the parent counts for the first figure
     assert out["b"] == dict(runs_trained=1, run_seconds=2.0)
 
@@ -127,3 +123,49 @@ def test_theory_figure_numbers_are_a_cached_spec():
     assert a.parent() is None and a.group() is None
     with pytest.raises(ValueError, match="no parent run"):
         a.execute(start=object())
+
+
+def test_each_figure_plans_once_and_only_the_registry_writes(tmp_path, monkeypatch):
+    """specs() runs once per figure and call; draw() gets its results by label and writes
+    nothing; the registry writes PNG, PDF and CSV."""
+    pf = _paper_figs()
+    out = tmp_path / "figs"
+    calls = []
+    for name in ("task", "theory"):
+        mod = load(name)
+        real_specs, real_draw = mod.specs, mod.draw
+
+        def specs(ctx, real=real_specs, name=name):
+            calls.append(("specs", name))
+            return real(ctx)
+
+        def draw(ctx, runs, real=real_draw, name=name, plan=real_specs):
+            calls.append(("draw", name))
+            assert set(runs) == set(plan(ctx))  # the labels specs() gave
+            before = sorted(out.rglob("*")) if out.exists() else []
+            fig, frame = real(ctx, runs)
+            assert (sorted(out.rglob("*")) if out.exists() else []) == before, "draw wrote a file"
+            return fig, frame
+
+        monkeypatch.setattr(mod, "specs", specs)
+        monkeypatch.setattr(mod, "draw", draw)
+    argv = ["--quick", "--only", "task,theory", "--out", str(out), "--cache", str(tmp_path / "c"), "--workers", "1"]
+    assert pf.main(argv) == 0
+    assert sorted(calls) == sorted([("specs", "task"), ("draw", "task"), ("specs", "theory"), ("draw", "theory")])
+    for name in ("task", "theory"):
+        assert all((out / f"{name}.{ext}").stat().st_size > 0 for ext in ("png", "pdf", "csv"))
+
+
+def test_a_table_without_its_documented_columns_writes_nothing(tmp_path):
+    import matplotlib.pyplot as plt
+    from types import SimpleNamespace
+
+    from toyspt.figs import FigContext, write
+
+    ctx = FigContext(out=tmp_path, quick=True)
+    mod = SimpleNamespace(NAME="fake", COLUMNS=["a", "b"])
+    with pytest.raises(RuntimeError, match=r"fake: CSV lacks documented columns \['b'\]"):
+        write(ctx, mod, (plt.figure(), pd.DataFrame(dict(a=[1]))))
+    assert list(tmp_path.iterdir()) == []
+    paths = write(ctx, mod, (plt.figure(), {"fake": pd.DataFrame(dict(a=[1], b=[2])), "fake_extra": pd.DataFrame()}))
+    assert sorted(p.name for p in paths) == ["fake.csv", "fake.pdf", "fake.png", "fake_extra.csv"]

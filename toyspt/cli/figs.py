@@ -24,6 +24,7 @@ import torch
 from toyspt.util import plots
 from toyspt.cli.flags import add_seeds, add_sweep_flags, default_workers, run_main
 from toyspt.figs import CONTRAST, FIGURES, FigContext, load
+from toyspt.figs import render
 from toyspt.runs import RunCache, sweep
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout (for the git revision)
@@ -65,14 +66,14 @@ def peak_memory_mb() -> dict[str, float]:
                 peak_rss_mb_worker=round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / kb, 1))
 
 
-def compute_by_figure(jobs, mods, main_ctx, trained: dict[str, float]) -> dict[str, dict]:
-    """The runs this call trained, and their training seconds, per figure: each run counts
-    for the first figure (in drawing order) that needs it, directly, as the run answering
-    one of its specs, or as the run one of its runs continues."""
+def compute_by_figure(planned: dict[str, list], trained: dict[str, float]) -> dict[str, dict]:
+    """The runs this call trained, and their training seconds, per figure (``planned``: each
+    figure's label and specs, in drawing order): each run counts for the first figure that
+    needs it, directly, as the run answering one of its specs, or as the run one of its
+    runs continues."""
     owner: dict[str, str] = {}
-    for c, name in jobs:
-        label = name if c is main_ctx else f"{c.regime}/{name}"
-        for s in mods[name].specs(c):
+    for label, specs in planned.items():
+        for s in specs:
             x = s
             while x is not None:
                 for y in (x, *x.alternatives()):
@@ -123,27 +124,24 @@ def make(args: argparse.Namespace) -> int:
     ctx = FigContext(out=out, seeds=seeds, quick=args.quick, cache=cache)
     contrast = FigContext(out=out / "zero_mean", seeds=seeds, quick=args.quick, cache=cache, regime="zero_mean")
     with_contrast = (not args.quick) if args.contrast is None else args.contrast
-    jobs = [(ctx, n) for n in names] + ([(contrast, n) for n in names if n in CONTRAST] if with_contrast else [])
+    # (label as metadata names it, context, figure), in drawing order
+    jobs = [(n, ctx, n) for n in names] + ([(f"{contrast.regime}/{n}", contrast, n) for n in names if n in CONTRAST]
+                                           if with_contrast else [])
     plots.style()
     mods = {n: load(n) for n in names}
     t0 = time.time()
-    specs = [s for c, n in jobs for s in mods[n].specs(c)]
+    planned = {label: mods[n].specs(c) for label, c, n in jobs}  # each figure's specs, once
+    specs = [s for sp in planned.values() for s in sp.values()]
     trained: dict[str, float] = {}
     results = sweep(specs, cache, workers=args.workers, dask=args.dask, recompute=args.recompute,
                     desc="training runs", vectorize=not args.no_vectorize, trained=trained)
     by_key = {s.key(): r for s, r in zip(specs, results)}
     train_s = time.time() - t0
-    compute = compute_by_figure(jobs, mods, ctx, trained)
+    compute = compute_by_figure({k: list(v.values()) for k, v in planned.items()}, trained)
     timings = {}
-    for c, name in jobs:
+    for label, c, name in jobs:
         t = time.time()
-        mod = mods[name]
-        frame = mod.draw(c, {s.key(): by_key[s.key()] for s in mod.specs(c)})
-        missing = [col for col in mod.COLUMNS if col not in frame.columns]
-        if missing:
-            raise RuntimeError(f"figure {name}: CSV lacks documented columns {missing}")
-        plots.save_csv(frame, c.out, name)
-        label = name if c is ctx else f"{c.regime}/{name}"
+        render(c, mods[name], planned[label], by_key)
         timings[label] = round(time.time() - t, 2)
         print(f"{label:22s} {timings[label]:7.1f}s  -> {c.out / name}.png/.pdf/.csv", flush=True)
     meta_path = out / "metadata.json"

@@ -24,7 +24,8 @@ AT = ("init", "pretrained", "final")
 def _model(args, spec):
     from toyspt.nn.model import build_model
     from toyspt.runs import RunCache, get_run
-    from toyspt.train.loop import PRETRAINED, load_model
+    from toyspt.train.recipes import PRETRAINED
+    from toyspt.train.loop import load_model
 
     if args.at == "init":
         return build_model(spec.model, spec.seed)

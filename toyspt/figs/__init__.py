@@ -1,13 +1,20 @@
-"""The figure registry: one module per paper figure.
+"""The figure registry: one module per paper figure, each a pure pair of functions.
 
-A figure module defines
-* ``NAME`` (str) and ``TITLE`` (one line);
-* ``COLUMNS``: the documented columns of the CSV of plotted numbers;
-* ``specs(ctx) -> list[Spec]``: the runs it needs (toy, UCR or LRA-demo specs; every
-  figure's runs go through one sweep and the cache);
-* ``draw(ctx, runs) -> pandas.DataFrame``: draws ``NAME.png``/``NAME.pdf`` into ``ctx.out``
-  from ``runs`` (spec key -> RunResult) and returns the plotted numbers, which the
-  registry writes as ``NAME.csv``. It may put extra metadata in ``ctx.meta[NAME]``.
+Adding a figure is one module ``toyspt/figs/<name>.py`` plus its name in :data:`FIGURES`:
+
+* ``NAME`` (str), ``TITLE`` (one line) and ``COLUMNS`` (the documented columns of its CSV);
+* ``specs(ctx) -> {label: Spec}``: the runs it needs (toy, UCR, LRA-demo or cached-number
+  specs of :mod:`toyspt.runs.specs`), under labels of the figure's choosing (any hashable,
+  e.g. ``(arm, seed)``). The registry calls it once per figure and call;
+* ``draw(ctx, {label: RunResult}) -> (figure, frame)``: the matplotlib figure and the
+  plotted numbers (a DataFrame with ``COLUMNS``, or ``{csv name: DataFrame}`` holding
+  ``NAME`` and any extra tables). It writes nothing; it may put facts for metadata.json
+  in ``ctx.meta[NAME]``.
+
+:func:`write` turns what ``draw`` returns into ``NAME.png``, ``NAME.pdf`` and ``NAME.csv``
+in ``ctx.out`` (quick figures stamped QUICK), after checking the documented columns, and
+:func:`render` does specs -> results -> draw -> write for one figure whose runs are ready
+(``toyspt.cli.figs`` sweeps the runs through the cache and calls it).
 """
 from __future__ import annotations
 
@@ -20,7 +27,7 @@ from toyspt.nn.model import ModelConfig
 from toyspt.runs.cache import RunCache
 from toyspt.runs.specs import RunSpec
 from toyspt.data.tasks import TaskConfig
-from toyspt.train.loop import TrainConfig
+from toyspt.train.recipes import TrainConfig
 
 TRACKED = ("displacement", "probes:every=100,n=128")  # trackers of the tracked runs
 SGD_LR = 0.05  # SGD (momentum 0.9) learning rate of tracked SGD runs; AdamW keeps the default 1e-3
@@ -62,14 +69,12 @@ class FigContext:
         return RunSpec("scratch", task=replace(task, n_train=400, n_val=200, n_test=200),
                        model=ModelConfig(), train=TrainConfig(epochs=4, pre_epochs=3), evaluate="peak")
 
-    def save(self, fig, name: str) -> None:
-        """Write ``name.png``/``.pdf`` into ``out``, stamped with the task regime (and QUICK)."""
-        from toyspt.util.plots import save_figure
-
+    def stamp_regime(self, fig):
+        """Note the task regime below the axes of a toy figure (the bbox is tight); returns ``fig``."""
         offset = self.base.task.offset
         fig.text(0.5, 0.0, f"task regime: {self.regime} (per-sequence offset std {offset:g})",
-                 ha="center", va="top", fontsize=7, color="0.35")  # below the axes (bbox is tight)
-        save_figure(fig, self.out, name, self.quick)
+                 ha="center", va="top", fontsize=7, color="0.35")
+        return fig
 
     def spec(self, arm: str, seed: int, **overrides) -> RunSpec:
         from toyspt.runs.arms import arm_spec
@@ -91,3 +96,29 @@ def load(name: str):
     if name not in FIGURES:
         raise ValueError(f"unknown figure {name!r}; figures are {FIGURES}")
     return importlib.import_module(f"{__name__}.{name}")
+
+
+def write(ctx: FigContext, mod, drawn) -> list[Path]:
+    """Write what ``mod.draw`` returned, ``(figure, frame or {csv name: frame})``, into
+    ``ctx.out``: ``NAME.png``/``.pdf`` and every CSV. The documented columns are checked
+    first, so a figure that lacks one writes nothing. Returns the paths."""
+    from toyspt.util.plots import save_csv, save_figure
+
+    fig, frame = drawn
+    frames = dict(frame) if isinstance(frame, dict) else {mod.NAME: frame}
+    if mod.NAME not in frames:
+        raise RuntimeError(f"figure {mod.NAME}: draw returned no {mod.NAME!r} table")
+    missing = [c for c in mod.COLUMNS if c not in frames[mod.NAME].columns]
+    if missing:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+        raise RuntimeError(f"figure {mod.NAME}: CSV lacks documented columns {missing}")
+    paths = save_figure(fig, ctx.out, mod.NAME, ctx.quick)
+    return paths + [save_csv(f, ctx.out, name) for name, f in frames.items()]
+
+
+def render(ctx: FigContext, mod, specs: dict, results: dict) -> list[Path]:
+    """Draw and write one figure from its ``specs`` (``mod.specs(ctx)``) and ``results``
+    (spec key -> RunResult, holding every one of them)."""
+    return write(ctx, mod, mod.draw(ctx, {label: results[s.key()] for label, s in specs.items()}))

@@ -26,12 +26,12 @@ def arms(ctx) -> tuple[str, ...]:
 
 
 def specs(ctx):
-    return [ctx.spec(a, s) for a in arms(ctx) for s in ctx.seeds]
+    return {(a, s): ctx.spec(a, s) for a in arms(ctx) for s in ctx.seeds}
 
 
-def draw(ctx, runs) -> pd.DataFrame:
+def draw(ctx, runs):
     drawn = arms(ctx)
-    rows = [dict(arm=a, seed=s, metric=m, value=runs[ctx.spec(a, s).key()].summary[m])
+    rows = [dict(arm=a, seed=s, metric=m, value=runs[a, s].summary[m])
             for a in drawn for s in ctx.seeds for m in METRICS]
     frame = pd.DataFrame(rows)
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), sharey=True)
@@ -46,7 +46,6 @@ def draw(ctx, runs) -> pd.DataFrame:
         ax.set_title({"test_at_peak": "test accuracy at peak validation", "final_train_acc": "final training accuracy"}[m])
     axes[0].set_ylabel("accuracy (points: seeds, bar: mean)")
     fig.suptitle(f"{TITLE} ({len(ctx.seeds)} seeds)")
-    ctx.save(fig, NAME)
     ctx.meta[NAME] = {a: {m: float(frame[(frame.arm == a) & (frame.metric == m)].value.mean()) for m in METRICS}
                       for a in drawn}
-    return frame
+    return ctx.stamp_regime(fig), frame

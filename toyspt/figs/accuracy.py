@@ -20,9 +20,9 @@ def headline_seeds(ctx) -> tuple[int, ...]:
 
 
 def specs(ctx):
-    out = [ctx.spec(a, s, evaluate="all") for a in ARMS for s in ctx.seeds]  # curves: every epoch
+    out = {("curve", a, s): ctx.spec(a, s, evaluate="all") for a in ARMS for s in ctx.seeds}  # every epoch
     if ctx.regime == "proximity":
-        out += [ctx.spec(a, s) for a in HEADLINE_ARMS for s in headline_seeds(ctx)]
+        out |= {("headline", a, s): ctx.spec(a, s) for a in HEADLINE_ARMS for s in headline_seeds(ctx)}
     return out
 
 
@@ -34,9 +34,9 @@ def headline(ctx, runs) -> dict:
     from toyspt.train.loop import load_model
 
     seeds = headline_seeds(ctx)
-    summ = {a: [runs[ctx.spec(a, s).key()].summary for s in seeds] for a in HEADLINE_ARMS}
+    summ = {a: [runs["headline", a, s].summary for s in seeds] for a in HEADLINE_ARMS}
     x = make_task(ctx.base.task).val.x[:256]
-    pis = [proximity_index(next(iter(attention_maps(load_model(runs[ctx.spec("spt", s).key()], "pretrained"),
+    pis = [proximity_index(next(iter(attention_maps(load_model(runs["headline", "spt", s], "pretrained"),
                                                     x).values()))).mean().item() for s in seeds]
     out = dict(seeds=list(seeds), proximity_index_after_spt=pis, share_proximity=sum(p > 1 for p in pis) / len(pis))
     for m in ("test_at_peak", "final_train_acc"):
@@ -53,7 +53,7 @@ def history_frame(ctx, runs, arms) -> pd.DataFrame:
     rows = []
     for a in arms:
         for s in ctx.seeds:
-            res = runs[ctx.spec(a, s, evaluate="all").key()]
+            res = runs["curve", a, s]
             for h in res.history:
                 if h["phase"] == "finetune":
                     rows += [dict(arm=a, seed=s, epoch=h["epoch"], split=split, acc=h[f"{split}_acc"])
@@ -61,7 +61,7 @@ def history_frame(ctx, runs, arms) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def draw(ctx, runs) -> pd.DataFrame:
+def draw(ctx, runs):
     hist = history_frame(ctx, runs, ARMS)
     agg = (hist.groupby(["arm", "split", "epoch"], sort=False)["acc"]
            .agg(mean="mean", std="std", n="count").reset_index())
@@ -82,7 +82,7 @@ def draw(ctx, runs) -> pd.DataFrame:
     axes[0].set_ylabel("accuracy")
     peaks = {}
     for a in ARMS:
-        summ = [runs[ctx.spec(a, s, evaluate="all").key()].summary for s in ctx.seeds]
+        summ = [runs["curve", a, s].summary for s in ctx.seeds]
         peaks[a] = dict(test_at_peak=sum(x["test_at_peak"] for x in summ) / len(summ),
                         final_train_acc=sum(x["final_train_acc"] for x in summ) / len(summ))
     axes[1].legend([lines["test", a] for a in ARMS],
@@ -90,8 +90,7 @@ def draw(ctx, runs) -> pd.DataFrame:
     axes[0].legend([lines["train", a] for a in ARMS],
                    [f"{a}: final train {peaks[a]['final_train_acc']:.3f}" for a in ARMS], loc="lower right")
     fig.suptitle(f"{TITLE} ({len(ctx.seeds)} seeds, band = ±1 sd)")
-    ctx.save(fig, NAME)
     ctx.meta[NAME] = dict(peaks=peaks)
     if ctx.regime == "proximity":
         ctx.meta[NAME]["headline"] = headline(ctx, runs)
-    return agg
+    return ctx.stamp_regime(fig), agg

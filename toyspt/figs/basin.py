@@ -17,7 +17,7 @@ import pandas as pd
 from dataclasses import replace
 
 from toyspt.runs.basin_grid import phase_specs, phase_table, predictor_shares
-from toyspt.util.plots import color, save_figure
+from toyspt.util.plots import color
 from toyspt.data.tasks import make_task
 from toyspt.probe.tracking import attention_maps, proximity_index, records_frame
 from toyspt.train.loop import load_model
@@ -29,27 +29,27 @@ BASIN_COLORS = {"proximity": "#2ca02c", "anti-local": "#d62728"}
 TRAP_ARMS = ("spt", "spt_swap_start")  # on the zero-mean task
 
 
-def _pairs(ctx):
-    return phase_specs(ctx.base, ctx.seeds)
-
-
-def _trap(ctx) -> list[tuple[str, int, object]]:
-    zero = replace(ctx.base.task, offset=0.0)
-    return [(a, s, ctx.spec(a, s, task=zero)) for a in TRAP_ARMS for s in ctx.seeds]
+def _zero_mean(ctx):
+    """The trap's task: the figure's task without the per-sequence offset."""
+    return replace(ctx.base.task, offset=0.0)
 
 
 def specs(ctx):
-    return [s for _, s in _pairs(ctx)] + [s for *_, s in _trap(ctx)]
+    """``("cell", i)``: the i-th (grid setting, seed) SPT-only run of
+    :func:`toyspt.runs.basin_grid.phase_specs`; ``("trap", arm, seed)``: the trap runs."""
+    cells = {("cell", i): s for i, (_, s) in enumerate(phase_specs(ctx.base, ctx.seeds))}
+    return cells | {("trap", a, s): ctx.spec(a, s, task=_zero_mean(ctx)) for a in TRAP_ARMS for s in ctx.seeds}
 
 
 def trap_rows(ctx, runs) -> list[dict]:
     """Per trap arm and seed: recon loss at the end of SPT (the task's validation data),
     proximity index after SPT, test accuracy at peak validation, final train accuracy."""
-    trap = _trap(ctx)
-    x = make_task(trap[0][2].task).val.x[:256]
+    x = make_task(_zero_mean(ctx)).val.x[:256]
     rows = []
-    for arm, seed, spec in trap:
-        res = runs[spec.key()]
+    for label, res in runs.items():
+        if label[0] != "trap":
+            continue
+        _, arm, seed = label
         pre = [h for h in res.history if h["phase"] == "pretrain"]
         A = next(iter(attention_maps(load_model(res, "pretrained"), x).values()))
         pi = proximity_index(A).mean().item()
@@ -60,8 +60,10 @@ def trap_rows(ctx, runs) -> list[dict]:
     return rows
 
 
-def trap_epochs(ctx) -> int:
-    return _trap(ctx)[-1][2].train.swap_epochs
+def trap_epochs(runs) -> int:
+    """The epochs the trap's ``spt_swap_start`` runs pretrain with the offset (their stored config)."""
+    return next(r.config["train"]["swap_epochs"] for (kind, arm, *_), r in runs.items()
+                if kind == "trap" and arm == "spt_swap_start")
 
 
 def _crossing(x: np.ndarray, y: np.ndarray) -> float | None:
@@ -95,9 +97,9 @@ def _panel(ax, t: pd.DataFrame, xcol: str, labels, title: str) -> None:
         ax.text(cross, ax.get_ylim()[1], " beta_unif = 0", fontsize=7, va="top")
 
 
-def draw(ctx, runs) -> pd.DataFrame:
-    pairs = _pairs(ctx)
-    table = phase_table(pairs, [runs[s.key()] for _, s in pairs])
+def draw(ctx, runs):
+    pairs = phase_specs(ctx.base, ctx.seeds)  # the grid: which setting and seed each cell is
+    table = phase_table(pairs, [runs["cell", i] for i in range(len(pairs))])
     ctx.meta[NAME] = dict(predicted=predictor_shares(table), predicted_all=predictor_shares(table, clear_only=False),
                           cells=len(table) // max(1, len(ctx.seeds)), seeds=list(ctx.seeds))
     rows = []
@@ -107,8 +109,8 @@ def draw(ctx, runs) -> pd.DataFrame:
         for m in ("proximity_index", "beta_unif", "beta_init", "beta_epoch1", "beta_epoch2", "beta_epoch3",
                   "beta_final"):
             rows.append(dict(panel="cell", metric=m, value=r[m], **common))
-    for (st, sp), (_, r) in zip(pairs, table.iterrows()):
-        f = records_frame(runs[sp.key()].records)
+    for i, (_, r) in enumerate(table.iterrows()):
+        f = records_frame(runs["cell", i].records)
         for _, e in f[f.metric == "beta"].iterrows():
             rows.append(dict(panel="trajectory", sweep=r.sweep, offset=r.offset, freq_lo=r.freq_lo,
                              freq_hi=r.freq_hi, seed=r.seed, epoch=int(e.epoch), metric="beta",
@@ -141,7 +143,7 @@ def draw(ctx, runs) -> pd.DataFrame:
             ax.plot(range(len(TRAP_ARMS)), r.values, color="0.6", lw=0.8, marker="o", ms=3)
         for k, a in enumerate(TRAP_ARMS):
             ax.scatter([k], [g[a].mean()], color=color(a), marker="D", s=40, zorder=3)
-        ax.set_xticks(range(len(TRAP_ARMS)), ["SPT", f"SPT, first {trap_epochs(ctx)} epochs with offset"])
+        ax.set_xticks(range(len(TRAP_ARMS)), ["SPT", f"SPT, first {trap_epochs(runs)} epochs with offset"])
         ax.set(ylabel=label, title=f"the trap, zero-mean task: {label}")
     sh = ctx.meta[NAME]["predicted"]
     fig.suptitle(f"{TITLE}\n{len(ctx.seeds)} seeds per cell, SPT only; basin predicted where |beta_unif| > 0.1 by "
@@ -149,5 +151,4 @@ def draw(ctx, runs) -> pd.DataFrame:
                  f"{sh['beta_epoch1']['hits']}/{sh['beta_epoch1']['n']}, sign(beta at init) "
                  f"{sh['beta_init']['hits']}/{sh['beta_init']['n']}", fontsize=9)
     fig.tight_layout()
-    save_figure(fig, ctx.out, NAME, ctx.quick)
-    return frame
+    return fig, frame

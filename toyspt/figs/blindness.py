@@ -26,10 +26,10 @@ TRACK_DIRECTIONS = dr.PROXIMITY_W1 + ("prev", "random_s0")
 
 
 def specs(ctx):
-    return [ctx.tracked_spec(a, s) for a in ("scratch", "spt") for s in ctx.seeds]
+    return {(a, s): ctx.tracked_spec(a, s) for a in ("scratch", "spt") for s in ctx.seeds}
 
 
-def draw(ctx, runs) -> pd.DataFrame:
+def draw(ctx, runs):
     data = make_task(ctx.base.task)
     batch = make_batch(data.train.x[:128], data.train.y[:128], 0.5, seed=0)
     rows = []
@@ -49,7 +49,7 @@ def draw(ctx, runs) -> pd.DataFrame:
                              value=lab.column_share[0].item()))
     for a in ("scratch", "spt"):
         for s in ctx.seeds:
-            f = records_frame(runs[ctx.tracked_spec(a, s).key()].records)
+            f = records_frame(runs[a, s].records)
             f = f[f.metric.isin(["cos_label", "cos_recon", "row_heterogeneity_label", "column_share_label"])]
             for r in f.itertuples():
                 d = getattr(r, "direction", None)
@@ -110,7 +110,6 @@ def draw(ctx, runs) -> pd.DataFrame:
         ax.set_xlabel("optimizer step")
         ax.legend(fontsize=7)
     fig.suptitle(f"{TITLE} ({len(ctx.seeds)} seeds; recon probe uses L1, 50% mask)")
-    ctx.save(fig, NAME)
     summ = init[init.metric.str.startswith("abs_cos")].groupby(["setting", "direction", "metric"]).value.median()
     ctx.meta[NAME] = {f"{a}|{b}|{c}": float(v) for (a, b, c), v in summ.items()}
-    return frame
+    return ctx.stamp_regime(fig), frame

@@ -20,15 +20,15 @@ ARMS = ("scratch", "spt")
 
 
 def specs(ctx):
-    return [ctx.tracked_spec(a, s, o) for o in ("adamw", "sgd") for a in ARMS for s in ctx.seeds]
+    return {(o, a, s): ctx.tracked_spec(a, s, o) for o in ("adamw", "sgd") for a in ARMS for s in ctx.seeds}
 
 
-def draw(ctx, runs) -> pd.DataFrame:
+def draw(ctx, runs):
     parts = []
     for o in ("adamw", "sgd"):
         for a in ARMS:
             for s in ctx.seeds:
-                f = records_frame(runs[ctx.tracked_spec(a, s, o).key()].records)
+                f = records_frame(runs[o, a, s].records)
                 f = f[(f.metric == "rel_disp_init") & f.name.isin(list(MATRICES))]
                 parts.append(f.assign(optimizer=o, arm=a)[["optimizer", "arm", "seed", "name", "step", "value"]])
     data = pd.concat(parts).drop_duplicates(["optimizer", "arm", "seed", "name", "step"], keep="last")
@@ -37,7 +37,7 @@ def draw(ctx, runs) -> pd.DataFrame:
     agg["std"] = agg["std"].fillna(0.0)
     fig, axes = plt.subplots(2, len(MATRICES), figsize=(18, 6), sharex="row", layout="constrained")
     for r, o in enumerate(("adamw", "sgd")):
-        spt_runs = [runs[ctx.tracked_spec("spt", s, o).key()] for s in ctx.seeds]
+        spt_runs = [runs[o, "spt", s] for s in ctx.seeds]
         pre_steps = max(h["step"] for h in spt_runs[0].history if h["phase"] == "pretrain")
         for c, m in enumerate(MATRICES):
             ax = axes[r, c]
@@ -52,13 +52,12 @@ def draw(ctx, runs) -> pd.DataFrame:
         axes[r, 0].set_ylabel("||W_t − W_0||_F / ||W_0||_F")
     axes[0, 0].legend()
     fig.suptitle(f"{TITLE} ({len(ctx.seeds)} seeds, band ±1 sd)")
-    ctx.save(fig, NAME)
     final = agg.sort_values("step").groupby(["optimizer", "arm", "name"]).tail(1)
     ctx.meta[NAME] = {f"{r['optimizer']}/{r['arm']}/{r['name']}": round(float(r["mean"]), 4)
                       for _, r in final.iterrows()}
     for o in ("adamw", "sgd"):  # how well each optimizer's runs classify (for the caption)
         for a in ARMS:
-            summ = [runs[ctx.tracked_spec(a, s, o).key()].summary for s in ctx.seeds]
+            summ = [runs[o, a, s].summary for s in ctx.seeds]
             for k in ("test_at_peak", "final_train_acc"):
                 ctx.meta[NAME][f"{o}/{a}/{k}"] = round(sum(x[k] for x in summ) / len(summ), 4)
-    return agg
+    return ctx.stamp_regime(fig), agg

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
-
 from toyspt.lra.demo import DemoConfig, DemoSpec, demo_frames
 from toyspt.lra.figure import demo_figure
 
@@ -22,15 +20,15 @@ def _config(ctx) -> DemoConfig:
 
 def specs(ctx):
     """One demo run (LRA-architecture models trained, saved, loaded back, probed) per seed."""
-    return [DemoSpec(s, _config(ctx)) for s in ctx.seeds]
+    return {s: DemoSpec(s, _config(ctx)) for s in ctx.seeds}
 
 
-def draw(ctx, runs) -> pd.DataFrame:
+def draw(ctx, runs):
     cfg = _config(ctx)
-    records, summary = demo_frames([runs[s.key()] for s in specs(ctx)])
-    frame = demo_figure(records, ctx.out, NAME, ctx.quick)
+    records, summary = demo_frames([runs[s] for s in ctx.seeds])
+    fig, frame = demo_figure(records)
     summ = summary.groupby("model").mean(numeric_only=True)
     ctx.meta[NAME] = dict(config_key=cfg.key(), seeds=list(ctx.seeds),
                           summary={m: {k: float(v) for k, v in row.items() if k != "seed" and math.isfinite(v)}
                                    for m, row in summ.iterrows()})
-    return frame
+    return fig, frame

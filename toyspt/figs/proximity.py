@@ -29,24 +29,24 @@ def basin(pi: float) -> str:
 
 
 def specs(ctx):
-    return [ctx.spec(a, s) for a in ("scratch",) + SPT_OPTIONS for s in ctx.seeds]
+    return {(a, s): ctx.spec(a, s) for a in ("scratch",) + SPT_OPTIONS for s in ctx.seeds}
 
 
-def draw(ctx, runs) -> pd.DataFrame:
+def draw(ctx, runs):
     x = make_task(ctx.base.task).val.x[:256]
     rows = []
     # basins: proximity index of the pretrained model, per SPT option and seed
     basins = {}
     for a in SPT_OPTIONS:
         for s in ctx.seeds:
-            res = runs[ctx.spec(a, s).key()]
+            res = runs[a, s]
             A = next(iter(attention_maps(load_model(res, "pretrained"), x).values()))
             pi = proximity_index(A).mean().item()
             basins[a, s] = basin(pi)
             rows.append(dict(panel="basin_index", state="SPT pretrained", arm=a, basin=basins[a, s], seed=s, value=pi))
     for arm, which, label in STATES:
         for s in ctx.seeds:
-            res = runs[ctx.spec(arm, s).key()]
+            res = runs[arm, s]
             b = basins[arm, s] if arm == "spt" else ""
             for r in profile_rows(load_model(res, which), x, profiles=True):
                 if r["metric"] in ("pos_score", "attn_weight") and abs(r["offset"]) <= MAX_OFFSET and r["head"] == 0:
@@ -54,7 +54,7 @@ def draw(ctx, runs) -> pd.DataFrame:
                                      offset=r["offset"], value=r["value"]))
     seed0 = ctx.seeds[0]
     for arm, which, label in STATES:
-        A = next(iter(attention_maps(load_model(runs[ctx.spec(arm, seed0).key()], which), x[:1]).values()))[0]
+        A = next(iter(attention_maps(load_model(runs[arm, seed0], which), x[:1]).values()))[0]
         T = A.shape[0]
         rows += [dict(panel="map", state=label, arm=arm, seed=seed0, i=i, j=j, value=float(A[i, j]))
                  for i in range(T) for j in range(T)]
@@ -99,7 +99,6 @@ def draw(ctx, runs) -> pd.DataFrame:
     ax.set_xticks(range(len(SPT_OPTIONS)), [a.replace("spt_", "") for a in SPT_OPTIONS])
     ax.set_title("proximity index after SPT (per seed)\n>1 proximity, <1 anti-local")
     fig.suptitle(TITLE)
-    ctx.save(fig, NAME)
     ctx.meta[NAME] = {a: {bn: sum(basins[a, s] == bn for s in ctx.seeds) for bn in ("proximity", "anti-local")}
                       for a in SPT_OPTIONS}
-    return frame
+    return ctx.stamp_regime(fig), frame

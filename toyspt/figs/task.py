@@ -6,7 +6,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from toyspt.util.plots import save_figure
 from toyspt.data.tasks import make_task
 
 NAME = "task"
@@ -15,10 +14,10 @@ COLUMNS = ["panel", "label", "series", "t", "value"]
 
 
 def specs(ctx):
-    return []  # no training
+    return {}  # no training
 
 
-def draw(ctx, runs) -> pd.DataFrame:
+def draw(ctx, runs):
     data = make_task(ctx.base.task)
     x, y = data.train.x.numpy(), data.train.y.numpy()
     T = x.shape[1]
@@ -54,6 +53,5 @@ def draw(ctx, runs) -> pd.DataFrame:
     ax.set_xlabel("|x_t+1 - x_t| (standardised)")
     ax.legend(fontsize=7)
     fig.suptitle(TITLE)
-    save_figure(fig, ctx.out, NAME, ctx.quick)
     ctx.meta[NAME] = dict(task=data.config.__dict__)
-    return pd.DataFrame(rows)
+    return fig, pd.DataFrame(rows)

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from toyspt.nn.model import ModelConfig, build_model
-from toyspt.util.plots import color, save_figure
+from toyspt.util.plots import color
 from toyspt.probe.engine import make_batch, probe
 from toyspt.runs.specs import Spec, jsonable, single_thread
 from toyspt.data.tasks import TaskConfig, make_task
@@ -54,7 +54,7 @@ class TheoryFigSpec(Spec):
 
 
 def specs(ctx):
-    return [TheoryFigSpec(quick=ctx.quick, task=ctx.base.task, seed=ctx.seeds[0])]
+    return {"numbers": TheoryFigSpec(quick=ctx.quick, task=ctx.base.task, seed=ctx.seeds[0])}
 
 
 def _t4_rows(spec: TheoryFigSpec):
@@ -106,9 +106,8 @@ def _compute(spec: TheoryFigSpec) -> tuple[list[dict], dict]:
     return plain, details
 
 
-def draw(ctx, runs) -> pd.DataFrame:
-    (spec,) = specs(ctx)
-    records = runs[spec.key()].records
+def draw(ctx, runs):
+    records = runs["numbers"].records
     rows = [{k: (np.nan if v == "nan" else v) for k, v in r.items() if k != "section"}
             for r in records if r["section"] == "row"]
     d = next(r for r in records if r["section"] == "details")
@@ -162,7 +161,6 @@ def draw(ctx, runs) -> pd.DataFrame:
     ax.set_ylim(1e-18, 2)
     ax.legend(fontsize=6)
     fig.suptitle(TITLE)
-    save_figure(fig, ctx.out, NAME, ctx.quick)
     ctx.meta[NAME] = dict(t2_exponent=d["t2_exponent"], t2_ci95=d["t2_ci95"],
                           t2_sigma_exponent=d["t2_sigma_exponent"], t3_beta_star=bstar, verdicts=d["verdicts"])
-    return frame
+    return fig, frame

@@ -24,10 +24,11 @@ import pandas as pd
 import seaborn as sns
 from scipy import stats
 
-from toyspt.util.plots import color, save_csv, save_figure, seeded_jitter
-from toyspt.train.loop import TrainConfig
+from toyspt.runs.tables import rows
+from toyspt.util.plots import color, seeded_jitter
+from toyspt.train.recipes import TrainConfig
 from toyspt.ucr.data import ENV_ROOT, PAPER_DATASETS, UCRNotFound, load_ucr
-from toyspt.ucr.runs import arm_specs, frame_of, ucr_spec, ucr_train_config
+from toyspt.ucr.runs import METRICS as RUN_METRICS, arm_specs, ucr_spec, ucr_train_config
 
 NAME = "ucr"
 TITLE = "Real time series (UCR): scratch vs self-pretraining vs Q/K-only transfer"
@@ -49,19 +50,20 @@ def seeds_for(ctx, name: str) -> tuple[int, ...]:
     return tuple(dict.fromkeys(tuple(ctx.seeds) + tuple(range(N_MANY))))
 
 
-def _specs(ctx, datasets):
-    train = QUICK_TRAIN if ctx.quick else ucr_train_config()
-    out = []
-    for d in datasets:
-        base = ucr_spec("scratch", d, train=train, evaluate="peak")
-        out += arm_specs([d], ARMS, seeds_for(ctx, d.config.name), base)
-    return out
+def _train(ctx) -> TrainConfig:
+    return QUICK_TRAIN if ctx.quick else ucr_train_config()
 
 
 def specs(ctx):
-    """The UCR runs of every available data set (none when no set is available)."""
+    """``(data set name, arm, seed)``: the UCR runs of every available data set (none when
+    no set is available)."""
     datasets, _ = _available(PAPER_DATASETS)
-    return [s for *_, s in _specs(ctx, datasets)]
+    out = {}
+    for d in datasets:
+        base = ucr_spec("scratch", d, train=_train(ctx), evaluate="peak")
+        for _, arm, s in arm_specs([d], ARMS, seeds_for(ctx, d.config.name), base):
+            out[d.config.name, arm, s.seed] = s
+    return out
 
 
 def _available(names):
@@ -92,17 +94,21 @@ def proximity_after_spt(data, result) -> float:
 
 
 def frame(ctx, datasets, runs) -> pd.DataFrame:
-    """One row per (dataset, arm, seed): summaries, the set's beta_unif and, for spt rows,
-    the proximity index after SPT (NaN for the other arms)."""
+    """One row per (dataset, arm, seed) of ``runs`` (labelled as :func:`specs` does):
+    summaries, the set's beta_unif and, for spt rows, the proximity index after SPT (NaN
+    for the other arms)."""
     from toyspt.probe.basin import beta_unif
 
-    specs = _specs(ctx, datasets)
-    results = [runs[s.key()] for *_, s in specs]
-    per_seed = frame_of(specs, results, probes=False)
-    per_seed["n_val"] = [len(d.val) for d, *_ in specs]
-    per_seed["beta_unif"] = [beta_unif(d.train.x, spec.train.mask_rate) for d, _, spec in specs]
-    per_seed["proximity_after_spt"] = [proximity_after_spt(d, r) if arm == "spt" else float("nan")
-                                       for (d, arm, _), r in zip(specs, results)]
+    by_name = {d.config.name: d for d in datasets}
+    labels = list(runs)
+    results = [runs[k] for k in labels]
+    per_seed = rows([(dict(dataset=n, arm=a, seed=s), None) for n, a, s in labels], results, RUN_METRICS)
+    per_seed["peak_epoch"] = [r.summary["peak_epoch"] for r in results]
+    per_seed["n_val"] = [len(by_name[n].val) for n, *_ in labels]
+    bu = {n: beta_unif(d.train.x, _train(ctx).mask_rate) for n, d in by_name.items()}
+    per_seed["beta_unif"] = [bu[n] for n, *_ in labels]
+    per_seed["proximity_after_spt"] = [proximity_after_spt(by_name[n], r) if a == "spt" else float("nan")
+                                       for (n, a, _), r in zip(labels, results)]
     return per_seed[COLUMNS]
 
 
@@ -133,7 +139,7 @@ def _title(d, sub) -> str:
             f"beta_unif {sub.beta_unif.iloc[0]:+.2f}, proximity after SPT {pi:.2f}")
 
 
-def draw(ctx, runs) -> pd.DataFrame:
+def draw(ctx, runs):
     datasets, skipped = _available(PAPER_DATASETS)
     ctx.meta[NAME] = dict(datasets=[d.config.name for d in datasets],
                           sources={d.config.name: d.source for d in datasets},
@@ -143,12 +149,9 @@ def draw(ctx, runs) -> pd.DataFrame:
         fig, ax = plt.subplots(figsize=(5, 2))
         ax.axis("off")
         ax.text(0.5, 0.5, "no UCR data set available\n(see metadata: skipped)", ha="center", va="center")
-        save_figure(fig, ctx.out, NAME, ctx.quick)
-        save_csv(pd.DataFrame(columns=PAIRED_COLUMNS), ctx.out, f"{NAME}_paired")
-        return pd.DataFrame(columns=COLUMNS)
+        return fig, {NAME: pd.DataFrame(columns=COLUMNS), f"{NAME}_paired": pd.DataFrame(columns=PAIRED_COLUMNS)}
     df = frame(ctx, datasets, runs)
     pair = paired(df)
-    save_csv(pair, ctx.out, f"{NAME}_paired")
     ctx.meta[NAME]["paired"] = pair.to_dict(orient="records")
     n = len(datasets)
     fig, axes = plt.subplots(3, n, figsize=(2.2 + 2.8 * n, 8.4), squeeze=False)
@@ -181,5 +184,4 @@ def draw(ctx, runs) -> pd.DataFrame:
     seeds = ", ".join(f"{k} {len(v)}" for k, v in ctx.meta[NAME]["seeds"].items())
     fig.suptitle(f"{TITLE}\nseeds: {seeds}; dots = seeds, diamond = mean ± sd; {note}", fontsize=9)
     fig.tight_layout()
-    save_figure(fig, ctx.out, NAME, ctx.quick)
-    return df
+    return fig, {NAME: df, f"{NAME}_paired": pair}

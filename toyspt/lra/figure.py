@@ -67,12 +67,12 @@ def _agg(frame, by):
     return g
 
 
-def demo_figure(records, out: Path, name: str = "lra", quick: bool = False,
-                directions: tuple[str, ...] = ("circ_w1", "toep_w1")) -> pd.DataFrame:
+def demo_figure(records, directions: tuple[str, ...] = ("circ_w1", "toep_w1")):
     """The LRA demo figure from :func:`toyspt.lra.demo.demo_records`: blindness ratio and
     proximity index per layer, attention by offset (last layer), displacement from init.
-    Returns the plotted numbers (panel, model, layer, direction, offset, metric, mean, std, n);
-    means over heads and seeds per layer, std over the per-(seed, head) values."""
+    Returns (the figure, unsaved; the plotted numbers: panel, model, layer, direction, offset,
+    metric, mean, std, n), means over heads and seeds per layer, std over the per-(seed, head)
+    values."""
     import pandas as pd
 
     style()
@@ -127,9 +127,8 @@ def demo_figure(records, out: Path, name: str = "lra", quick: bool = False,
     axes[3].legend(fontsize=7)
     parts.append(a.rename(columns={"what": "direction"}))
     fig.tight_layout()
-    save_figure(fig, Path(out), name, quick)
     cols = ["panel", "model", "layer", "direction", "offset", "metric", "mean", "std", "n"]
-    return pd.concat(parts, ignore_index=True).reindex(columns=cols)
+    return fig, pd.concat(parts, ignore_index=True).reindex(columns=cols)
 
 
 __all__ = ["report_figure", "demo_figure", "MODEL_COLORS"]

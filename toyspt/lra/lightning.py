@@ -11,10 +11,10 @@ plain data; anything else in the pickle (``os.system``, ``builtins.eval``, an un
 class) is refused before it can run. ``trust=True`` (the CLI's ``--trust-checkpoint``) uses
 ``torch.load(weights_only=False)`` and needs ``omegaconf`` installed.
 
-Before torch sees the file, :mod:`toyspt.lra.guard` checks the container and the pickle
-against a budget (:class:`ReadLimits`: stored zip records no larger than the file, pickle
-size and opcode count), and the config is converted to plain data within a depth and value
-budget; state-dict keys must be strings and tensors dense views within their storage.
+Before torch sees the file, the project's one bounded reader (:mod:`toyspt.util.safeload`)
+checks the file type, the zip directory and the pickle's opcodes against a budget (depth,
+shared references, dict-key size, records present, materialised bytes), and the config is
+converted to plain data within a depth and value budget (:mod:`toyspt.lra.guard`); state-dict keys must be strings and tensors dense views within their storage.
 Every failure is a one-line :class:`CheckpointError`.
 
 Writing emits the same pickle layout as OmegaConf 2.x (``NEWOBJ`` of
@@ -27,11 +27,8 @@ import collections
 import copyreg
 import os
 import pickle
-import re
-import struct
 import tempfile
 import typing
-import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +36,8 @@ import torch
 
 from toyspt.lra import guard
 from toyspt.lra.guard import LIMITS, CheckpointError, CheckpointRefused, ReadLimits
+from toyspt.util import safeload
+from toyspt.util.files import Refused, UnsafeFile
 
 LIGHTNING_VERSION = "1.5.10"  # the version string written into checkpoints made here
 
@@ -150,54 +149,18 @@ class RawCheckpoint:
     entries: list[str] = field(default_factory=list)  # every top-level key of the file
 
 
-def _check_container(path: str, limits: ReadLimits) -> None:
-    """Clear errors for a missing, empty, non-torch, truncated, compressed, oversized or
-    TorchScript file, and the pickle budget, before anything is unpickled."""
-    size = guard.file_size(path)
-    if size == 0:
-        raise CheckpointError(f"{path}: empty file, not a checkpoint")
-    with open(path, "rb") as f:
-        head = f.read(4)
-    if head[:2] == b"PK":
-        guard.scan_zip_pickle(path, guard.check_zip(path, size, limits), limits)
-    elif head[:1] == b"\x80":
-        guard.scan_legacy_pickle(path, limits)
-    else:
-        raise CheckpointError(f"{path}: not a checkpoint (starts with {head!r}; expected a torch "
-                              "zip archive or a pickle)")
-
-
-def _torch_load(path: str, trust: bool):
+def _load(path: str, trust: bool, limits: ReadLimits):
+    """The file through the project's one bounded reader (:func:`toyspt.util.safeload.load`)."""
     try:
-        if trust:
-            return torch.load(path, map_location="cpu", weights_only=False)
-        with torch.serialization.safe_globals(_safe_globals()):
-            return torch.load(path, map_location="cpu", weights_only=True)
-    except CheckpointError as e:  # raised by a stand-in during unpickling
-        raise CheckpointError(f"{path}: {e}") from None
-    except pickle.UnpicklingError as e:
-        if trust:
-            raise CheckpointError(f"{path}: cannot unpickle: {e}") from None
-        found = re.search(r"GLOBAL ([\w.]+)", str(e))
-        what = f"the global {found.group(1)}" if found else guard.unpickler_reason(str(e))
-        raise CheckpointRefused(
-            f"{path}: refused: its pickle asks for {what}, beyond tensors and plain config "
-            "data. Nothing from the file was executed. Load it with trust=True "
-            "(--trust-checkpoint) only if you trust where it came from.") from None
-    except ModuleNotFoundError as e:
-        raise CheckpointError(f"{path}: trusted loading needs the module {e.name!r} "
-                              f"(pip install {e.name}); the default safe loading does not") from None
-    except (EOFError, zipfile.BadZipFile) as e:
-        raise CheckpointError(f"{path}: truncated or corrupt checkpoint ({type(e).__name__}: "
-                              f"{str(e).splitlines()[0] if str(e) else ''})") from None
-    except TypeError as e:
-        raise CheckpointError(f"{path}: malformed pickle: it applies an admitted name in a way "
-                              f"no checkpoint does ({e})") from None
-    except (RuntimeError, ValueError, IndexError, KeyError, AttributeError, OverflowError,
-            MemoryError, RecursionError, struct.error) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise CheckpointError(f"{path}: truncated or corrupt checkpoint ({type(e).__name__}: "
-                              f"{first})") from None
+        return safeload.load(path, what="checkpoint", budget=limits.file,
+                             safe_globals=_safe_globals(), trust=trust)
+    except CheckpointError:
+        raise
+    except Refused as e:
+        raise CheckpointRefused(f"{e} Load it with trust=True (--trust-checkpoint) only if you "
+                                "trust where it came from.") from None
+    except UnsafeFile as e:
+        raise CheckpointError(str(e)) from None
 
 
 def _check_tensor(path: str, key, t: torch.Tensor) -> None:
@@ -218,8 +181,7 @@ def read_checkpoint(path: str | os.PathLike, trust: bool = False,
     """Read a Lightning ``.ckpt`` (or a bare ``torch.save``-d state dict) without executing
     code from it, unless ``trust``, within ``limits``; see the module docstring."""
     path = os.fspath(path)
-    _check_container(path, limits)
-    obj = _torch_load(path, trust)
+    obj = _load(path, trust, limits)
     if not isinstance(obj, dict):
         raise CheckpointError(f"{path}: unknown format: top level is {type(obj).__name__}, "
                               "expected a dict with 'state_dict'")
@@ -235,8 +197,9 @@ def read_checkpoint(path: str | os.PathLike, trust: bool = False,
     else:
         keys = sorted(map(str, obj))[:12]
         raise CheckpointError(f"{path}: unknown format: no 'state_dict' among top-level keys {keys}")
-    if len(sd) > limits.max_records:
-        raise CheckpointError(f"{path}: state_dict has {len(sd)} entries (limit {limits.max_records})")
+    if len(sd) > limits.file.max_records:
+        raise CheckpointError(f"{path}: state_dict has {len(sd)} entries (limit "
+                              f"{limits.file.max_records})")
     bad_keys = [k for k in sd if not isinstance(k, str)]
     if bad_keys:
         raise CheckpointError(f"{path}: state_dict keys must be parameter names (str); found "

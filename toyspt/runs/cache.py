@@ -1,23 +1,31 @@
 """The run cache: finished runs on disk, keyed by spec hash.
 
 An entry ``<root>/<key[:2]>/<key>/`` holds ``spec.json`` (the spec's ``to_dict``),
-``result.json`` (history, summary, tracker records, configs), ``weights.pt`` (tensors only,
-loadable with ``weights_only=True``) and ``manifest.json`` (sha256 of each of those three).
-An entry is written in a temporary directory and renamed into place, so a killed run leaves
-no half entry. On load, an entry is *damaged* when its manifest does not list exactly those
-three files with matching digests, when a file does not parse, or when its stored spec
-does not hash to its key (an entry copied under another run's key); a damaged entry is
-dropped and the run recomputed. Any other failure to read (permissions, I/O errors) raises
+``result.json`` (history, summary, tracker records, configs), ``weights.pt`` (tensors only)
+and ``manifest.json``: for each of those three, an HMAC-SHA256, under the cache's own secret
+key (``<root>/.key``, random, made on first use, mode 0600), of the entry's key, the file's
+name and its sha256 -- so a manifest recomputed by anyone without the key does not validate,
+and a file moved to another entry does not either. An entry is written in a temporary
+directory and renamed into place, so a killed run leaves no half entry. On load, an entry is
+*damaged* when its manifest does not list exactly those three files with valid digests,
+when a file does not parse (``weights.pt`` is read by the project's one bounded reader,
+:mod:`toyspt.util.safeload`, so a code-running pickle is refused, never run), when its
+stored spec does not hash to its key, or when its result names another recipe or seed than
+its spec; a damaged entry is reported on stderr (one line: which entry, why) and dropped,
+and the run recomputed. Any other failure to read (permissions, I/O errors) raises
 :class:`CacheError`: it is reported, never "repaired" by deleting.
 """
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import json
 import os
+import secrets
 import shutil
 import socket
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +34,7 @@ import torch
 
 from toyspt.train.loop import RunResult
 from toyspt.runs.specs import Spec, digest, jsonable
+from toyspt.util import safeload
 
 DEFAULT_CACHE = Path(os.environ.get("TOYSPT_CACHE", ".cache/toyspt"))
 FILES = ("spec.json", "result.json", "weights.pt")
@@ -48,11 +57,37 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _mac(secret: bytes, key: str, name: str, sha: str) -> str:
+    return hmac.new(secret, f"{key}\0{name}\0{sha}".encode(), hashlib.sha256).hexdigest()
+
+
 class RunCache:
     """A directory of finished runs keyed by spec hash."""
 
     def __init__(self, root: str | os.PathLike = DEFAULT_CACHE):
         self.root = Path(root)
+        self._secret: bytes | None = None
+
+    def secret(self) -> bytes:
+        """The cache's HMAC key (``<root>/.key``), made once, atomically, readable by its owner only."""
+        if self._secret is None:
+            path = self.root / ".key"
+            if not path.exists():
+                self.root.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(prefix=".tmp-key-", dir=self.root)
+                try:
+                    os.write(fd, secrets.token_hex(32).encode())
+                    os.close(fd)
+                    with contextlib.suppress(FileExistsError):  # another process made it first
+                        os.link(tmp, path)
+                finally:
+                    os.unlink(tmp)
+            text = path.read_text().strip()
+            if len(text) != 64:
+                raise CacheError(f"run cache {self.root}: its key file {path} is damaged "
+                                 "(expected 64 hex digits); remove the cache folder to start anew")
+            self._secret = text.encode()
+        return self._secret
 
     def path(self, spec: Spec) -> Path:
         k = spec.key()
@@ -83,21 +118,31 @@ class RunCache:
         if not isinstance(manifest, dict) or sorted(manifest) != sorted(FILES):
             raise Damaged(f"manifest lists {sorted(manifest) if isinstance(manifest, dict) else manifest!r}, "
                           f"expected {sorted(FILES)}")
+        key, secret = spec.key(), self.secret()
         for name, want in manifest.items():
             try:
-                got = _sha256(d / name)
+                got = _mac(secret, key, name, _sha256(d / name))
             except FileNotFoundError:
                 raise Damaged(f"{name} is missing") from None
-            if got != want:
-                raise Damaged(f"checksum mismatch in {name}")
+            if not isinstance(want, str) or not hmac.compare_digest(got, want):
+                raise Damaged(f"the keyed digest of {name} does not match (edited, moved from "
+                              "another entry, or written without this cache's key)")
         try:
             stored = json.loads((d / "spec.json").read_text())
             res = json.loads((d / "result.json").read_text())
-            states = torch.load(d / "weights.pt", weights_only=True)
-        except (ValueError, RuntimeError, EOFError, KeyError, TypeError) as e:  # parse errors
+            states = safeload.load(d / "weights.pt", what="cache weights file")
+        except safeload.UnsafeFile as e:
+            raise Damaged(str(e)) from None
+        except (ValueError, RecursionError) as e:  # parse errors
             raise Damaged(f"unreadable content: {e}") from None
-        if digest(type(spec).identity_of(stored)) != spec.key():
+        if digest(type(spec).identity_of(stored)) != key:
             raise Damaged("its stored spec does not hash to its key")
+        if not isinstance(res, dict) or not isinstance(stored, dict):
+            raise Damaged("spec.json or result.json is not an object")
+        for field in ("recipe", "seed"):
+            if field in stored and res.get(field) != stored[field]:
+                raise Damaged(f"its result.json says {field} {res.get(field)!r} but its spec says "
+                              f"{stored[field]!r}")
         try:
             return RunResult(res["recipe"], res["seed"], res["history"], res["summary"], res["records"],
                              states, res["config"], res.get("seconds"))
@@ -105,8 +150,8 @@ class RunCache:
             raise Damaged(f"result.json lacks {e}") from None
 
     def load(self, spec: Spec) -> RunResult | None:
-        """The cached result, or None when missing or damaged (a damaged entry is removed;
-        an unreadable one raises :class:`CacheError`)."""
+        """The cached result, or None when missing or damaged (a damaged entry is reported on
+        stderr and removed; an unreadable one raises :class:`CacheError`)."""
         d = self.path(spec)
         try:
             ino = d.lstat().st_ino
@@ -116,7 +161,10 @@ class RunCache:
             raise CacheError(f"cannot read cache entry {d}: {e.strerror or e}") from None
         try:
             return self._read(d, spec)
-        except Damaged:
+        except Damaged as e:
+            why = " ".join(str(e).split()).rstrip(".")
+            print(f"toyspt: run cache: dropping damaged entry {d} ({spec.label()}): {why}; "
+                  "the run will be recomputed", file=sys.stderr)
             with contextlib.suppress(OSError):  # unless another worker has just replaced it
                 if d.lstat().st_ino == ino:
                     if d.is_symlink() or not d.is_dir():
@@ -141,7 +189,8 @@ class RunCache:
                        seconds=result.seconds)
             (tmp / "result.json").write_text(json.dumps(jsonable(res)))
             torch.save(result.states, tmp / "weights.pt")
-            manifest = {n: _sha256(tmp / n) for n in FILES}
+            key, secret = spec.key(), self.secret()
+            manifest = {n: _mac(secret, key, n, _sha256(tmp / n)) for n in FILES}
             (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
             for _ in range(5):  # another worker may be writing or dropping the same entry
                 try:

@@ -13,6 +13,7 @@ cached is trained first and stored too. ``--recompute`` recomputes parents as we
 from __future__ import annotations
 
 import concurrent.futures as cf
+import json
 import time
 from pathlib import Path
 from typing import Sequence
@@ -22,7 +23,7 @@ from tqdm.auto import tqdm
 from toyspt.train.loop import RunResult
 from toyspt.runs.cache import RunCache
 from toyspt.runs.executors import make_executor, slots
-from toyspt.runs.specs import Spec
+from toyspt.runs.specs import Spec, jsonable
 
 MAX_GROUP = 8  # seeds per lockstep job; more only delays the first stored result
 
@@ -53,20 +54,30 @@ def plan_jobs(specs: Sequence[Spec], max_group: int = MAX_GROUP, min_jobs: int =
     return jobs
 
 
-def run_job(specs: Sequence[Spec], root: str | Path, together: bool = False) -> list[str]:
-    """Worker entry point: train a job (one spec, or with ``together`` specs of one group
-    through the group's engine, even a single one: the lockstep engine is the faster) and
-    store every run in the cache at ``root``; specs with a parent continue its cached run.
-    Returns the keys."""
+def as_stored(result: RunResult) -> RunResult:
+    """``result`` as the cache gives it back (JSON's types: lists for tuples, string keys,
+    ``"nan"``), so a run trained in this process reads exactly as its stored entry."""
+    blob = dict(history=result.history, summary=result.summary, records=result.records, config=result.config)
+    b = json.loads(json.dumps(jsonable(blob)))
+    return RunResult(result.recipe, result.seed, b["history"], b["summary"], b["records"], result.states,
+                     b["config"], result.seconds)
+
+
+def train_job(specs: Sequence[Spec], cache: RunCache, together: bool = False,
+              known: dict[str, RunResult] | None = None) -> list[RunResult]:
+    """Train a job (one spec, or with ``together`` specs of one group through the group's
+    engine, even a single one: the lockstep engine is the faster), store every run in
+    ``cache`` and return the results as stored; specs with a parent continue its run, taken
+    from ``known`` (key -> result) or else from the cache."""
     specs = list(specs)
-    cache = RunCache(root)
+    known = known or {}
     parents = [s.parent() for s in specs]
     starts = None
     if any(p is not None for p in parents):
-        starts = [cache.load(p) if p is not None else None for p in parents]
+        starts = [(known.get(p.key()) or cache.load(p)) if p is not None else None for p in parents]
         missing = [s.label() for s, p, st in zip(specs, parents, starts) if p is not None and st is None]
         if missing:
-            raise RuntimeError(f"the runs {missing[:3]} start from runs missing from the cache at {root}")
+            raise RuntimeError(f"the runs {missing[:3]} start from runs missing from the cache at {cache.root}")
     t = time.perf_counter()
     if together and specs[0].group() is not None:  # through the group's engine, even alone
         results = type(specs[0]).execute_group(specs, starts)
@@ -78,6 +89,13 @@ def run_job(specs: Sequence[Spec], root: str | Path, together: bool = False) -> 
     for s, r in zip(specs, results):
         r.seconds = per_run
         cache.store(s, r)
+    return [as_stored(r) for r in results]
+
+
+def run_job(specs: Sequence[Spec], root: str | Path, together: bool = False) -> list[str]:
+    """Worker entry point: :func:`train_job` into the cache at ``root``; returns the keys
+    (the results travel through the cache, not back through the executor)."""
+    train_job(specs, RunCache(root), together)
     return [s.key() for s in specs]
 
 
@@ -112,7 +130,7 @@ def get_run(spec: Spec, cache: RunCache | None = None, recompute: bool = False,
     start = get_run(parent, cache, recompute, progress) if parent is not None else None
     result = spec.execute(progress=progress, start=start) if start is not None else spec.execute(progress=progress)
     cache.store(spec, result)
-    return result
+    return as_stored(result)
 
 
 def plan(specs: Sequence[Spec], cache: RunCache, recompute: bool = False) -> tuple[dict, dict, list[Spec]]:
@@ -156,6 +174,7 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
     _check_specs(specs)
     cache = cache or RunCache()
     answer, done, todo = plan(specs, cache, recompute)
+    fresh: dict[str, RunResult] = {}
     if todo:
         cache.check_writable()
         own = executor is None
@@ -177,10 +196,12 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
 
         bar = tqdm(total=len(todo), desc=desc, disable=not progress)
         try:
-            if ex is None:
+            if ex is None:  # in this process: results stay in memory, parents included
                 while ready:
                     for job in jobs_of(ready):
-                        finished.update(run_job(job, cache.root, vectorize))
+                        for s, r in zip(job, train_job(job, cache, vectorize, fresh)):
+                            fresh[s.key()] = r
+                        finished.update(s.key() for s in job)
                         bar.update(len(job))
                     ready = release()
             else:
@@ -200,7 +221,7 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
     for s in todo:
         if s.key() in done:
             continue
-        res = cache.load(s)
+        res = fresh.get(s.key()) or cache.load(s)
         if res is None:
             raise RuntimeError(f"{s.label()} is missing from the cache after the sweep")
         done[s.key()] = res
@@ -209,4 +230,4 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
     return [done[answer[s.key()].key()] for s in specs]
 
 
-__all__ = ["MAX_GROUP", "plan_jobs", "plan", "run_job", "load_answer", "get_run", "sweep"]
+__all__ = ["MAX_GROUP", "plan_jobs", "plan", "as_stored", "train_job", "run_job", "load_answer", "get_run", "sweep"]

@@ -8,6 +8,7 @@ import io
 import pickle
 import struct
 import zipfile
+from collections import OrderedDict
 from pathlib import Path
 
 import torch
@@ -74,8 +75,8 @@ def opcode(path: Path, op: bytes) -> Path:
 
 
 def many_ops(path: Path, n: int) -> Path:
-    """n (EMPTY_LIST, POP) pairs: a small file that would build n objects."""
-    return torch_zip(path, checkpoint_pickle(EMPTY_LIST + (POP + EMPTY_LIST) * n))
+    """n (EMPTY_LIST, APPEND) pairs: a small file that would build n objects."""
+    return torch_zip(path, checkpoint_pickle(EMPTY_LIST + (EMPTY_LIST + APPEND) * n))
 
 
 def big_pickle(path: Path, n_bytes: int) -> Path:
@@ -129,6 +130,102 @@ def pickled_code(path: Path) -> Path:
     return path
 
 
+def key_of(path: Path, key: bytes) -> Path:
+    """A checkpoint whose top-level dict has ``key`` (raw pickle of a tuple) as a key."""
+    return torch_zip(path, PROTO2 + EMPTY_DICT + key + _int1(0) + b"s" + STOP)
+
+
+def shared_key(path: Path, levels: int) -> Path:
+    """A dict key t_levels, t_{i+1} = (t_i, t_i) via the memo: hashing it visits 2^levels nodes."""
+    return key_of(path, EMPTY_TUPLE + (BINPUT0 + BINGET0 + TUPLE2) * levels)
+
+
+def deep_key(path: Path, depth: int) -> Path:
+    """A dict key that is a tuple nested ``depth`` deep (hashing it recurses in C)."""
+    return key_of(path, EMPTY_TUPLE + TUPLE1 * depth)
+
+
+class _Storage:
+    def __init__(self, key: str, numel: int):
+        self.key, self.numel = key, numel
+
+
+class _View:
+    """Pickles as torch's tensor rebuild over ``storage`` (no memory of its own)."""
+
+    def __init__(self, storage: _Storage, shape: tuple, stride: tuple):
+        self.storage, self.shape, self.stride = storage, shape, stride
+
+    def __reduce__(self):
+        return (torch._utils._rebuild_tensor_v2,
+                (self.storage, 0, self.shape, self.stride, False, OrderedDict()))
+
+
+class _Pickler(pickle.Pickler):
+    def persistent_id(self, obj):
+        if isinstance(obj, _Storage):
+            return ("storage", torch.FloatStorage, obj.key, "cpu", obj.numel)
+        return None
+
+
+def views_pickle(tensors: dict) -> bytes:
+    buf = io.BytesIO()
+    _Pickler(buf, protocol=2).dump({"state_dict": tensors})
+    return buf.getvalue()
+
+
+def with_records(path: Path, data_pkl: bytes, records: dict[str, bytes]) -> Path:
+    """A torch zip archive with ``data_pkl`` and extra ``archive/data/<key>`` records."""
+    torch_zip(path, data_pkl)
+    with zipfile.ZipFile(path, "a", compression=zipfile.ZIP_STORED) as zf:
+        for key, data in records.items():
+            zf.writestr(f"archive/data/{key}", data)
+    return path
+
+
+def shared_views(path: Path, n: int, numel: int = 1 << 20) -> Path:
+    """n weights, each a full view of one 4 MiB storage: a 4 MiB file that would cost n x 4 MiB."""
+    s = _Storage("0", numel)
+    sd = {f"model.layers.{i}.w": _View(s, (numel,), (1,)) for i in range(n)}
+    return with_records(path, views_pickle(sd), {"0": bytes(4 * numel)})
+
+
+def aliased_records(path: Path, n: int = 256, numel: int = 1 << 20) -> Path:
+    """n zip directory entries data/0..n-1 over the bytes of one 4 MiB record."""
+    sd = {f"w{i}": _View(_Storage(str(i), numel), (numel,), (1,)) for i in range(n)}
+    with_records(path, views_pickle(sd), {"0": bytes(4 * numel)})
+    return add_entries(path, "archive/data/0", [f"archive/data/{i}" for i in range(1, n)])
+
+
+def add_entries(path: Path, src: str, names: list[str], declare: int | None = None) -> Path:
+    """Copies of the directory entry ``src`` under ``names`` (same local header, same bytes);
+    the end record declares ``declare`` entries (default: all of them)."""
+    data = bytearray(path.read_bytes())
+    e = data.rfind(b"PK\x05\x06")
+    total, cd_size, cd_off = struct.unpack("<HII", data[e + 10:e + 20])
+    cd = bytes(data[cd_off:cd_off + cd_size])
+    i, entry = 0, None
+    while i < len(cd):
+        nlen, elen, clen = struct.unpack("<HHH", cd[i + 28:i + 34])
+        if cd[i + 46:i + 46 + nlen].decode() == src:
+            entry = (cd[i:i + 28], cd[i + 34:i + 46], cd[i + 46 + nlen:i + 46 + nlen + elen + clen])
+        i += 46 + nlen + elen + clen
+    head, mid, _ = entry  # the copies carry no extra field or comment
+    more = b"".join(head + struct.pack("<HHH", len(n.encode()), 0, 0) + mid + n.encode()
+                    for n in names)
+    new_cd = cd + more
+    count = total + len(names) if declare is None else declare
+    eocd = b"PK\x05\x06" + struct.pack("<HHHHIIH", 0, 0, count, count, len(new_cd), cd_off, 0)
+    path.write_bytes(bytes(data[:cd_off]) + new_cd + eocd)
+    return path
+
+
+def undeclared_records(path: Path, n: int = 2000, declare: int = 9) -> Path:
+    """A plain checkpoint plus n directory entries the end record does not count."""
+    torch_zip(path, checkpoint_pickle(EMPTY_DICT))
+    return add_entries(path, "archive/version", [f"archive/x{i}" for i in range(n)], declare)
+
+
 HOSTILE = {  # name -> (builder, args): files read_checkpoint must refuse
     "shared_tuples_22kb": (shared_tuples, (4400,)),
     "shared_tuples_60": (shared_tuples, (60,)),
@@ -139,7 +236,7 @@ HOSTILE = {  # name -> (builder, args): files read_checkpoint must refuse
     "opcode_inst": (opcode, (b"(ios\nsystem\n",)),
     "opcode_ext1": (opcode, (b"\x82\x01",)),
     "opcode_persid": (opcode, (b"P1\n",)),
-    "many_ops_2m": (many_ops, (2_000_000,)),
+    "many_ops_400k": (many_ops, (200_000,)),
     "pickle_9mb": (big_pickle, (9 << 20,)),
     "deflate_1gib": (deflate_bomb, ()),
     "oversized_record": (oversized_record, ()),
@@ -147,6 +244,12 @@ HOSTILE = {  # name -> (builder, args): files read_checkpoint must refuse
     "broadcast_1e9": (broadcast_tensor, ()),
     "int_keys": (int_keys, ()),
     "legacy_os_system": (pickled_code, ()),
+    "key_shared_64": (shared_key, (64,)),
+    "key_deep_300k": (deep_key, (300_000,)),
+    "aliased_records_256": (aliased_records, ()),
+    "shared_views_20": (shared_views, (20,)),
+    "shared_views_100": (shared_views, (100,)),
+    "undeclared_records": (undeclared_records, ()),
 }
 
 

@@ -23,7 +23,7 @@ REASONS = {  # what the message must say, per hostile file
     "opcode_inst": "opcode INST",
     "opcode_ext1": "opcode EXT1",
     "opcode_persid": "opcode PERSID",
-    "many_ops_2m": "more than 1000000 opcodes",
+    "many_ops_400k": "more than 300000 opcodes",
     "pickle_9mb": "over the limit",
     "deflate_1gib": "is compressed",
     "oversized_record": "declares 2147483648 bytes",
@@ -31,6 +31,12 @@ REASONS = {  # what the message must say, per hostile file
     "broadcast_1e9": "broadcast view",
     "int_keys": "found int key 0",
     "legacy_os_system": "os.system",
+    "key_shared_64": "dict key of more than 2^62 values",
+    "key_deep_300k": "nested deeper than 1000",
+    "aliased_records_256": "aliased zip records",
+    "shared_views_20": "would materialise 83886080 bytes",
+    "shared_views_100": "would materialise 419430400 bytes",
+    "undeclared_records": "declares 9 records but its directory holds 2006",
 }
 CFG = LRAConfig(n_layers=1, d_model=8, n_heads=2, d_ff=16, max_len=32)
 # the budget the work item sets for any hostile file

@@ -7,7 +7,7 @@ import torch
 
 from toyspt.runs.arms import arm_spec, default_swap
 from toyspt.runs import RunCache, RunSpec, get_run, spec_from_dict, sweep, with_overrides
-from toyspt.train.loop import TrainConfig
+from toyspt.train.recipes import TrainConfig
 
 from conftest import SMALL_TASK
 
@@ -107,3 +107,72 @@ def test_arm_parsing():
         arm_spec("scratch:pos", BASE)
     with pytest.raises(ValueError, match="swap"):
         arm_spec("spt:swap.seed=1", BASE)
+
+
+class _Payload:
+    """Pickles as a call of os.system: what a swapped-in weights.pt could ask for."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _reseal(cache, spec):
+    """Recompute the entry's manifest with the cache's own key (as a holder of the key could)."""
+    from toyspt.runs.cache import FILES, _mac, _sha256
+    d = cache.path(spec)
+    manifest = {n: _mac(cache.secret(), spec.key(), n, _sha256(d / n)) for n in FILES}
+    (d / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _one_drop_line(capsys, *needles):
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "run cache" in ln]
+    assert len(lines) == 1 and "dropping damaged entry" in lines[0], lines
+    assert all(n in lines[0] for n in needles), lines[0]
+
+
+def test_code_running_weights_are_refused_not_run(tmp_path, capsys):
+    cache = RunCache(tmp_path / "c")
+    get_run(BASE, cache)
+    capsys.readouterr()
+    marker = tmp_path / "ran"
+    torch.save({"final": _Payload(marker)}, cache.path(BASE) / "weights.pt")
+    _reseal(cache, BASE)
+    assert cache.load(BASE) is None and not cache.path(BASE).exists()
+    assert not marker.exists()  # nothing from the file ran
+    _one_drop_line(capsys, "weights.pt", "refused", "system")
+
+
+def test_unkeyed_manifest_does_not_validate(tmp_path, capsys):
+    import hashlib
+    cache = RunCache(tmp_path / "c")
+    get_run(BASE, cache)
+    capsys.readouterr()
+    d = cache.path(BASE)
+    plain = {n: hashlib.sha256((d / n).read_bytes()).hexdigest() for n in ("spec.json", "result.json", "weights.pt")}
+    (d / "manifest.json").write_text(json.dumps(plain))  # recomputed by someone without the key
+    assert cache.load(BASE) is None
+    _one_drop_line(capsys, "keyed digest")
+
+
+def test_result_of_another_seed_is_damage(tmp_path, capsys):
+    cache = RunCache(tmp_path / "c")
+    get_run(BASE, cache)
+    get_run(replace(BASE, seed=1), cache)
+    capsys.readouterr()
+    src = cache.path(replace(BASE, seed=1)) / "result.json"
+    (cache.path(BASE) / "result.json").write_text(src.read_text())  # seed 1's result under seed 0
+    _reseal(cache, BASE)
+    assert cache.load(BASE) is None
+    _one_drop_line(capsys, "result.json says seed 1 but its spec says 0")
+
+
+def test_key_file_is_private_and_stable(tmp_path):
+    cache = RunCache(tmp_path / "c")
+    get_run(BASE, cache)
+    key = tmp_path / "c" / ".key"
+    assert oct(key.stat().st_mode & 0o777) == "0o600"
+    assert RunCache(tmp_path / "c").load(BASE) is not None  # a second handle reads the same key

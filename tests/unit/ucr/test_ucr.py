@@ -11,11 +11,11 @@ import torch
 from toyspt.ucr import sources as ucr_sources
 from toyspt.probe.basin import beta_unif
 from toyspt.cli.main import main
-from toyspt.figs import FigContext
+from toyspt.figs import FigContext, write
 from toyspt.figs import ucr as ucr_fig
 from toyspt.nn.model import ModelConfig
 from toyspt.runs import RunCache
-from toyspt.train.loop import TrainConfig
+from toyspt.train.recipes import TrainConfig
 from toyspt.ucr.data import (ENV_ROOT, UCRConfig, UCRError, UCRNotFound, is_available, load_ucr, locate,
                         read_ucr_file, stratified_split, znormalize)
 from toyspt.runs import sweep
@@ -228,9 +228,12 @@ def test_figure_draws_available_sets_and_lists_the_rest_as_skipped(tmp_path, mon
     ctx = FigContext(out=tmp_path / "figs", seeds=(0, 1), quick=True, cache=RunCache(tmp_path / "cache"))
     specs = ucr_fig.specs(ctx)  # the registry trains these beside the toy runs
     assert len(specs) == 2 * len(ucr_fig.ARMS) * 2
-    assert {s.data.name for s in specs} == {"GunPoint", "ECG200"} and {s.seed for s in specs} == {0, 1}
-    runs = {s.key(): r for s, r in zip(specs, sweep(specs, ctx.cache, progress=False))}
-    frame = ucr_fig.draw(ctx, runs)
+    assert {s.data.name for s in specs.values()} == {"GunPoint", "ECG200"}
+    assert {s.seed for s in specs.values()} == {0, 1}
+    assert all((s.data.name, s.seed) == (n, k) for (n, _, k), s in specs.items())
+    runs = dict(zip(specs, sweep(list(specs.values()), ctx.cache, progress=False)))
+    write(ctx, ucr_fig, ucr_fig.draw(ctx, runs))
+    frame = pd.read_csv(tmp_path / "figs" / "ucr.csv")
     meta = ctx.meta["ucr"]
     assert meta["datasets"] == ["GunPoint", "ECG200"]
     assert sorted(meta["skipped"]) == ["ECGFiveDays", "GunPointAgeSpan"]
@@ -261,7 +264,7 @@ def test_figure_plan_full_mode(monkeypatch):
     smallest and the figure's seeds elsewhere; test accuracy measured at validation peaks."""
     monkeypatch.delenv(ENV_ROOT, raising=False)
     ctx = FigContext(out=None, seeds=(0, 1, 2, 3, 4))
-    specs = ucr_fig.specs(ctx)
+    specs = ucr_fig.specs(ctx).values()
     by_set = {}
     for s in specs:
         by_set.setdefault(s.data.name, set()).add((s.recipe, s.seed))
