@@ -1,6 +1,8 @@
 """The documentation keeps its promises: the README's Python block runs, every relative
-link of README.md, ARCHITECTURE.md and docs/ points to a file, the README's commands are
-the ones CI runs, and the theory report is generated, not pasted."""
+link of README.md, ARCHITECTURE.md and docs/ points to a file and every module, name or
+source path they cite exists, the README's commands are the ones CI runs, and the theory
+report is generated, not pasted."""
+import importlib
 import os
 import re
 import subprocess
@@ -32,6 +34,30 @@ def test_relative_links_resolve(page):
     missing = [t for t in targets if not re.match(r"[a-z]+:", t) and not t.startswith("#")
                and not (page.parent / t.split("#")[0]).exists()]
     assert not missing, f"{page.name}: links to missing files {missing}"
+
+
+def _resolves(dotted: str) -> bool:
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for name in parts[i:]:
+            if not hasattr(obj, name):
+                return False
+            obj = getattr(obj, name)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_cited_modules_names_and_files_exist(page):
+    text = page.read_text()
+    dotted = set(re.findall(r"`(toyspt(?:\.[A-Za-z_]\w*)+)", text))
+    files = set(re.findall(r"\b((?:toyspt|theory|tests|benchmarks)/[\w/.]*\.py)\b", text))
+    stale = sorted(d for d in dotted if not _resolves(d)) + sorted(f for f in files if not (ROOT / f).exists())
+    assert not stale, f"{page.name} cites what does not exist: {stale}"
 
 
 def test_readme_is_short_and_its_commands_are_what_ci_runs():
