@@ -9,8 +9,7 @@ Parts (default model and TrainConfig; one thread per worker process):
 
 * ``beta``: the data's beta_unif (exact over the mask law, train split) for offsets
   {0, .05, .1, .15, .25, .5} x freq_range {(1,3), (.5,1.5), (.25,1)}.
-* ``spt``: SPT only (toyspt.train.loop.pretrain through a RunContext, seeded as run_recipe's
-  ``spt``) per cell and seed: the model's gain beta (toyspt.probe.basin.model_beta, 256
+* ``spt``: SPT only (run_recipe's ``spt_only``, with trackers) per cell and seed: the model's gain beta (toyspt.probe.basin.model_beta, 256
   validation sequences, fixed mask) and the proximity index (toyspt.probe.tracking, 256
   validation sequences, unmasked) after epochs 0 (init), 1, 2, 3 and 30; the attention
   peak offset at the end; T3's sign rule at init (dL_rec[N] along the neighbour direction,
@@ -44,8 +43,9 @@ from toyspt.probe import tracking
 from toyspt.probe.basin import BETA_BATCH, BetaTracker, beta_unif, model_beta, peak_offset
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.data.tasks import TaskConfig, make_task
-from toyspt.train.loop import (RunContext, TrainConfig, clone_state, finetune, load_model, pretrain,
-                          run_recipe, summarize, transfer, transferred_names)
+from toyspt.train.lockstep import Lockstep, RunContext, clone_state
+from toyspt.train.loop import finetune, load_model, pretrain, run_recipe, seed_stream, summarize, transfer
+from toyspt.train.recipes import TrainConfig, get_recipe
 
 OFFSETS = (0.0, 0.05, 0.1, 0.15, 0.25, 0.5)
 FREQS = ((1.0, 3.0), (0.5, 1.5), (0.25, 1.0))
@@ -75,11 +75,12 @@ def _sign_rule_at_init(model, data, mask_rate) -> tuple[float, float]:
     from toyspt.theory import toy
     from toyspt.theory.t3_recon import neighbour_direction
     from toyspt.probe import engine as probes
+    from toyspt.probe import losses
 
-    batch = probes.make_batch(data.train.x[:64].double(), data.train.y[:64], mask_rate, 0)
+    batch = losses.make_batch(data.train.x[:64].double(), data.train.y[:64], mask_rate, 0)
     m = build_model(model.cfg, 0).double().eval()
     m.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
-    d = probes.probe(m, batch, probes.recon("l1"), {"N": neighbour_direction(data.config.T)},
+    d = probes.probe(m, batch, losses.recon("l1"), {"N": neighbour_direction(data.config.T)},
                      per_example=False, use_jvp=False)[toy.HOOK_S].deriv[0, 0].item()
     return d, toy.effective_gain(m, batch)
 
@@ -108,11 +109,10 @@ def spt_only(cell: str, seed: int) -> dict:
     torch.set_num_threads(1)
     t0 = time.time()
     data, cfg = make_task(TaskConfig(**CELLS[cell])), TrainConfig()
-    model = build_model(ModelConfig(), seed)
-    ctx = RunContext(model, "spt", seed, init_state=clone_state(model))
     bt, early = BetaTracker(data, mask_rate=cfg.mask_rate), _Early(data, cfg.mask_rate, cfg.pre_epochs)
-    hist = pretrain(ctx, data, cfg, torch.Generator().manual_seed(10_007 * seed + 1), [bt, early])
-    beta = {r["epoch"]: r["value"] for r in ctx.records if r["metric"] == "beta"}
+    res = run_recipe("spt_only", data, train_cfg=cfg, seed=seed, callbacks=[bt, early])
+    hist = res.history
+    beta = {r["epoch"]: r["value"] for r in res.records if r["metric"] == "beta"}
     E = cfg.pre_epochs
     row = dict(cell=cell, seed=seed, beta_unif=bt.beta_unif, val_loss=hist[-1]["val_loss"],
                pi_end=early.rows[E]["pi"], peak_end=early.rows[E]["peak"], secs=time.time() - t0)
@@ -149,17 +149,19 @@ def trap(seed: int, k: int, offset: float) -> list[dict]:
         t0 = time.time()
         model = build_model(ModelConfig(), seed)
         ctx = RunContext(model, "spt", seed, init_state=clone_state(model))
-        gen = torch.Generator().manual_seed(10_007 * seed + 1)
+        gen = torch.Generator().manual_seed(seed_stream(seed))
         bt = BetaTracker(default, mask_rate=cfg.mask_rate)
-        for d, n in phases:
-            hist = pretrain(ctx, d, TrainConfig(pre_epochs=n), gen, [bt])
+        lock = Lockstep([ctx], [[bt]])
+        for d, n in phases:  # each call a phase of its own: a fresh AdamW at the switch
+            hist = pretrain(lock, d, TrainConfig(pre_epochs=n), [gen], ["task"] * n)[0]
         pretrained = clone_state(model)
         pi, peak = _pi(model, default.val.x[:BETA_BATCH])
         beta_end = model_beta(model, bt.x, bt.mask)
         model.load_state_dict(ctx.init_state)
-        transfer(model, pretrained, transferred_names("spt", model))
-        h = finetune(ctx, default, cfg, cfg.epochs, gen)
-        s = summarize(h)
+        transfer(model, pretrained, get_recipe("spt").transferred(model))
+        h = [[]]
+        finetune(lock, default, cfg, cfg.epochs, [gen], h)
+        s = summarize(h[0])
         out.append(dict(seed=seed, arm=arm, spt_val_loss=hist[-1]["val_loss"], pi_pre=pi, peak=peak,
                         beta_end=beta_end, test_at_peak=s["test_at_peak"],
                         final_train_acc=s["final_train_acc"], secs=time.time() - t0))

@@ -1,5 +1,5 @@
-"""K seeds of one recipe trained together (toyspt.train.lockstep) against the same K runs of
-toyspt.train.loop.run_recipe one after another, side by side in one process, one thread.
+"""K seeds of one recipe trained together (toyspt.train.loop.run_recipe_seeds) against the same
+K runs of toyspt.train.loop.run_recipe one after another, side by side in one process, one thread.
 
     python benchmarks/bench_vectorized.py                       # K=8, spt, two model sizes
     python benchmarks/bench_vectorized.py --K 8 --recipe scratch --n-train 512 --epochs 3
@@ -8,9 +8,9 @@ toyspt.train.loop.run_recipe one after another, side by side in one process, one
 Throughput is seed-steps per second (optimizer steps of all seeds, SPT and label phases,
 evaluation included) over process CPU time, which a busy shared machine disturbs less than
 wall time (both are printed). "max |dw|" is the largest difference of any final weight
-from the sequential run: 0 means bitwise equal. "lockstep1" trains the seeds one at a time
-through the lockstep engine (its flat optimizer buffer and evaluation chunks, no batching
-over seeds), which separates what batching over seeds adds from what those two add.
+from the sequential run: 0 means bitwise equal. Both go through the one training loop
+(toyspt.train.lockstep: its flat optimizer buffer and evaluation chunks), so the ratio is
+what batching over seeds adds.
 """
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ import torch
 
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.data.tasks import TaskConfig, make_task
-from toyspt.train.loop import TrainConfig, accuracy, run_recipe
-from toyspt.train.lockstep import EVAL_CHUNK, run_recipe_seeds
+from toyspt.train.evaluation import EVAL_CHUNK, accuracy
+from toyspt.train.loop import run_recipe, run_recipe_seeds
+from toyspt.train.recipes import TrainConfig
 
 SIZES = {  # name -> (model, sequence length)
     "default": (ModelConfig(), 32),  # d_model 32, d_mlp 128
@@ -67,28 +68,18 @@ def main(argv=None) -> None:
         steps = sum(r.history[-1]["step"] for r in ref)
         base = steps / c
         print(f"{name:8s} {'sequential':10s} {steps:6d} {w:7.2f} {c:7.2f} {base:8.0f} {1.0:6.2f} {0.0:9.1e}")
-        modes = {  # label -> K runs
-            "lockstep": lambda: run_recipe_seeds(args.recipe, data, model, tc, seeds, pretrain_data=swap),
-            "vmap": lambda: run_recipe_seeds(args.recipe, data, model, tc, seeds, pretrain_data=swap,
-                                             engine="vmap"),
-            # one seed at a time through the lockstep engine: its flat optimizer and evaluation
-            # chunks without the batching over seeds (what batching adds = lockstep / this)
-            "lockstep1": lambda: [run_recipe_seeds(args.recipe, data, model, tc, [s], pretrain_data=swap)[0]
-                                  for s in seeds],
-        }
-        for label, fn in modes.items():
-            out, w, c = timed(fn)
-            print(f"{'':8s} {label:10s} {steps:6d} {w:7.2f} {c:7.2f} {steps / c:8.0f} {steps / c / base:6.2f} "
-                  f"{max_diff(ref, out):9.1e}", flush=True)
-    # evaluation alone: run_recipe's accuracy() batch against the chunk the engines use
+        out, w, c = timed(lambda: run_recipe_seeds(args.recipe, data, model, tc, seeds, pretrain_data=swap))
+        print(f"{'':8s} {'together':10s} {steps:6d} {w:7.2f} {c:7.2f} {steps / c:8.0f} {steps / c / base:6.2f} "
+              f"{max_diff(ref, out):9.1e}", flush=True)
+    # evaluation alone: a large batch against the chunk the loop uses
     x = make_task(TaskConfig(n_train=4500, n_val=8, n_test=8)).train
     net = build_model(ModelConfig(), 0).eval()
     times = {}
     for b in (2048, EVAL_CHUNK):
-        _, w, c = timed(lambda: [accuracy(net, x.x, x.y, batch=b) for _ in range(3)])
+        _, w, c = timed(lambda: [accuracy(lambda rows: net.classify(x.x[rows]), x.y, b) for _ in range(3)])
         times[b] = c / 3
-    print(f"\nevaluation of 4500 sequences (default model, T=32): batch 2048 (run_recipe) {times[2048] * 1e3:.0f} ms, "
-          f"batch {EVAL_CHUNK} (engines) {times[EVAL_CHUNK] * 1e3:.0f} ms cpu "
+    print(f"\nevaluation of 4500 sequences (default model, T=32): batch 2048 {times[2048] * 1e3:.0f} ms, "
+          f"batch {EVAL_CHUNK} (the loop's) {times[EVAL_CHUNK] * 1e3:.0f} ms cpu "
           f"({times[2048] / times[EVAL_CHUNK]:.2f}x)")
 
 

@@ -11,7 +11,7 @@ from toyspt.cli.main import main
 from toyspt.cli.flags import parse_seeds
 from toyspt.nn.model import ModelConfig
 from toyspt.data.tasks import TaskConfig
-from toyspt.train.loop import TrainConfig
+from toyspt.train.recipes import TrainConfig
 
 # small enough that a run which should have been refused finishes in seconds
 SMALL = ["--task.T", "8", "--task.n_train", "16", "--task.n_val", "8", "--task.n_test", "8",

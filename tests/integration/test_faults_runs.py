@@ -17,7 +17,7 @@ from toyspt.cli.main import main
 from toyspt.cli.flags import run_main
 from toyspt.runs import CacheError, RunCache, RunSpec, get_run, sweep
 from toyspt.runs.cache import STALE_TMP_SECONDS
-from toyspt.train.loop import TrainConfig
+from toyspt.train.recipes import TrainConfig
 
 from conftest import SMALL_TASK
 

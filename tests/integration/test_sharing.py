@@ -1,5 +1,5 @@
 """Phase sharing and evaluation policies: a run continued from its prefix run's stored end
-state is bitwise the run trained afresh, in both trainers; the ``peak`` policy measures
+state is bitwise the run trained afresh, alone and beside other seeds; the ``peak`` policy measures
 less and summarises exactly as ``all``."""
 from dataclasses import replace
 
@@ -8,9 +8,8 @@ import torch
 
 from toyspt.train.evaluation import extra_splits
 from toyspt.nn.model import ModelConfig
-from toyspt.train.recipes import TABLE, get_recipe
-from toyspt.train.loop import TrainConfig, run_recipe
-from toyspt.train.lockstep import run_recipe_seeds
+from toyspt.train.recipes import TABLE, TrainConfig, get_recipe
+from toyspt.train.loop import run_recipe, run_recipe_seeds
 
 from checks import assert_bitwise
 
@@ -124,7 +123,6 @@ def test_start_refused_with_reason(small_data):
 
 # --- through the run cache and the sweep ---------------------------------------------------
 
-from toyspt.train import lockstep as vectorized  # noqa: E402
 from toyspt.train import loop as train_mod  # noqa: E402
 from toyspt.runs import RunCache, RunSpec, get_run, sweep  # noqa: E402
 from toyspt.runs.sweeps import plan  # noqa: E402
@@ -138,19 +136,14 @@ def small(recipe, seed=0, **kw):
 
 @pytest.fixture
 def spt_phases(monkeypatch):
-    """Counts SPT phases trained (per seed), in both trainers."""
+    """Counts SPT phases trained (per seed)."""
     count = []
-    real_one, real_many = train_mod.pretrain, vectorized._pretrain
+    real = train_mod.pretrain
 
-    def one(ctx, *a, **k):
-        count.append(ctx.seed)
-        return real_one(ctx, *a, **k)
-
-    def many(stack, data, cfg, gens, seeds, *a, **k):
-        count.extend(seeds)
-        return real_many(stack, data, cfg, gens, seeds, *a, **k)
-    monkeypatch.setattr(train_mod, "pretrain", one)
-    monkeypatch.setattr(vectorized, "_pretrain", many)
+    def counted(lock, *a, **k):
+        count.extend(c.seed for c in lock.ctxs)
+        return real(lock, *a, **k)
+    monkeypatch.setattr(train_mod, "pretrain", counted)
     return count
 
 

@@ -19,7 +19,7 @@ from toyspt.nn.model import ModelConfig
 from toyspt.runs.cache import DEFAULT_CACHE, CacheError
 from toyspt.runs.specs import RunSpec
 from toyspt.data.tasks import TaskConfig
-from toyspt.train.loop import TrainConfig
+from toyspt.train.recipes import TrainConfig
 
 CONFIGS = (("task", TaskConfig), ("model", ModelConfig), ("train", TrainConfig))
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130

@@ -26,7 +26,8 @@ from toyspt.lra import listops as lo
 from toyspt.lra.checkpoint import HEAD_OVERRIDES, ArchHints, LoadedLRA, load_lra
 from toyspt.lra.inputs import (PIXEL_TASKS, load_labels, load_npy, load_pixels, make_batch,
                                make_pair_batch, select)
-from toyspt.lra.report import DIRECTIONS, ReportConfig, lra_report
+from toyspt.data.directions import COMPACT
+from toyspt.lra.report import ReportConfig, lra_report
 
 TASKS = ("listops",) + PIXEL_TASKS + ("tokens", "retrieval")
 
@@ -283,7 +284,7 @@ def register(sub) -> None:
     p.add_argument("--ref", default=None, help="second checkpoint: Frobenius displacement of every matrix")
     p.add_argument("--out", type=out_dir, default=None, help="directory for table.csv, records.csv, report.json, report.png")
     p.add_argument("--no-figure", action="store_true")
-    p.add_argument("--directions", default=",".join(DIRECTIONS), help="comma-separated score directions")
+    p.add_argument("--directions", default=",".join(COMPACT), help="comma-separated score directions")
     p.add_argument("--max-offset", type=positive_int, default=16, help="offsets kept in the profiles")
     p.add_argument("--p-mask", type=float, default=0.5, help="SPT mask probability (that code's examples: 0.5)")
     p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the generated data and the SPT mask")

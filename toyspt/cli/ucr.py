@@ -11,7 +11,7 @@ import torch
 from toyspt.cli.flags import (add_arms_flag, add_config_flags, add_evaluate_flag, add_seeds,
     add_sweep_flags, config_values, out_dir, split_arms, split_unique)
 from toyspt.nn.model import ModelConfig
-from toyspt.train.loop import TrainConfig
+from toyspt.train.recipes import TrainConfig
 from toyspt.ucr.data import ENV_ROOT, PAPER_DATASETS, SOURCES, UCRConfig, load_ucr
 from toyspt.ucr.sources import describe_sources, format_sources
 from toyspt.ucr.runs import UCR_TRAIN_DEFAULTS, UCRRunSpec, per_seed_frame, summary_table, write_outputs

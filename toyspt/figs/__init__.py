@@ -27,7 +27,7 @@ from toyspt.nn.model import ModelConfig
 from toyspt.runs.cache import RunCache
 from toyspt.runs.specs import RunSpec
 from toyspt.data.tasks import TaskConfig
-from toyspt.train.loop import TrainConfig
+from toyspt.train.recipes import TrainConfig
 
 TRACKED = ("displacement", "probes:every=100,n=128")  # trackers of the tracked runs
 SGD_LR = 0.05  # SGD (momentum 0.9) learning rate of tracked SGD runs; AdamW keeps the default 1e-3

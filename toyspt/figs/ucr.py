@@ -26,7 +26,7 @@ from scipy import stats
 
 from toyspt.runs.tables import rows
 from toyspt.util.plots import color, seeded_jitter
-from toyspt.train.loop import TrainConfig
+from toyspt.train.recipes import TrainConfig
 from toyspt.ucr.data import ENV_ROOT, PAPER_DATASETS, UCRNotFound, load_ucr
 from toyspt.ucr.runs import METRICS as RUN_METRICS, arm_specs, ucr_spec, ucr_train_config
 

@@ -31,6 +31,8 @@ from torch import nn
 
 from toyspt.runs.cache import RunCache
 from toyspt.runs.specs import Spec, digest, single_thread
+from toyspt.train.evaluation import accuracy
+from toyspt.train.lockstep import Lockstep, RunContext
 from toyspt.train.loop import RunResult
 from toyspt.util.validation import Float, Instance, Int, validate, validated
 from toyspt.lra import listops as lo
@@ -87,15 +89,9 @@ class DemoResult:
 
 # ------------------------------------------------------------------------------ training
 
-def _batches(n: int, bs: int, g: torch.Generator):
-    perm = torch.randperm(n, generator=g)
-    for i in range(0, n, bs):
-        yield perm[i:i + bs]
-
-
 def _classify_loss(model, data, idx):
     b = select(data, idx)
-    return F.cross_entropy(model.classify(b["inputs"], b["lengths"]), b["y"])
+    return F.cross_entropy(_logits(model, b), b["y"])
 
 
 def _spt_loss(model, data, idx, p, g):
@@ -107,14 +103,15 @@ def _spt_loss(model, data, idx, p, g):
     return F.cross_entropy(logits[m], b["inputs"][m])
 
 
-@torch.no_grad()
-def accuracy(model, data) -> float:
+def label_accuracy(model, data) -> float:
+    """The classifier's accuracy (:func:`toyspt.train.evaluation.accuracy`) on padded token
+    batches of 256."""
     model.eval()
-    correct = 0
-    for i in range(0, len(data["y"]), 256):
-        b = select(data, slice(i, i + 256))
-        correct += int((model.classify(b["inputs"], b["lengths"]).argmax(-1) == b["y"]).sum())
-    return correct / len(data["y"])
+    return accuracy(lambda rows: _logits(model, select(data, rows)), data["y"], 256)
+
+
+def _logits(model, b):
+    return model.classify(b["inputs"], b["lengths"])
 
 
 @torch.no_grad()
@@ -133,26 +130,24 @@ def masked_token_accuracy(model, data, p: float, seed: int) -> float:
 
 def train_phase(model: nn.Module, data: dict, cfg: DemoConfig, seed: int, spt: bool,
                 progress: str | None = None) -> list[float]:
-    """AdamW over ``cfg.epochs`` epochs; returns the mean training loss of each epoch."""
+    """AdamW over ``cfg.epochs`` epochs through the one training loop
+    (:class:`toyspt.train.lockstep.Lockstep`, one model; a batch without a masked token is
+    skipped); returns the mean training loss of each epoch."""
+    lock = Lockstep([RunContext(model, "lra_demo", seed)])
+    lock.start_phase("spt" if spt else "labels",
+                     lambda ps: torch.optim.AdamW(ps, lr=cfg.lr, weight_decay=cfg.weight_decay))
     g = torch.Generator().manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+    def loss(k, m, rows, gen):
+        return _spt_loss(m, data, rows, cfg.p_mask, gen) if spt else _classify_loss(m, data, rows)
+
     history = []
     for epoch in range(cfg.epochs):
-        model.train()
-        total, count = 0.0, 0
-        for idx in _batches(len(data["y"]), cfg.batch_size, g):
-            loss = _spt_loss(model, data, idx, cfg.p_mask, g) if spt else _classify_loss(model, data, idx)
-            if loss is None:
-                continue
-            if not torch.isfinite(loss):
-                raise FloatingPointError(f"non-finite training loss at epoch {epoch}")
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            total, count = total + float(loss.detach()), count + 1
-        history.append(total / max(count, 1))
+        (losses,) = lock.epoch(len(data["y"]), cfg.batch_size, [g], loss)
+        history.append(sum(losses) / max(len(losses), 1))
         if progress:
             print(f"  {progress} epoch {epoch + 1}/{cfg.epochs}: loss {history[-1]:.4f}", flush=True)
+    lock.release()
     return history
 
 
@@ -197,7 +192,7 @@ def _train_models(cfg: DemoConfig, seed: int, out: Path, progress: bool) -> tupl
     scratch = build_lra(mcfg, seed)
     hist = train_phase(scratch, train, cfg, seed, spt=False, progress=tag("scratch"))
     save_lra(out / "scratch.ckpt", scratch, dataset=ds, epoch=cfg.epochs)
-    info["scratch"] = dict(train_loss=hist[-1], val_acc=accuracy(scratch, val), seconds=time.perf_counter() - t0)
+    info["scratch"] = dict(train_loss=hist[-1], val_acc=label_accuracy(scratch, val), seconds=time.perf_counter() - t0)
 
     t0 = time.perf_counter()
     pre = build_lra(pcfg, seed)
@@ -212,7 +207,7 @@ def _train_models(cfg: DemoConfig, seed: int, out: Path, progress: bool) -> tupl
     ft.load_state_dict({k: v for k, v in pre.state_dict().items() if not k.startswith("head_")}, strict=False)
     hist = train_phase(ft, train, cfg, seed + 1, spt=False, progress=tag("spt fine-tuning"))
     save_lra(out / "spt_finetuned.ckpt", ft, dataset=ds, epoch=cfg.epochs)
-    info["spt_finetuned"] = dict(train_loss=hist[-1], val_acc=accuracy(ft, val), seconds=time.perf_counter() - t0)
+    info["spt_finetuned"] = dict(train_loss=hist[-1], val_acc=label_accuracy(ft, val), seconds=time.perf_counter() - t0)
     models = {"init": init, "scratch": scratch, "spt_pretrained": pre, "spt_finetuned": ft}
     return info, {k: {n: t.detach().clone() for n, t in m.state_dict().items()} for k, m in models.items()}
 
@@ -351,4 +346,4 @@ def run_demo(cfg: DemoConfig = DemoConfig(), out: Path | str | None = "lra_demo"
 
 
 __all__ = ["DemoConfig", "DemoSpec", "DemoResult", "run_demo", "demo_frames", "write_checkpoints", "train_phase",
-           "accuracy", "masked_token_accuracy", "MODELS"]
+           "label_accuracy", "masked_token_accuracy", "MODELS"]

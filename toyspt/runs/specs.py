@@ -20,9 +20,9 @@ import torch
 
 from toyspt.train.evaluation import check_policy
 from toyspt.nn.model import ModelConfig
-from toyspt.train.recipes import get_recipe
+from toyspt.train.recipes import TrainConfig, get_recipe
 from toyspt.data.tasks import TaskConfig, make_task
-from toyspt.train.loop import RunResult, TrainConfig, run_recipe
+from toyspt.train.loop import RunResult, run_recipe, run_recipe_seeds
 
 FORMAT_VERSION = 2  # bump when the meaning of a cached toy entry changes (2: resume state, evaluate)
 
@@ -133,10 +133,8 @@ class RecipeSpec(Spec):
 
     @classmethod
     def execute_group(cls, specs, starts=None) -> list[RunResult]:
-        """Seeds of one spec together (toyspt.train.lockstep's lockstep engine, bitwise equal to
-        ``execute`` one at a time); results in the order of ``specs``."""
-        from toyspt.train.lockstep import run_recipe_seeds
-
+        """Seeds of one spec together (:func:`toyspt.train.loop.run_recipe_seeds`, bitwise equal
+        to ``execute`` one at a time); results in the order of ``specs``."""
         specs = list(specs)
         if not specs:
             return []

@@ -1,74 +1,27 @@
-"""Training one run: the SPT phase, the label phase, and one recipe of the table in
-:mod:`toyspt.train.recipes` applied to a seed. Every run is a pure function of its configs and
-seed; callbacks (trackers) see the live model through :class:`RunContext`."""
+"""A recipe of :mod:`toyspt.train.recipes` trained on K >= 1 seeds: the SPT phase, the label
+phase, and continuing a stored run, through the one training loop
+(:class:`toyspt.train.lockstep.Lockstep`). One run (:func:`run_recipe`) is the case K = 1.
+
+Every run is a pure function of its configs and seed, whatever ran beside it: each seed
+keeps its own initialisation, data order, masks and optimizer state, and the one optimizer
+step over all seeds is elementwise. Callbacks (trackers) see each live model through its
+:class:`RunContext`.
+"""
 from __future__ import annotations
 
 import copy
-import functools
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
-from toyspt.train.evaluation import best_val, check_policy, extra_splits, record
-from toyspt.nn.model import SPT_ATTENTION, ModelConfig, ToyTransformer, build_model
-from toyspt.train.recipes import (OPTIMIZERS, PRETRAINED, RECIPES, get_recipe, load_optimizer_state,
-    make_optimizer, optimizer_state)
-from toyspt.data.tasks import TaskData, recon_loss, sample_mask
-from toyspt.util.validation import MAX_COUNT, Float, Int, Text, validate, validated
-
-# largest learning rate / weight decay: an AdamW step moves each weight by about lr, so at 100
-# a few steps put weights (and logits, their products) past what float32 training survives
-MAX_LR = 100.0
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    epochs: int = validated(60, Int(gt=0, le=MAX_COUNT))  # label (fine-tuning) epochs
-    # SPT epochs; scratch_matched trains pre_epochs + epochs with labels
-    pre_epochs: int = validated(30, Int(ge=0, le=MAX_COUNT))
-    batch_size: int = validated(64, Int(gt=0, le=MAX_COUNT))  # minibatch size in both phases
-    lr: float = validated(1e-3, Float(gt=0, le=MAX_LR))  # learning rate of the label phase
-    # learning rate of the SPT phase; None = lr
-    pre_lr: float | None = validated(None, Float(gt=0, le=MAX_LR, optional=True))
-    weight_decay: float = validated(0.01, Float(ge=0, le=MAX_LR))  # decoupled (AdamW) or L2 (SGD) weight decay
-    optimizer: str = validated("adamw", Text(OPTIMIZERS))  # adamw | sgd
-    momentum: float = validated(0.9, Float(ge=0, lt=1))  # SGD momentum
-    # SPT: each position masked i.i.d. with this probability
-    mask_rate: float = validated(0.5, Float(gt=0, le=1))
-    recon: str = validated("l1", Text(("l1", "mse")))  # SPT loss on masked positions: l1 | mse
-    # SPT: what masked queries attend to: all | no_masked_keys | no_self
-    spt_attention: str = validated("all", Text(SPT_ATTENTION))
-    # spt_swap_start: SPT epochs on pretrain_data before the task's own inputs
-    swap_epochs: int = validated(3, Int(ge=0, le=MAX_COUNT))
-
-    def __post_init__(self):
-        validate(self)
-
-
-@dataclass
-class RunContext:
-    """What callbacks see: the live model and where the run is."""
-
-    model: ToyTransformer
-    recipe: str
-    seed: int
-    init_state: dict[str, torch.Tensor]  # global initialisation (the seed's scratch init)
-    phase: str = ""  # "pretrain" (SPT) or "finetune" (labels)
-    phase_start_state: dict[str, torch.Tensor] = field(default_factory=dict)
-    step: int = 0  # optimizer steps so far, over all phases
-    epoch: int = 0  # epoch within the phase, 1-based once an epoch has finished
-    records: list[dict[str, Any]] = field(default_factory=list)  # tidy tracker records
-    optimizer: Any = None  # the optimizer of the phase that ran last
-
-    def record(self, name: str, metric: str, value: float, **extra) -> None:
-        """Append one tidy record (recipe, seed, phase, step, epoch, name, metric, value)."""
-        self.records.append(dict(recipe=self.recipe, seed=self.seed, phase=self.phase,
-                                 step=self.step, epoch=self.epoch, name=name, metric=metric,
-                                 value=float(value), **extra))
+from toyspt.data.tasks import Split, TaskData, recon_loss, sample_mask
+from toyspt.nn.model import ModelConfig, ToyTransformer, build_model
+from toyspt.train.evaluation import EVAL_CHUNK, accuracy, best_val, check_policy, extra_splits, record
+from toyspt.train.lockstep import Lockstep, RunContext, clone_state
+from toyspt.train.recipes import Recipe, TrainConfig, get_recipe, make_optimizer
 
 
 @dataclass
@@ -90,122 +43,72 @@ class RunResult:
     seconds: float | None = None
 
 
-def clone_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+def _accuracy(model: ToyTransformer, split: Split, chunk: int) -> float:
+    return accuracy(lambda rows: model.classify(split.x[rows]), split.y, chunk)
 
 
-def _call(callbacks, hook: str, *args) -> None:
-    for cb in callbacks:
-        fn = getattr(cb, hook, None)
-        if fn is not None:
-            fn(*args)
-
-
-@torch.no_grad()
-def accuracy(model: ToyTransformer, x: torch.Tensor, y: torch.Tensor, batch: int = 512) -> float:
-    """Fraction of correctly classified sequences."""
-    correct = sum((model.classify(x[i:i + batch]).argmax(-1) == y[i:i + batch]).sum().item()
-                  for i in range(0, len(y), batch))
-    return correct / len(y)
-
-
-def _check_finite(loss: torch.Tensor, ctx: RunContext) -> None:
-    if not torch.isfinite(loss):
-        raise FloatingPointError(f"non-finite loss ({loss.item()}) in recipe {ctx.recipe!r}, seed "
-                                 f"{ctx.seed}, phase {ctx.phase}, epoch {ctx.epoch + 1}, step {ctx.step}")
-
-
-def _epochs(n: int, ctx: RunContext, progress: bool):
-    return tqdm(range(n), desc=f"{ctx.recipe} s{ctx.seed} {ctx.phase}", leave=False,
-                disable=not progress)
-
-
-def _epoch(ctx: RunContext, opt, n: int, batch_size: int, gen: torch.Generator, loss_fn,
-           callbacks: Sequence) -> list[float]:
-    """One pass over a fresh permutation of n examples; ``loss_fn(indices)`` gives the loss."""
-    ctx.model.train()
-    perm = torch.randperm(n, generator=gen)
-    losses = []
-    for i in range(0, n, batch_size):
-        loss = loss_fn(perm[i:i + batch_size])
-        _check_finite(loss, ctx)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        ctx.step += 1
-        losses.append(loss.item())
-        _call(callbacks, "on_step", ctx, losses[-1])
-    return losses
-
-
-def pretrain(ctx: RunContext, data: TaskData, cfg: TrainConfig, gen: torch.Generator,
-             callbacks: Sequence = (), progress: bool = False, schedule: Sequence[str] | None = None,
-             swap: TaskData | None = None) -> list[dict]:
+def pretrain(lock: Lockstep, data: TaskData, cfg: TrainConfig, gens: Sequence[torch.Generator],
+             schedule: Sequence[str], swap: TaskData | None = None, progress: bool = False) -> list[list[dict]]:
     """SPT phase: masked reconstruction of the training inputs (labels unused). ``schedule``
     says per epoch whether it trains on ``data`` ("task") or on ``swap`` ("swap"); the
-    validation loss is always that of ``data``."""
-    model = ctx.model
-    schedule = list(schedule) if schedule is not None else ["task"] * cfg.pre_epochs
-    ctx.phase, ctx.epoch = "pretrain", 0
-    ctx.phase_start_state = clone_state(model)
-    _call(callbacks, "on_phase_start", ctx)
-    opt = ctx.optimizer = make_optimizer(model.parameters(), cfg, cfg.pre_lr or cfg.lr)
-    val_mask = sample_mask(len(data.val), data.val.x.shape[1], cfg.mask_rate,
-                           torch.Generator().manual_seed(ctx.seed + 7919))
-    history = []
-
-    def loss_fn(x, idx):
-        xb = x[idx]
-        mb = sample_mask(len(xb), xb.shape[1], cfg.mask_rate, gen)
-        return recon_loss(model.reconstruct(xb, mb, cfg.spt_attention), xb, mb, cfg.recon)
-
-    for e in _epochs(len(schedule), ctx, progress):
+    validation loss is always that of ``data``. Returns each seed's history records."""
+    lock.start_phase("pretrain", lambda ps: make_optimizer(ps, cfg, cfg.pre_lr or cfg.lr))
+    xv = data.val.x
+    val_masks = [sample_mask(len(data.val), xv.shape[1], cfg.mask_rate,
+                             torch.Generator().manual_seed(c.seed + 7919)) for c in lock.ctxs]
+    histories: list[list[dict]] = [[] for _ in lock.ctxs]
+    for e in lock.epochs(len(schedule), progress):
         x = (swap if schedule[e] == "swap" else data).train.x
-        losses = _epoch(ctx, opt, len(x), cfg.batch_size, gen, functools.partial(loss_fn, x), callbacks)
-        ctx.epoch += 1
-        model.eval()
-        with torch.no_grad():
-            xv = data.val.x
-            val = recon_loss(model.reconstruct(xv, val_mask, cfg.spt_attention), xv, val_mask, cfg.recon)
-        rec = dict(phase="pretrain", epoch=ctx.epoch, step=ctx.step,
-                   train_loss=sum(losses) / len(losses), val_loss=val.item())
-        history.append(rec)
-        _call(callbacks, "on_epoch", ctx, rec)
-    return history
+
+        def loss(k, model, rows, gen):
+            xb = x[rows]
+            mb = sample_mask(len(xb), xb.shape[1], cfg.mask_rate, gen)
+            return recon_loss(model.reconstruct(xb, mb, cfg.spt_attention), xb, mb, cfg.recon)
+
+        losses = lock.epoch(len(x), cfg.batch_size, gens, loss)
+        recs = []
+        for ctx, mb, ls in zip(lock.ctxs, val_masks, losses):
+            ctx.model.eval()
+            with torch.no_grad():
+                val = recon_loss(ctx.model.reconstruct(xv, mb, cfg.spt_attention), xv, mb, cfg.recon)
+            recs.append(dict(phase="pretrain", epoch=ctx.epoch, step=ctx.step,
+                             train_loss=sum(ls) / len(ls), val_loss=val.item()))
+        for h, r in zip(histories, recs):
+            h.append(r)
+        lock.report(recs)
+    lock.release()
+    return histories
 
 
-def finetune(ctx: RunContext, data: TaskData, cfg: TrainConfig, epochs: int, gen: torch.Generator,
-             callbacks: Sequence = (), progress: bool = False, evaluate: str = "all",
-             done: Sequence[dict] = (), opt_state: dict[str, torch.Tensor] | None = None) -> list[dict]:
-    """Label phase: cross-entropy of the mean-pooled classifier, ``epochs`` epochs after the
-    label epochs in ``done`` (those of a run this one continues, whose optimizer state is
-    ``opt_state``). ``evaluate``: the evaluation policy (:mod:`toyspt.train.evaluation`)."""
-    model, x, y = ctx.model, data.train.x, data.train.y
-    ctx.phase, ctx.epoch = "finetune", len(done)
-    ctx.phase_start_state = clone_state(model)
-    _call(callbacks, "on_phase_start", ctx)
-    opt = ctx.optimizer = make_optimizer(model.parameters(), cfg, cfg.lr)
-    if opt_state is not None:
-        load_optimizer_state(opt, model.named_parameters(), opt_state)
-    best, last = best_val(list(done)), len(done) + epochs
-    history = []
+def finetune(lock: Lockstep, data: TaskData, cfg: TrainConfig, epochs: int, gens: Sequence[torch.Generator],
+             histories: Sequence[list[dict]], evaluate: str = "all", done: int = 0,
+             opt_states: Sequence[dict[str, torch.Tensor]] | None = None, eval_chunk: int = EVAL_CHUNK,
+             progress: bool = False) -> None:
+    """Label phase: cross-entropy of the mean-pooled classifier, ``epochs`` epochs after
+    ``done`` earlier ones (those of a run this one continues, whose optimizer states are
+    ``opt_states``); appends to each seed's history. ``evaluate``: the evaluation policy
+    (:mod:`toyspt.train.evaluation`)."""
+    x, y = data.train.x, data.train.y
+    lock.start_phase("finetune", lambda ps: make_optimizer(ps, cfg, cfg.lr), done, opt_states)
+    best, last = [best_val(h) for h in histories], done + epochs
 
-    def loss_fn(idx):
-        return F.cross_entropy(model.classify(x[idx]), y[idx])
+    def loss(k, model, rows, gen):
+        return F.cross_entropy(model.classify(x[rows]), y[rows])
 
-    for _ in _epochs(epochs, ctx, progress):
-        losses = _epoch(ctx, opt, len(x), cfg.batch_size, gen, loss_fn, callbacks)
-        ctx.epoch += 1
-        model.eval()
-        acc = dict(val=accuracy(model, data.val.x, data.val.y))
-        for split in extra_splits(evaluate, ctx.epoch, last, cfg.epochs, acc["val"], best):
-            part = getattr(data, split)
-            acc[split] = accuracy(model, part.x, part.y)
-        best = max(best, acc["val"])
-        rec = record(ctx.epoch, ctx.step, sum(losses) / len(losses), acc)
-        history.append(rec)
-        _call(callbacks, "on_epoch", ctx, rec)
-    return history
+    for _ in lock.epochs(epochs, progress):
+        losses = lock.epoch(len(x), cfg.batch_size, gens, loss)
+        recs = []
+        for k, ctx in enumerate(lock.ctxs):
+            ctx.model.eval()
+            acc = dict(val=_accuracy(ctx.model, data.val, eval_chunk))
+            for split in extra_splits(evaluate, ctx.epoch, last, cfg.epochs, acc["val"], best[k]):
+                acc[split] = _accuracy(ctx.model, getattr(data, split), eval_chunk)
+            best[k] = max(best[k], acc["val"])
+            recs.append(record(ctx.epoch, ctx.step, sum(losses[k]) / len(losses[k]), acc))
+        for h, r in zip(histories, recs):
+            h.append(r)
+        lock.report(recs)
+    lock.release()
 
 
 def summarize(history: list[dict]) -> dict[str, float]:
@@ -231,65 +134,93 @@ def transfer(target: ToyTransformer, source_state: dict[str, torch.Tensor], name
             params[n].copy_(source_state[n])
 
 
-def transferred_names(recipe: str, model: ToyTransformer) -> list[str]:
-    """Which parameters a recipe takes from the SPT weights (empty for label-only recipes)."""
-    return get_recipe(recipe).transferred(model)
+def run_recipe_seeds(recipe: str, data: TaskData, model_cfg: ModelConfig | None = None,
+                     train_cfg: TrainConfig | None = None, seeds: Sequence[int] = (0,),
+                     pretrain_data: TaskData | None = None, progress: bool = False,
+                     eval_chunk: int = EVAL_CHUNK, evaluate: str = "all",
+                     starts: Sequence[RunResult] | None = None,
+                     callbacks: Sequence[Sequence] | None = None) -> list[RunResult]:
+    """Train one recipe on each of ``seeds`` (together, step for step). ``pretrain_data``:
+    the data SPT runs on for recipes that need it (``data_swap``); ``evaluate``: what the
+    label phase measures (:mod:`toyspt.train.evaluation`); ``starts``: per seed, a finished
+    run of the recipe this one starts from (``Recipe.starts_from``, same seed and configs),
+    continued from its stored end state instead of recomputing it (bitwise the same result);
+    ``callbacks``: per seed, the trackers that see its live model."""
+    rec = get_recipe(recipe)
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds: need at least one seed")
+    if eval_chunk <= 0:
+        raise ValueError(f"eval_chunk: must be positive, got {eval_chunk}")
+    check_policy(evaluate)
+    model_cfg, train_cfg = model_cfg or ModelConfig(), train_cfg or TrainConfig()
+    spt_data = check_inputs(rec, data, model_cfg, pretrain_data)
+    config = dict(model=asdict(model_cfg), train=asdict(train_cfg), evaluate=evaluate)
+    callbacks = [list(c) for c in callbacks] if callbacks is not None else [[] for _ in seeds]
+    if starts is not None:
+        if len(starts) != len(seeds):
+            raise ValueError(f"starts: one run per seed, got {len(starts)} for {len(seeds)} seeds")
+        for st, s, cbs in zip(starts, seeds, callbacks):
+            check_start(rec, st, s, config, cbs)
+    ctxs = []
+    for s in seeds:
+        model = build_model(model_cfg, s)
+        ctxs.append(RunContext(model, recipe, s, init_state=clone_state(model)))
+    lock = Lockstep(ctxs, callbacks)
+    gens = [torch.Generator().manual_seed(seed_stream(s)) for s in seeds]
+    histories, pretrained, done, opt_states = [[] for _ in seeds], None, 0, None
+    if starts is not None:
+        histories, pretrained, done, opt_states = resume(rec, ctxs, gens, starts)
+    elif rec.pretrains:
+        histories = pretrain(lock, spt_data, train_cfg, gens, rec.spt_schedule(train_cfg), pretrain_data, progress)
+        pretrained = [clone_state(c.model) for c in ctxs]
+    if rec.label_phase:
+        frozen = rec.frozen(ctxs[0].model)
+        for k, ctx in enumerate(ctxs):
+            if rec.pretrains:
+                ctx.model.load_state_dict(ctx.init_state)
+                transfer(ctx.model, pretrained[k], rec.transferred(ctx.model))
+            for n, p in ctx.model.named_parameters():
+                p.requires_grad_(n not in frozen)
+        finetune(lock, data, train_cfg, rec.label_epochs(train_cfg) - done, gens, histories, evaluate, done,
+                 opt_states, eval_chunk, progress)
+        for ctx in ctxs:
+            ctx.model.requires_grad_(True)
+    out = []
+    for k, (ctx, gen, h) in enumerate(zip(ctxs, gens, histories)):
+        states = {"init": ctx.init_state}
+        if pretrained is not None:
+            states["pretrained"] = pretrained[k]
+        states["final"] = clone_state(ctx.model)
+        states["resume"] = {"generator": gen.get_state(), **(lock.opt_state(k) if rec.label_phase else {})}
+        out.append(RunResult(recipe, ctx.seed, h, summarize(h), ctx.records, states, config))
+    return out
 
 
 def run_recipe(recipe: str, data: TaskData, model_cfg: ModelConfig | None = None,
                train_cfg: TrainConfig | None = None, seed: int = 0, callbacks: Sequence = (),
                pretrain_data: TaskData | None = None, progress: bool = False, evaluate: str = "all",
                start: RunResult | None = None) -> RunResult:
-    """Train one recipe with one seed. ``pretrain_data`` is required by recipes that
-    pretrain on another data set (``data_swap``). ``evaluate``: what the label phase
-    measures (:mod:`toyspt.train.evaluation`). ``start``: a finished run of the recipe this one
-    starts from (``Recipe.starts_from``, same seed and configs), continued from its stored
-    end state instead of recomputing it; the result is bitwise that of training afresh."""
-    rec = get_recipe(recipe)
-    model_cfg = model_cfg or ModelConfig()
-    train_cfg = train_cfg or TrainConfig()
-    check_policy(evaluate)
-    spt_data = check_inputs(rec, data, model_cfg, pretrain_data)
-    config = dict(model=asdict(model_cfg), train=asdict(train_cfg), evaluate=evaluate)
-    if start is not None:
-        check_start(rec, start, seed, config, callbacks)
-    model = build_model(model_cfg, seed)
-    ctx = RunContext(model, recipe, seed, init_state=clone_state(model))
-    states = {"init": ctx.init_state}
-    history: list[dict] = []
-    gen = torch.Generator().manual_seed(seed_stream(seed))
-    done, opt_state = [], None
-    if start is not None:  # the prefix run's end: its history, weights, generator (and optimizer)
-        history = copy.deepcopy(start.history)
-        ctx.step = history[-1]["step"]
-        gen.set_state(start.states["resume"]["generator"])
-        if rec.pretrains:
-            states["pretrained"] = copy.deepcopy(start.states["final"])
-        else:
-            model.load_state_dict(start.states["final"])
-            done = [h for h in history if h["phase"] == "finetune"]
-            opt_state = {k: v for k, v in start.states["resume"].items() if k != "generator"}
-    elif rec.pretrains:
-        history += pretrain(ctx, spt_data, train_cfg, gen, callbacks, progress, rec.spt_schedule(train_cfg),
-                            pretrain_data)
-        states["pretrained"] = clone_state(model)
-    if rec.pretrains and not rec.label_phase:
-        states["final"] = clone_state(model)
-        states["resume"] = {"generator": gen.get_state()}
-        return RunResult(recipe, seed, history, summarize(history), ctx.records, states, config)
+    """One recipe, one seed: :func:`run_recipe_seeds` with K = 1 (``start``: the run it
+    continues; ``callbacks``: its trackers)."""
+    return run_recipe_seeds(recipe, data, model_cfg, train_cfg, [seed], pretrain_data, progress, evaluate=evaluate,
+                            starts=None if start is None else [start], callbacks=[callbacks])[0]
+
+
+def resume(rec: Recipe, ctxs: Sequence[RunContext], gens: Sequence[torch.Generator], starts: Sequence[RunResult]):
+    """Each seed takes up its prefix run's end: history, step count, generator state, and
+    after a label phase its weights and optimizer state. Returns (histories, pretrained
+    weights or None, label epochs done, optimizer states or None)."""
+    histories = [copy.deepcopy(st.history) for st in starts]
+    for ctx, gen, st, h in zip(ctxs, gens, starts, histories):
+        ctx.step = h[-1]["step"]
+        gen.set_state(st.states["resume"]["generator"])
     if rec.pretrains:
-        model.load_state_dict(ctx.init_state)
-        transfer(model, states["pretrained"], rec.transferred(model))
-    frozen = rec.frozen(model)
-    for n, p in model.named_parameters():
-        p.requires_grad_(n not in frozen)
-    history += finetune(ctx, data, train_cfg, rec.label_epochs(train_cfg) - len(done), gen, callbacks,
-                        progress, evaluate, done, opt_state)
-    for p in model.parameters():
-        p.requires_grad_(True)
-    states["final"] = clone_state(model)
-    states["resume"] = {"generator": gen.get_state(), **optimizer_state(ctx.optimizer, model.named_parameters())}
-    return RunResult(recipe, seed, history, summarize(history), ctx.records, states, config)
+        return histories, [copy.deepcopy(st.states["final"]) for st in starts], 0, None
+    for ctx, st in zip(ctxs, starts):
+        ctx.model.load_state_dict(st.states["final"])
+    opt_states = [{k: v for k, v in st.states["resume"].items() if k != "generator"} for st in starts]
+    return histories, None, sum(h["phase"] == "finetune" for h in histories[0]), opt_states
 
 
 def _plain(config: dict) -> Any:
@@ -297,7 +228,7 @@ def _plain(config: dict) -> Any:
     return json.loads(json.dumps(config))
 
 
-def check_start(rec, start: RunResult, seed: int, config: dict, callbacks: Sequence) -> None:
+def check_start(rec: Recipe, start: RunResult, seed: int, config: dict, callbacks: Sequence) -> None:
     """Refuse a ``start`` run this recipe cannot continue from, naming what differs."""
     if rec.starts_from is None:
         raise ValueError(f"recipe {rec.name} does not start from another recipe's run")
@@ -331,11 +262,11 @@ def check_start(rec, start: RunResult, seed: int, config: dict, callbacks: Seque
 
 
 def seed_stream(seed: int) -> int:
-    """The seed of a run's data-order and mask generator (shared by every trainer)."""
+    """The seed of a run's data-order and mask generator."""
     return 10_007 * seed + 1
 
 
-def check_inputs(rec, data: TaskData, model_cfg: ModelConfig, pretrain_data: TaskData | None) -> TaskData | None:
+def check_inputs(rec: Recipe, data: TaskData, model_cfg: ModelConfig, pretrain_data: TaskData | None) -> TaskData | None:
     """Refuse data that does not fit the recipe or model; returns the data whose validation
     split the SPT phase reports (pretrain_data for data_swap, else the task's)."""
     if rec.needs_swap and pretrain_data is None:
@@ -356,6 +287,5 @@ def load_model(result: RunResult, which: str = "final", cfg: ModelConfig | None 
     return model.eval()
 
 
-__all__ = ["RECIPES", "PRETRAINED", "OPTIMIZERS", "TrainConfig", "seed_stream", "check_inputs", "RunContext", "RunResult", "run_recipe", "pretrain",
-           "finetune", "summarize", "transfer", "transferred_names", "accuracy", "load_model",
-           "clone_state", "check_start"]
+__all__ = ["RunResult", "run_recipe", "run_recipe_seeds", "pretrain", "finetune", "resume",
+           "summarize", "transfer", "load_model", "check_start", "check_inputs", "seed_stream"]

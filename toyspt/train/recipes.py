@@ -1,10 +1,10 @@
-"""The recipe table: what each training recipe does, read by every trainer.
+"""The recipe table: what each training recipe does, read by the training loop.
 
 A recipe is a row of :data:`TABLE`: whether it runs a self-pretraining (SPT) phase and on
 which data, which parameters the label phase takes from the SPT weights, whether W_Q/W_K
-are frozen, and how many label epochs it trains. :mod:`toyspt.train.loop` (one run) and
-:mod:`toyspt.train.lockstep` (K seeds in lockstep) both read this table and the optimizer
-factory below, so adding a recipe is one row here (plus its test).
+are frozen, and how many label epochs it trains. :mod:`toyspt.train.loop` (a recipe on
+K >= 1 seeds) reads this table, :class:`TrainConfig` and the optimizer factory below, so
+adding a recipe is one row here (plus its test).
 
 ``E`` = ``TrainConfig.epochs``, ``E_pre`` = ``TrainConfig.pre_epochs``:
 
@@ -36,19 +36,46 @@ generator state) instead of recomputing it, with bitwise the same result
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Iterable
 
 import torch
 from torch import nn
 
-from toyspt.nn.model import head_param_names, qk_param_names
+from toyspt.nn.model import SPT_ATTENTION, head_param_names, qk_param_names
+from toyspt.util.validation import MAX_COUNT, Float, Int, Text, validate, validated
 
-TrainConfig = Any  # toyspt.train.loop.TrainConfig (train.py imports this module, not the reverse)
+# largest learning rate / weight decay: an AdamW step moves each weight by about lr, so at 100
+# a few steps put weights (and logits, their products) past what float32 training survives
+MAX_LR = 100.0
 
 # no SPT phase / the task's own inputs / pretrain_data / pretrain_data first, then the task's inputs
 PRETRAIN_ON = (None, "task", "swap", "swap_then_task")
 KEEP = ("none", "all", "qk", "all_but_qk")  # what the label phase keeps from SPT (heads never)
 OPTIMIZERS = ("adamw", "sgd")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    epochs: int = validated(60, Int(gt=0, le=MAX_COUNT))  # label (fine-tuning) epochs
+    # SPT epochs; scratch_matched trains pre_epochs + epochs with labels
+    pre_epochs: int = validated(30, Int(ge=0, le=MAX_COUNT))
+    batch_size: int = validated(64, Int(gt=0, le=MAX_COUNT))  # minibatch size in both phases
+    lr: float = validated(1e-3, Float(gt=0, le=MAX_LR))  # learning rate of the label phase
+    # learning rate of the SPT phase; None = lr
+    pre_lr: float | None = validated(None, Float(gt=0, le=MAX_LR, optional=True))
+    weight_decay: float = validated(0.01, Float(ge=0, le=MAX_LR))  # decoupled (AdamW) or L2 (SGD) weight decay
+    optimizer: str = validated("adamw", Text(OPTIMIZERS))  # adamw | sgd
+    momentum: float = validated(0.9, Float(ge=0, lt=1))  # SGD momentum
+    # SPT: each position masked i.i.d. with this probability
+    mask_rate: float = validated(0.5, Float(gt=0, le=1))
+    recon: str = validated("l1", Text(("l1", "mse")))  # SPT loss on masked positions: l1 | mse
+    # SPT: what masked queries attend to: all | no_masked_keys | no_self
+    spt_attention: str = validated("all", Text(SPT_ATTENTION))
+    # spt_swap_start: SPT epochs on pretrain_data before the task's own inputs
+    swap_epochs: int = validated(3, Int(ge=0, le=MAX_COUNT))
+
+    def __post_init__(self):
+        validate(self)
 
 
 @dataclass(frozen=True)
@@ -180,5 +207,5 @@ def load_optimizer_state(opt: torch.optim.Optimizer, named: Iterable[tuple[str, 
         raise ValueError(f"optimizer state names parameters this model lacks: {extra[:4]}")
 
 
-__all__ = ["Recipe", "TABLE", "RECIPES", "PRETRAINED", "OPTIMIZERS", "get_recipe", "make_optimizer",
+__all__ = ["TrainConfig", "Recipe", "TABLE", "RECIPES", "PRETRAINED", "OPTIMIZERS", "get_recipe", "make_optimizer",
            "optimizer_state", "load_optimizer_state"]

@@ -25,7 +25,8 @@ from toyspt.data import directions as dr
 from toyspt.nn.model import ModelConfig
 from toyspt.runs.specs import RecipeSpec, RunSpec
 from toyspt.runs.tables import rows, summary_table as arm_table, write_table
-from toyspt.train.loop import RunResult, TrainConfig
+from toyspt.train.recipes import TrainConfig
+from toyspt.train.loop import RunResult
 from toyspt.ucr.data import UCRConfig, UCRData, load_ucr
 
 FORMAT_VERSION = 2  # bump when the meaning of a cached UCR entry changes (2: resume state, evaluate)
@@ -51,7 +52,7 @@ class UCRRunSpec(RecipeSpec):
     kind: ClassVar[str] = "ucr"
     swap_name: ClassVar[str] = "swap data (--swap-dataset)"
 
-    recipe: str  # one of toyspt.train.loop.RECIPES
+    recipe: str  # one of toyspt.train.recipes.RECIPES
     seed: int = 0  # model init and data order
     data: UCRConfig = field(default_factory=UCRConfig)  # which data set, split rule
     model: ModelConfig = field(default_factory=lambda: ModelConfig(d_in=1))  # architecture
@@ -152,7 +153,8 @@ def probe_columns(data: UCRData, result: RunResult, mask_rate: float = 0.5) -> d
     * ``column_share_label``: share of the label-loss score gradient in column-only directions.
     """
     from toyspt.probe import tracking as tr
-    from toyspt.probe.engine import blindness, make_batch
+    from toyspt.probe.engine import blindness
+    from toyspt.probe.losses import make_batch
     from toyspt.train.loop import load_model
 
     model = load_model(result, "final")

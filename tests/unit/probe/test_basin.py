@@ -8,7 +8,9 @@ from torch import nn
 from toyspt.probe.basin import BetaTracker, beta_unif, mask_moments, model_beta, peak_offset, uniform_moments
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.data.tasks import TaskConfig, make_task, sample_mask
-from toyspt.train.loop import RunContext, TrainConfig, clone_state, pretrain
+from toyspt.train.recipes import TrainConfig
+from toyspt.train.loop import load_model, run_recipe
+from toyspt.train.lockstep import RunContext, clone_state
 
 
 def _brute_moments(x_NxTxD, q):
@@ -140,10 +142,10 @@ def test_peak_offset():
 
 def test_beta_tracker_records_spt_epochs_only():
     data = make_task(TaskConfig(T=16, n_train=128, n_val=64, n_test=1, seed=3))
-    model = build_model(ModelConfig(), 0)
-    ctx = RunContext(model, "spt", 0, init_state=clone_state(model))
     tr = BetaTracker(data, n=64)
-    pretrain(ctx, data, TrainConfig(pre_epochs=2), torch.Generator().manual_seed(1), [tr])
+    res = run_recipe("spt_only", data, train_cfg=TrainConfig(pre_epochs=2), callbacks=[tr])
+    model = load_model(res)
+    ctx = RunContext(model, "spt_only", 0, records=list(res.records))  # to call the tracker after the run
     betas = [r for r in ctx.records if r["metric"] == "beta"]
     assert [r["epoch"] for r in betas] == [0, 1, 2]
     assert all(r["phase"] == "pretrain" and r["name"] == "recon" for r in betas)

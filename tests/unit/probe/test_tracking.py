@@ -7,7 +7,8 @@ import torch
 from toyspt.probe import tracking
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.runs import RunSpec
-from toyspt.train.loop import TrainConfig, run_recipe
+from toyspt.train.recipes import TrainConfig
+from toyspt.train.loop import run_recipe
 
 SMALL = dict(d_model=16, d_mlp=32)
 TINY_TRAIN = TrainConfig(epochs=2, pre_epochs=1, batch_size=64)

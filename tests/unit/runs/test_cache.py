@@ -7,7 +7,7 @@ import torch
 
 from toyspt.runs.arms import arm_spec, default_swap
 from toyspt.runs import RunCache, RunSpec, get_run, spec_from_dict, sweep, with_overrides
-from toyspt.train.loop import TrainConfig
+from toyspt.train.recipes import TrainConfig
 
 from conftest import SMALL_TASK
 

@@ -9,7 +9,8 @@ import torch
 from toyspt.runs.executors import executor_scope, make_executor, slots
 from toyspt.runs.sweeps import plan_jobs
 from toyspt.runs import RunCache, RunSpec, sweep
-from toyspt.train.loop import RunResult, TrainConfig
+from toyspt.train.recipes import TrainConfig
+from toyspt.train.loop import RunResult
 
 from conftest import SMALL_TASK
 

@@ -7,7 +7,7 @@ from toyspt.theory import t5_training as t5
 from toyspt.nn.model import ModelConfig
 from toyspt.runs import RunCache
 from toyspt.data.tasks import TaskConfig
-from toyspt.train.loop import TrainConfig
+from toyspt.train.recipes import TrainConfig
 
 TINY = t5.T5Config(TaskConfig(T=16, n_train=64, n_val=32, n_test=32, seed=5),
                    ModelConfig(d_model=16, d_mlp=32), TrainConfig(epochs=1, pre_epochs=1, batch_size=32),

@@ -8,8 +8,8 @@ from checks import assert_bitwise
 from toyspt.nn.model import ModelConfig
 from toyspt.runs import RunSpec
 from toyspt.data.tasks import Split, TaskConfig, make_task
-from toyspt.train.loop import RECIPES, TrainConfig, run_recipe
-from toyspt.train.lockstep import run_recipe_seeds
+from toyspt.train.recipes import RECIPES, TrainConfig
+from toyspt.train.loop import run_recipe, run_recipe_seeds
 
 execute_seeds = RunSpec.execute_group
 
@@ -17,7 +17,6 @@ from conftest import SMALL_TASK
 
 TC = TrainConfig(epochs=2, pre_epochs=2, batch_size=32, swap_epochs=1)  # 4 steps per epoch on 128 sequences
 SEEDS = (0, 5)
-FIVE = ("scratch", "spt", "qk_transfer", "frozen_attention", "data_swap")
 
 
 @pytest.fixture(scope="module")
@@ -48,52 +47,52 @@ def test_lockstep_bitwise_other_settings(model, tc, small_data, swap_data):
     assert_bitwise(reference("spt", small_data, swap_data, model, tc), out)
 
 
-# vmap: float32 tolerance ---------------------------------------------------------------------
-# Batched products sum in another order than single ones and vmap applies biases and norm
-# affines as separate ops, so the two float32 runs round differently, and the differences
-# are carried forward by training (AdamW turns tiny gradients into full-size steps: W_K's
-# bias has an exactly-zero gradient, so it walks on rounding noise in either run). The test
-# therefore measures both runs against the same arithmetic in float64 (same init, data
-# order and masks): vmap must be as close to exact arithmetic as run_recipe itself is, to
-# within RATIO (both errors are random rounding of the same size; measured ratio <= 2.1 over
-# 5 recipes x 2 seeds, so 4 leaves room for the spread of a maximum) plus one float32 ulp
-# at the tensor's scale (tensors that never change are exact up to representation).
-RATIO = 4.0
-# Per-epoch losses: ~20 float32 ops deep (each <= 6e-8 relative) and weights equal to
-# ~1e-7 relative give differences ~1e-6 relative at most; measured ~1e-7.
-LOSS_RTOL = 1e-5
+def _textbook(data, tc, seed, model_cfg=ModelConfig()):
+    """A scratch run the textbook way: one model, torch's optimizer over its parameters,
+    zero_grad / backward / step; the oracle for the flat optimizer buffer."""
+    from toyspt.nn.model import build_model
+    from toyspt.train.loop import seed_stream
+    from toyspt.train.recipes import make_optimizer
+
+    model = build_model(model_cfg, seed)
+    opt = make_optimizer(model.parameters(), tc, tc.lr)
+    gen = torch.Generator().manual_seed(seed_stream(seed))
+    x, y = data.train.x, data.train.y
+    for _ in range(tc.epochs):
+        perm = torch.randperm(len(x), generator=gen)
+        for i in range(0, len(x), tc.batch_size):
+            idx = perm[i:i + tc.batch_size]
+            loss = torch.nn.functional.cross_entropy(model.classify(x[idx]), y[idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+    return model.state_dict()
 
 
-def _double(data):
-    return replace(data, **{s: Split(getattr(data, s).x.double(), getattr(data, s).y)
-                            for s in ("train", "val", "test")})
+@pytest.mark.parametrize("tc", [TC, replace(TC, optimizer="sgd", lr=0.05)])
+def test_flat_optimizer_is_bitwise_the_per_parameter_optimizer(tc, small_data):
+    for got in run_recipe_seeds("scratch", small_data, ModelConfig(pos="fire"), tc, SEEDS):
+        want = _textbook(small_data, tc, got.seed, ModelConfig(pos="fire"))
+        for n, v in want.items():
+            assert torch.equal(v, got.states["final"][n]), n
 
 
-@pytest.mark.parametrize("recipe", FIVE)
-def test_vmap_is_as_accurate_as_run_recipe(recipe, small_data, swap_data, monkeypatch):
-    ref = reference(recipe, small_data, swap_data)
-    out = run_recipe_seeds(recipe, small_data, ModelConfig(), TC, SEEDS, pretrain_data=swap_data,
-                           engine="vmap")
-    import toyspt.train.loop as train
+def test_callbacks_beside_other_seeds_see_their_own_run(small_data):
+    """Trackers of two seeds trained together record what each records alone."""
+    class Log:
+        def on_phase_start(self, ctx):
+            ctx.record("phase", "start", ctx.step)
 
-    build = train.build_model
-    monkeypatch.setattr(train, "build_model", lambda cfg, seed: build(cfg, seed).double())
-    exact = reference(recipe, _double(small_data), _double(swap_data))
-    for a, b, e in zip(ref, out, exact, strict=True):
-        assert len(a.history) == len(b.history) and list(a.states) == list(b.states)
-        for ha, hb in zip(a.history, b.history):
-            assert {k: v for k, v in ha.items() if "loss" not in k} == \
-                   {k: v for k, v in hb.items() if "loss" not in k}  # steps and accuracies exact:
-            # a prediction flips only on a logit margin below ~1e-6, vanishingly rare here
-            for k in ha:
-                if "loss" in k:
-                    assert hb[k] == pytest.approx(ha[k], rel=LOSS_RTOL), k
-        for which in a.states:
-            for n, w64 in e.states[which].items():
-                err_seq = (a.states[which][n].double() - w64).abs().max().item()
-                err_vmap = (b.states[which][n].double() - w64).abs().max().item()
-                ulp = 2.0 ** -23 * w64.abs().max().item()
-                assert err_vmap <= RATIO * err_seq + ulp, (which, n, err_vmap, err_seq)
+        def on_step(self, ctx, loss):
+            ctx.record("loss", "value", loss)
+
+        def on_epoch(self, ctx, rec):
+            ctx.record("w", "sum", ctx.model.embed.weight.sum().item())
+
+    together = run_recipe_seeds("spt", small_data, ModelConfig(), TC, SEEDS, callbacks=[[Log()], [Log()]])
+    alone = [run_recipe("spt", small_data, ModelConfig(), TC, s, callbacks=[Log()]) for s in SEEDS]
+    assert_bitwise(alone, together)
+    assert len(together[0].records) == 2 + 4 * 4 + 4 and together[0].records != together[1].records
 
 
 # RunSpec.execute_group (the sweep's job) ------------------------------------------------------------
@@ -115,8 +114,6 @@ def test_execute_seeds_refuses_what_it_cannot_group():
 
 
 def test_bad_arguments(small_data):
-    with pytest.raises(ValueError, match="engine"):
-        run_recipe_seeds("scratch", small_data, engine="jit")
     with pytest.raises(ValueError, match="recipe"):
         run_recipe_seeds("pretrain", small_data)
     with pytest.raises(ValueError, match="at least one seed"):
@@ -129,11 +126,10 @@ def test_bad_arguments(small_data):
         run_recipe_seeds("scratch", small_data, eval_chunk=0)
 
 
-@pytest.mark.parametrize("engine", ["lockstep", "vmap"])
-def test_non_finite_loss_names_the_seed(engine):
+def test_non_finite_loss_names_the_seed():
     data = make_task(TaskConfig(T=8, n_train=32, n_val=8, n_test=8))
     x = data.train.x.clone()
     x[:] = float("nan")
     bad = replace(data, train=Split(x, data.train.y))
     with pytest.raises(FloatingPointError, match=r"seed 4, phase finetune, epoch 1, step 0"):
-        run_recipe_seeds("scratch", bad, seeds=(4, 2), train_cfg=TrainConfig(epochs=1), engine=engine)
+        run_recipe_seeds("scratch", bad, seeds=(4, 2), train_cfg=TrainConfig(epochs=1))

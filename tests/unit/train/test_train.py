@@ -3,7 +3,8 @@ import torch
 
 from toyspt.nn.model import ModelConfig, build_model, head_param_names, qk_param_names
 from toyspt.data.tasks import Split, TaskConfig, TaskData, make_task
-from toyspt.train.loop import RECIPES, TrainConfig, run_recipe, transferred_names
+from toyspt.train.recipes import RECIPES, TrainConfig, get_recipe
+from toyspt.train.loop import run_recipe
 
 TINY = TrainConfig(epochs=2, pre_epochs=2, batch_size=32, swap_epochs=1)
 
@@ -28,7 +29,7 @@ def test_transfer_recipes_take_exactly_what_they_claim(small_data, recipe):
     and reproduce it): every tensor equals the SPT weights or the seed's init, as claimed."""
     res = run_recipe(recipe, small_data, train_cfg=TINY, seed=0)
     model = build_model(ModelConfig(), 0)
-    names = transferred_names(recipe, model)
+    names = get_recipe(recipe).transferred(model)
     qk, heads = set(qk_param_names(model)), set(head_param_names(model))
     every = [n for n, _ in model.named_parameters()]
     expected = {"spt": [n for n in every if n not in heads],
@@ -48,15 +49,15 @@ def test_transfer_state_is_exact(small_data, monkeypatch):
     seen = {}
     real = tr.finetune
 
-    def spy(ctx, *a, **k):
-        seen["state"] = {n: v.clone() for n, v in ctx.model.state_dict().items()}
-        return real(ctx, *a, **k)
+    def spy(lock, *a, **k):
+        seen["state"] = {n: v.clone() for n, v in lock.ctxs[0].model.state_dict().items()}
+        return real(lock, *a, **k)
 
     monkeypatch.setattr(tr, "finetune", spy)
     for recipe in ("spt", "qk_transfer", "all_but_qk_transfer"):
         res = tr.run_recipe(recipe, small_data, train_cfg=TINY, seed=0)
         init, pre, start = res.states["init"], res.states["pretrained"], seen["state"]
-        names = set(transferred_names(recipe, tr.build_model(ModelConfig(), 0)))
+        names = set(get_recipe(recipe).transferred(tr.build_model(ModelConfig(), 0)))
         for n, v in start.items():
             src = pre if n in names else init
             assert torch.equal(v, src[n]), (recipe, n)

@@ -10,7 +10,7 @@ import pytest
 from toyspt.runs.arms import parse_value
 from toyspt.nn.model import ModelConfig
 from toyspt.data.tasks import TaskConfig
-from toyspt.train.loop import TrainConfig
+from toyspt.train.recipes import TrainConfig
 from toyspt.util.validation import (Bool, Float, Instance, Int, Number, Text, Tuple, rule_of, unruled,
                                validate, validated)
 
