@@ -95,26 +95,24 @@ def add_evaluate_flag(p: argparse.ArgumentParser, default: str) -> None:
                         f"summaries, less work) (default {default})")
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an int >= 1 (``--n 0``, ``--threads 0`` and ``--n -5`` are refused)."""
+def _int_at_least(text: str, low: int, words: str) -> int:
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+        raise argparse.ArgumentTypeError(f"expected {words}, got {text!r}") from None
+    if v < low:
+        raise argparse.ArgumentTypeError(f"must be >= {low}, got {v}")
     return v
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an int >= 1 (``--n 0``, ``--threads 0`` and ``--n -5`` are refused)."""
+    return _int_at_least(text, 1, "a positive integer")
 
 
 def nonnegative_int(text: str) -> int:
     """An argparse type: an int >= 0."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
-    return v
+    return _int_at_least(text, 0, "an integer >= 0")
 
 
 def out_dir(text: str) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from parity import parity_tol
 from toyspt.lra.checkpoint import ArchHints, load_lra, lra_state_dict
 from toyspt.lra.infer import FLAGS
 from toyspt.lra.lightning import CheckpointError, read_checkpoint, write_checkpoint
@@ -15,7 +16,6 @@ from toyspt.lra.model import LRAConfig, build_lra
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "lra"
 NAMES = sorted(p.name[:-5] for p in FIXTURES.glob("*.ckpt"))
-TOL64 = 1e-10  # the float64 parity bound of test_lra_fixtures.py
 
 
 def _bare(name, tmp_path) -> Path:
@@ -42,6 +42,10 @@ def _hints_of(cfg: LRAConfig, attn_kind: str, glu: bool) -> dict:
     return h
 
 
+def _tol(loaded, ref) -> float:
+    return parity_tol(loaded.cfg, ref["inputs"].shape[1], torch.float64, ref["out_float64"])
+
+
 def _out(loaded, ref):
     x = ref["inputs"].double() if ref["inputs"].is_floating_point() else ref["inputs"]
     with torch.no_grad():
@@ -64,7 +68,7 @@ def test_config_less_fixture_needs_every_hint_and_then_matches(name, tmp_path):
         full.cfg, pool=loaded.cfg.pool, use_lengths=loaded.cfg.use_lengths)
     assert loaded.cfg == same  # rotary read from rope.freqs, GLU from the shapes
     want = ref["out_float64"]
-    assert float((_out(loaded, ref) - want).abs().max()) <= TOL64
+    assert float((_out(loaded, ref) - want).abs().max()) <= _tol(loaded, ref)
 
 
 def test_a_wrong_hint_changes_the_logits_so_none_is_assumed(tmp_path):
@@ -73,7 +77,7 @@ def test_a_wrong_hint_changes_the_logits_so_none_is_assumed(tmp_path):
     full = load_lra(FIXTURES / "listops_relu.ckpt")
     h = _hints_of(full.cfg, full.report.attn_kind, False)
     wrong = load_lra(_bare("listops_relu", tmp_path), ArchHints(**{**h, "activation": "gelu"}))
-    assert float((_out(wrong, ref) - ref["out_float64"]).abs().max()) > 1e3 * TOL64
+    assert float((_out(wrong, ref) - ref["out_float64"]).abs().max()) > 1e3 * _tol(wrong, ref)
 
 
 def test_flags_a_layout_cannot_honour_are_refused(tmp_path):
@@ -132,7 +136,7 @@ def test_fixtures_keep_distinct_qkvo_and_a_swap_fails_parity(name):
     attn = loaded.model.blocks[0].attn
     with torch.no_grad():
         attn.W_Q.weight, attn.W_K.weight = attn.W_K.weight, attn.W_Q.weight
-    assert float((_out(loaded, ref) - ref["out_float64"]).abs().max()) > 1e3 * TOL64
+    assert float((_out(loaded, ref) - ref["out_float64"]).abs().max()) > 1e3 * _tol(loaded, ref)
 
 
 def test_hints_are_one_dataclass_naming_every_flag():
