@@ -126,13 +126,13 @@ def test_rgb_pixel_models_load(tmp_path, d_input):
     torch.testing.assert_close(emb, x @ sd["encoder.0.weight"].double().T + sd["encoder.0.bias"].double())
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if not n.startswith("mha")])
+@pytest.mark.parametrize("name", NAMES)
 def test_fixtures_keep_distinct_qkvo_and_a_swap_fails_parity(name):
-    sd = read_checkpoint(FIXTURES / f"{name}.ckpt").state_dict
-    w = [sd[f"model.layers.0.layer.linears.{j}.weight"] for j in range(4)]
-    assert all(not torch.equal(w[i], w[j]) for i in range(4) for j in range(i + 1, 4))
     ref = torch.load(FIXTURES / f"{name}.ref.pt", weights_only=True)
     loaded = load_lra(FIXTURES / f"{name}.ckpt")
+    for block in loaded.model.blocks:  # packed in_proj rows too: the bridge splits them into W_Q, W_K, W_V
+        w = [getattr(block.attn, f"W_{n}").weight for n in "QKVO"]
+        assert all(not torch.equal(w[i], w[j]) for i in range(4) for j in range(i + 1, 4))
     attn = loaded.model.blocks[0].attn
     with torch.no_grad():
         attn.W_Q.weight, attn.W_K.weight = attn.W_K.weight, attn.W_Q.weight
