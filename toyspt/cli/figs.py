@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from toyspt.util import plots
-from toyspt.cli.flags import add_seeds, add_sweep_flags, default_workers, run_main
+from toyspt.cli.flags import add_seeds, add_sweep_flags, default_workers, out_dir, run_main
 from toyspt.figs import CONTRAST, FIGURES, FigContext, load
 from toyspt.figs import render
 from toyspt.runs import RunCache, sweep
@@ -93,7 +93,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", default=None, help=f"comma-separated subset of {','.join(FIGURES)}")
     p.add_argument("--quick", action="store_true", help="few seeds and epochs: a smoke test, stamped QUICK")
     add_seeds(p, None, help="seeds, e.g. 0-4 or 0,2 (default 0-4, quick 0-1)")
-    p.add_argument("--out", default=None, help="output directory (default figures/, quick figures-quick/)")
+    p.add_argument("--out", type=out_dir, default=None, help="output directory (default figures/, quick figures-quick/)")
     p.add_argument("--compare-to", default=None, metavar="DIR",
                    help="after drawing, compare every CSV with DIR's at the level of arm means "
                         "(toyspt.figs.check: stated tolerances); exit 1 when one disagrees")

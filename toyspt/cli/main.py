@@ -85,14 +85,15 @@ def register_train(sub) -> None:
 
 
 def register_compare(sub) -> None:
-    from toyspt.cli.flags import add_arms_flag, add_config_flags, add_evaluate_flag, add_seeds, add_sweep_flags
+    from toyspt.cli.flags import (add_arms_flag, add_config_flags, add_evaluate_flag, add_seeds,
+                                  add_sweep_flags, out_dir)
 
     c = sub.add_parser("compare", help=COMMANDS["compare"][1])
     add_arms_flag(c, "scratch,spt,scratch_matched")
     add_seeds(c)
     add_sweep_flags(c)
     add_evaluate_flag(c, "peak")
-    c.add_argument("--out", default=None, help="directory for compare.csv / compare.json")
+    c.add_argument("--out", type=out_dir, default=None, help="directory for compare.csv / compare.json")
     add_config_flags(c)
     c.set_defaults(func=cmd_compare)
 
