@@ -34,6 +34,7 @@ import torch
 
 from toyspt.runs import basin_grid as basin_runs
 from toyspt.probe import engine as probes, tracking
+from toyspt.probe import losses
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.runs import RunCache, RunSpec, get_run, load_answer
 from toyspt.data.tasks import TaskConfig, make_task
@@ -220,10 +221,10 @@ def _init_sign(cfg: T5Config, spec: RunSpec) -> float:
     """T3's first-order quantity at init: dL_rec[N] (the SPT loss along the neighbour
     direction) of the seed's initial model on 64 training sequences of the spec's task."""
     data = make_task(spec.task)
-    batch = probes.make_batch(data.train.x[:64].double(), data.train.y[:64], spec.train.mask_rate, 0)
+    batch = losses.make_batch(data.train.x[:64].double(), data.train.y[:64], spec.train.mask_rate, 0)
     model = build_model(spec.model, spec.seed).double().eval()
     N = {"neighbours": neighbour_direction(spec.task.T)}
-    return probes.probe(model, batch, probes.recon(spec.train.recon), N, per_example=False,
+    return probes.probe(model, batch, losses.recon(spec.train.recon), N, per_example=False,
                         use_jvp=False)[toy.HOOK_S].deriv[0, 0].item()
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from scipy.stats import binom
 
-from toyspt.probe import engine as pr
+from toyspt.probe import instrument
 from toyspt.nn.attention import hooks
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.data.tasks import TaskData, sample_mask
@@ -150,7 +150,7 @@ def model_beta(model: torch.nn.Module, x_BxTxD: torch.Tensor, mask_BxT: torch.Te
     def force(t, name):
         return U_BxTxT[:, None].expand_as(t)
 
-    with pr.working_model(model, dtype) as m, hooks(m, [(lambda n: n.endswith("hook_pattern"), force)]):
+    with instrument.working_model(model, dtype) as m, hooks(m, [(lambda n: n.endswith("hook_pattern"), force)]):
         xhat_BxTxD = m.reconstruct(x, mask_BxT)
     u_BxTxD = ((x * visible_BxT[..., None]).sum(1) / denom_B[:, None])[:, None, :].expand(B, T, D)
     w_BxTx1 = (mask_BxT & (n_vis_B > 0)[:, None]).to(dtype)[..., None]
