@@ -28,7 +28,8 @@ from toyspt.data import directions as dr
 from toyspt.figs import ucr as ucr_fig
 from toyspt.nn.model import build_model
 from toyspt.probe.basin import beta_unif, init_beta, uniform_share
-from toyspt.probe.engine import blindness, make_batch
+from toyspt.probe.engine import blindness
+from toyspt.probe.losses import make_batch
 from toyspt.util.plots import color
 from toyspt.ucr import study
 
