@@ -174,3 +174,15 @@ def test_a_diverged_run_is_one_line_with_exit_1(capsys):
     assert run_main(diverge) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: non-finite loss") and "diverged" in err
+
+
+def test_pixels_are_converted_only_as_far_as_probed(tmp_path, capsys, ckpt):
+    """A sparse 256 MiB uint8 image array: the probe converts its first images, not 2 GiB of float64."""
+    import resource
+    p = _npy_header(tmp_path / "images.npy", (1 << 16, 64, 64), "|u1", sparse_bytes=256 << 20)
+    np.save(tmp_path / "y.npy", np.zeros(4, dtype=np.int64))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    one_error(capsys, 2, ["lra", "probe", str(ckpt / "pix.ckpt"), "--task", "image", "--data", str(p),
+                          "--labels", str(tmp_path / "y.npy"), "--n", "2", "--fit-n", "0"],
+              "positional table")  # 4096 pixels per image > the model's 64 rows: refused after loading 2
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 * 1024  # 2 images read

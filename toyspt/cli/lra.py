@@ -87,7 +87,7 @@ def _token_ids(args, loaded: LoadedLRA, n_total: int, ndim: int, layout: str) ->
         if len(shape) != ndim or (ndim == 3 and shape[1] != 2) or dtype.kind not in "iu":
             raise ValueError(f"{args.data}: {layout} must be integer ids, got {dtype} {shape}")
 
-    a = load_npy(args.data, "id array", expect)[:n_total]
+    a = load_npy(args.data, "id array", expect, n_total)
     if a.size and (a.min() < 0 or a.max() >= loaded.cfg.n_tokens):
         raise ValueError(f"{args.data}: ids must lie in 0..{loaded.cfg.n_tokens - 1} (the embedding's "
                          f"rows), found {a.min() if a.min() < 0 else a.max()}")
@@ -110,8 +110,7 @@ def array_data(args, loaded: LoadedLRA, n_total: int) -> tuple[dict, list[str]]:
         x = _token_ids(args, loaded, n_total, 2, "token ids (N, T)")
         lengths = (x != lo.PAD_ID).long().cumsum(1).argmax(1) + 1  # up to the last non-<pad>
     else:
-        x, _ = load_pixels(args.data, args.task)
-        x = x[:n_total]
+        x, _ = load_pixels(args.data, args.task, count=n_total)
         lengths = None
     if y is not None and len(y) != len(x):
         raise ValueError(f"{args.labels}: {len(y)} labels for {len(x)} examples")
