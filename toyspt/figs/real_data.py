@@ -253,6 +253,7 @@ def draw(ctx, runs):
         ax.plot([e for e, _ in bt], [v for _, v in bt], color=BASIN_COLORS[b_], lw=0.6, alpha=0.6)
     ax.axhline(0, color="k", lw=0.6)
     ax.set_xscale("symlog", linthresh=1)
+    ax.set_xlim(0, None)
     ax.set(xlabel="SPT epoch (0 = init)", ylabel="model's recon gain beta (uniform visible attention)",
            title="beta along SPT, by basin (green proximity, red anti-local)")
     fig.suptitle(TITLE, fontsize=10)
