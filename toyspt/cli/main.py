@@ -17,7 +17,7 @@ from pathlib import Path
 
 from toyspt import __version__
 from toyspt.cli.flags import (add_arms_flag, add_cache_flags, add_config_flags, add_evaluate_flag,
-    add_seeds, add_sweep_flags, base_spec, run_main, split_arms)
+    add_numerics_flag, add_seeds, add_sweep_flags, base_spec, run_main, split_arms)
 from toyspt.runs import RunCache, executor_scope, get_run
 
 # subcommands that live beside their part: each module has register(subparsers)
@@ -66,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=0)
     add_cache_flags(t)
     add_evaluate_flag(t, "all")
+    add_numerics_flag(t)
     add_config_flags(t)
     t.set_defaults(func=cmd_train)
 
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_seeds(c)
     add_sweep_flags(c)
     add_evaluate_flag(c, "peak")
+    add_numerics_flag(c)
     c.add_argument("--out", default=None, help="directory for compare.csv / compare.json")
     add_config_flags(c)
     c.set_defaults(func=cmd_compare)

@@ -60,7 +60,7 @@ def specs(ctx):
     datasets, _ = _available(PAPER_DATASETS)
     out = {}
     for d in datasets:
-        base = ucr_spec("scratch", d, train=_train(ctx), evaluate="peak")
+        base = ucr_spec("scratch", d, train=_train(ctx), evaluate="peak", numerics=ctx.numerics)
         for _, arm, s in arm_specs([d], ARMS, seeds_for(ctx, d.config.name), base):
             out[d.config.name, arm, s.seed] = s
     return out
