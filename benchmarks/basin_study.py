@@ -75,11 +75,12 @@ def _sign_rule_at_init(model, data, mask_rate) -> tuple[float, float]:
     from toyspt.theory import toy
     from toyspt.theory.t3_recon import neighbour_direction
     from toyspt.probe import engine as probes
+    from toyspt.probe import losses
 
-    batch = probes.make_batch(data.train.x[:64].double(), data.train.y[:64], mask_rate, 0)
+    batch = losses.make_batch(data.train.x[:64].double(), data.train.y[:64], mask_rate, 0)
     m = build_model(model.cfg, 0).double().eval()
     m.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
-    d = probes.probe(m, batch, probes.recon("l1"), {"N": neighbour_direction(data.config.T)},
+    d = probes.probe(m, batch, losses.recon("l1"), {"N": neighbour_direction(data.config.T)},
                      per_example=False, use_jvp=False)[toy.HOOK_S].deriv[0, 0].item()
     return d, toy.effective_gain(m, batch)
 

@@ -24,6 +24,7 @@ import pandas as pd
 import torch
 
 from toyspt.probe import engine as probes
+from toyspt.probe import losses
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.data.tasks import TaskConfig, make_task
 
@@ -51,14 +52,14 @@ def main(argv=None):
         for scale in (0.0, 1.0):
             for seed in args.seeds:
                 model = build_model(ModelConfig(**kw, qk_init_scale=scale), seed)
-                bl = probes.blindness(model, probes.make_batch(x, y, seed=seed), list(PROX), use_jvp=False)
+                bl = probes.blindness(model, losses.make_batch(x, y, seed=seed), list(PROX), use_jvp=False)
                 t = bl.table()
                 for loss, res in (("label", bl.label), ("recon", bl.recon)):
                     lp = res[SITE]
-                    sv = lp.dLdM_sv_per_example[:, 0]
+                    sv = lp.per_example.dLdM_sv[:, 0]
                     row = dict(arch=arch, scale=scale, seed=seed, loss=loss,
                                row_het=lp.row_heterogeneity[0].item(),
-                               row_het_pe_max=lp.row_heterogeneity_per_example[:, 0].max().item(),
+                               row_het_pe_max=lp.per_example.row_heterogeneity[:, 0].max().item(),
                                column_share=lp.column_share[0].item(),
                                sv2_sv1_pe_max=(sv[:, 1] / sv[:, 0]).max().item())
                     for k, d in enumerate(res.directions):

@@ -4,7 +4,7 @@ label + recon score-gradient probes (7 directions) and the profiles.
 
 Two engines (``ReportConfig.engine``): ``probes`` runs :func:`toyspt.probe.engine.probe` per
 example (full G of every layer, W_Q/W_K gradients, dL/dM), ``lean`` the per-layer,
-per-head reduction of :mod:`toyspt.lra.scoregrad` (frozen weights, nothing of size T^2
+per-head reduction of ``probe(..., lean=True)`` (frozen weights, nothing of size T^2
 kept beyond the forward's own). Each (engine, T, dtype) runs in a fresh subprocess so its
 peak resident memory (ru_maxrss) is its own. Single thread by default.
 

@@ -17,6 +17,8 @@ import time
 import torch
 
 from toyspt.probe import engine as probes
+from toyspt.probe import losses
+from toyspt.probe import instrument
 from toyspt.nn.attention import hooks
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.data.tasks import make_task
@@ -26,7 +28,7 @@ SITE = "blocks.0.attn.hook_attn_scores"
 
 def loop_per_example(model, batch, loss_fn):
     """One autograd.grad per example: (B, H, T, T) score grads, (B, d, d) W_Q and W_K grads."""
-    work = probes.working_model(model, torch.float64)
+    work = instrument.working_model(model, torch.float64)
     gS, gQ, gK = [], [], []
     with work as m:
         attn = m.blocks[0].attn
@@ -66,9 +68,9 @@ def main(argv=None):
     print(f"{'loss':>6} {'B':>5} {'torch.func s':>13} {'loop s':>8} {'speed-up':>9} {'max |diff|':>11}"
           f" {'probe s':>8} {'loop/probe':>10}")
     for loss in ("label", "recon"):
-        name, fn = probes.resolve_loss(loss)
+        name, fn = instrument.resolve_loss(loss)
         for B in args.batch:
-            batch = probes.make_batch(data.train.x[:B], data.train.y[:B], seed=0)
+            batch = losses.make_batch(data.train.x[:B], data.train.y[:B], seed=0)
             probes.probe(model, batch, loss, ["prev"], use_jvp=False)  # warm-up
             t_func, pe = best_of(lambda: probes.per_example_grads(model, batch, loss), args.repeats)
             t_probe, _ = best_of(lambda: probes.probe(model, batch, loss, ["prev"], use_jvp=False), args.repeats)

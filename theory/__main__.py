@@ -1,5 +1,6 @@
-"""``python -m theory [--quick] [--json PATH] [--only T2] ...``: check the claims, print
-the report, exit 1 when a checked claim fails (2 on bad arguments)."""
+"""``python -m theory [--quick] [--json PATH] [--markdown PATH] [--only T2] ...`` (the same
+as ``toyspt theory ...``): check the claims, print the report, exit 1 when a checked claim
+fails (2 on bad arguments). docs/theory-report.md is written by ``--markdown``."""
 from __future__ import annotations
 
 import argparse
@@ -8,9 +9,9 @@ import sys
 from . import report
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m theory") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m theory",
+        prog=prog,
         description="Check toyspt's theory (T1-T5): symbolic (sympy) and float64 numeric checks, "
                     "plus measured toy-training figures. Exit code 1 when a checked claim fails.")
     p.add_argument("--quick", action="store_true",
@@ -18,6 +19,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", metavar="LIST",
                    help="comma-separated claim families or check ids, e.g. T2 or T2.4,T3")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON (atomically)")
+    p.add_argument("--markdown", metavar="PATH",
+                   help="also write the report as a Markdown page headed by this command (atomically), "
+                        "e.g. docs/theory-report.md")
     p.add_argument("--cache", metavar="DIR", default=None,
                    help="run cache for T5 (default: toyspt's run cache, $TOYSPT_CACHE or .cache/toyspt)")
     p.add_argument("--no-cache", action="store_true", help="T5 trains without reading or writing a cache")
@@ -27,9 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: list[str] | None = None, prog: str = "python -m theory") -> int:
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
     import torch
 
     torch.set_num_threads(1)  # small float64 problems: one thread is fastest on a shared machine
@@ -57,8 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     print(report.format_table(results, why=args.why))
     if args.json:
         path = report.write_json(results, args.json, quick=args.quick, only=args.only,
-                                 cache=cache, argv=sys.argv[1:] if argv is None else argv)
+                                 cache=cache, argv=argv)
         print(f"wrote {path}")
+    if args.markdown:
+        print(f"wrote {report.write_markdown(results, args.markdown, ' '.join([prog, *argv]))}")
     return report.exit_code(results)
 
 

@@ -15,6 +15,7 @@ import argparse
 import torch
 
 from toyspt.probe import engine as probes
+from toyspt.probe import losses
 from toyspt.nn.model import ModelConfig
 from toyspt.data.tasks import make_task
 
@@ -29,10 +30,10 @@ def rows(seeds, n: int) -> list[dict]:
     out = []
     for seed in seeds:
         model = toy.toy_model(ModelConfig(d_mlp=0, final_norm=False, qk_init_scale=0.0), seed)
-        batch = probes.make_batch(x, y, seed=seed)
+        batch = losses.make_batch(x, y, seed=seed)
         lp = probes.probe(model, batch, "label", list(TOY_BLIND), use_jvp=False)[toy.HOOK_S]
         A, Gam = toy.pattern_grad(model, batch)
-        b = geo.blind_cos_bound(lp.G_per_example[:, 0], A * Gam.abs(),
+        b = geo.blind_cos_bound(lp.per_example.G[:, 0], A * Gam.abs(),
                                 _n_upstream(x.shape[1], model.cfg.d_model, model.cfg.n_classes))
         out.append(dict(seed=seed, cos=dict(zip(TOY_BLIND, lp.cos[0].abs().tolist())),
                         bound=b["batch"], kappa_A=b["kappa_A"], kappa_B=b["kappa_B"]))

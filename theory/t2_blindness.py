@@ -31,6 +31,7 @@ from scipy import stats
 
 from toyspt.data import directions as dr
 from toyspt.probe import engine as probes
+from toyspt.probe import losses
 
 from . import geometry as geo
 from . import onehead as oh
@@ -189,7 +190,7 @@ def check_toy_blind(quick: bool = False, kinds: tuple[str, ...] = TOY_BLIND) -> 
     model = toy.toy_model(toy.T1_MODEL, seed=0)
     batch = toy.toy_batch(T, 32, seed=0)
     lp = toy.layer_probe(model, batch, "label", kinds + ("random_s1",))
-    G = lp.G_per_example[:, 0]
+    G = lp.per_example.G[:, 0]
     A, Gam = toy.pattern_grad(model, batch)
     d, C = model.cfg.d_model, model.cfg.n_classes
     n = _n_upstream(T, d, C)
@@ -206,7 +207,7 @@ def check_toy_blind(quick: bool = False, kinds: tuple[str, ...] = TOY_BLIND) -> 
     auto = lp.deriv[0, len(kinds)].item()
     h = FD_STEP
     fd = [probes.directional_fd(model, batch, "label", toy.HOOK_S, 0, D, eps=e) for e in (h, 2 * h)]
-    L = probes.label_loss(model, batch).item()
+    L = losses.label_loss(model, batch).item()
     fd_ratio = fd_agreement([auto], [fd[0]], [fd[1]], [L], h)
     fig = max(ratio_pe, ratio_batch, 0.0 if fd_ratio <= 1.0 else float("inf"))
     return checked_result(
@@ -233,7 +234,7 @@ def measure_toy_default(quick: bool = False) -> Result:
     out = {}
     for name, cfg in (("uniform", toy.DEFAULT_UNIFORM), ("default_init", toy.ModelConfig())):
         lp = toy.layer_probe(toy.toy_model(cfg, seed=0), batch, "label", ("circ_w1",))
-        G = lp.G_per_example[:, 0]
+        G = lp.per_example.G[:, 0]
         out[name] = dict(row_heterogeneity=dr.row_heterogeneity(G).mean().item(),
                          blind_fraction=geo.blind_fraction(G).mean().item(),
                          circulant_cos=geo.cosine(G, dr.direction("circ_w1", T)).abs().mean().item())
@@ -344,7 +345,7 @@ def check_sigma_growth(quick: bool = False) -> Result:
     toy_blind = {}
     for s in (0.01, 0.1, 0.3, 1.0):
         model = toy.toy_model(toy.ModelConfig(d_mlp=0, final_norm=False, qk_init_scale=s), seed=0)
-        G = toy.layer_probe(model, batch, "label", ("circ_w1",)).G_per_example[:, 0]
+        G = toy.layer_probe(model, batch, "label", ("circ_w1",)).per_example.G[:, 0]
         toy_blind[str(s)] = geo.blind_fraction(G).mean().item()
     # the log-slope of a*S + b*S^2 deviates from 2 by ~ 2 |b/a| max|S|; |b/a| ~ 1 for softmax
     # (its Taylor coefficients are O(1)), taken 2x.

@@ -24,6 +24,7 @@ import torch
 
 from toyspt.data import directions as dr
 from toyspt.probe import engine as probes
+from toyspt.probe import losses
 
 from . import geometry as geo
 from . import onehead as oh
@@ -296,9 +297,9 @@ def measure_toy_gain_sign(quick: bool = False) -> Result:
     for sd in seeds:
         model = toy.toy_model(toy.ModelConfig(), seed=sd)
         g = toy.effective_gain(model, batch)
-        d_mse = probes.probe(model, batch, probes.recon("mse"), D, per_example=False,
+        d_mse = probes.probe(model, batch, losses.recon("mse"), D, per_example=False,
                              use_jvp=False)[toy.HOOK_S].deriv[0, 0].item()
-        d_l1 = probes.probe(model, batch, probes.recon("l1"), D, per_example=False,
+        d_l1 = probes.probe(model, batch, losses.recon("l1"), D, per_example=False,
                             use_jvp=False)[toy.HOOK_S].deriv[0, 0].item()
         agree_mse += (d_mse < 0) == (g > 0)
         agree_l1 += (d_l1 < 0) == (g > 0)

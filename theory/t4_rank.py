@@ -169,7 +169,7 @@ def check_toy_rank_one(quick: bool = False) -> Result:
     for name, cfg in (("t1", toy.T1_MODEL), ("default", toy.DEFAULT_UNIFORM)):
         model = toy.toy_model(cfg, seed=0)
         lp = toy.layer_probe(model, batch, "label", ("circ_w1",))
-        G = lp.G_per_example[:, 0]
+        G = lp.per_example.G[:, 0]
         H = toy.attention_input(model, batch["x"])
         GM = toy.autograd_dLdM(model, batch)  # independent of G and H
         g = G.mean(dim=1)  # the common row of G (T2)
@@ -177,7 +177,7 @@ def check_toy_rank_one(quick: bool = False) -> Result:
         gap = (torch.linalg.matrix_norm(GM - R1) / torch.linalg.matrix_norm(GM)).max().item()
         ratio, sin, scale = _rank_one_figures(GM, H, G)
         sv = torch.linalg.svdvals(GM)
-        sv_probe = lp.dLdM_sv_per_example[:, 0]
+        sv_probe = lp.per_example.dLdM_sv[:, 0]
         agree = ((sv - sv_probe).abs().amax() / sv[:, 0].amax()).item()
         out[name] = dict(formula_gap=gap, sv2_sv1=ratio.max().item(), sin=sin.max().item(),
                          scale=scale.max().item(), probe_gap=agree)
@@ -186,10 +186,10 @@ def check_toy_rank_one(quick: bool = False) -> Result:
     tol = rounding_tol(n, out["t1"]["scale"])
     # measured: ranks of the reconstruction gradient on M in the same model
     lpr = toy.layer_probe(toy.toy_model(toy.T1_MODEL, seed=0), batch, "recon_mse", ("circ_w1",))
-    svr = lpr.dLdM_sv_per_example[:, 0]
+    svr = lpr.per_example.dLdM_sv[:, 0]
     out["recon_rank_per_example"] = numerical_rank(svr, 1e-10).tolist()
     out["recon_mask_sizes"] = batch["mask"].sum(-1).tolist()
-    out["recon_batch_rank"] = int(numerical_rank(lpr.dLdM_sv[0], 1e-10))
+    out["recon_batch_rank"] = int(numerical_rank(lpr.qk.dLdM_sv[0], 1e-10))
     t1 = out["t1"]
     fig = max(t1["formula_gap"], t1["sv2_sv1"], t1["sin"], t1["probe_gap"])
     return checked_result(

@@ -16,6 +16,8 @@ import warnings
 import torch
 
 from toyspt.probe import engine as probes
+from toyspt.probe import losses
+from toyspt.probe.results import LayerProbe
 from toyspt.nn.attention import hooks
 from toyspt.nn.model import ModelConfig, ToyTransformer, build_model
 from toyspt.data.tasks import TaskConfig, make_task, mask_inputs
@@ -34,13 +36,13 @@ def toy_batch(T: int, n: int, seed: int = 0, mask_rate: float = 0.5) -> dict[str
     """n training sequences of the default task family at length T (float64), their
     labels and an SPT mask: the batch format of :mod:`toyspt.probe.engine`."""
     data = make_task(TaskConfig(T=T, n_train=n, n_val=1, n_test=1, seed=seed))
-    return probes.make_batch(data.train.x.double(), data.train.y, mask_rate, seed)
+    return losses.make_batch(data.train.x.double(), data.train.y, mask_rate, seed)
 
 
 def layer_probe(model: ToyTransformer, batch, loss: str = "label",
-                directions=("circ_w1", "toep_w1")) -> probes.LayerProbe:
+                directions=("circ_w1", "toep_w1")) -> LayerProbe:
     """toyspt.probe.engine on layer 0 with per-example gradients; ``loss``: label | recon_mse."""
-    fn = probes.recon("mse") if loss == "recon_mse" else loss
+    fn = losses.recon("mse") if loss == "recon_mse" else loss
     return probes.probe(model, batch, fn, list(directions), per_example=True, use_jvp=False)[HOOK_S]
 
 
@@ -71,7 +73,7 @@ def pattern_grad(model: ToyTransformer, batch) -> tuple[torch.Tensor, torch.Tens
         return t + sel[None, :, None, None] * delta[:, None]
 
     with hooks(model, [(HOOK_A, add)]):
-        (g,) = torch.autograd.grad(probes.label_loss(model, batch), delta)
+        (g,) = torch.autograd.grad(losses.label_loss(model, batch), delta)
     return seen["A"], B * g
 
 
@@ -104,7 +106,7 @@ def autograd_dLdM(model: ToyTransformer, batch) -> torch.Tensor:
     out = []
     for b in range(B):
         one = {k: v[b:b + 1] for k, v in batch.items()}
-        (g,) = torch.autograd.grad(probes.label_loss(work, one), wq)
+        (g,) = torch.autograd.grad(losses.label_loss(work, one), wq)
         out.append(g.T)
     return torch.stack(out)
 

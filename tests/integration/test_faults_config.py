@@ -53,7 +53,7 @@ def test_nan_shuffle_width_is_refused_before_training(tmp_path, capsys):
 
 def test_one_class_model_is_refused_before_training(tmp_path, capsys):
     assert main(["train", "--recipe", "scratch", "--cache", str(tmp_path), *SMALL, "--model.n_classes", "1"]) == 2
-    assert capsys.readouterr().err.startswith("error: --model.n_classes: expected an int >= 2, got 1")
+    assert capsys.readouterr().err.startswith("error: --model.n_classes: expected an int >= 2 and <= 8192, got 1")
 
 
 @pytest.mark.parametrize("text,message", [
@@ -76,7 +76,7 @@ def test_duplicate_seeds_are_refused_by_compare(tmp_path, capsys):
     ("--task.freq_range", "1,x", "error: --task.freq_range: expected comma-separated numbers, got '1,x'"),
     ("--train.pre_lr", "fast", "error: --train.pre_lr: expected a number or none, got 'fast'"),
     ("--task.freq_range", "1", "error: --task.freq_range: expected a tuple of 2"),
-    ("--model.n_classes", "1", "error: --model.n_classes: expected an int >= 2, got 1"),
+    ("--model.n_classes", "1", "error: --model.n_classes: expected an int >= 2 and <= 8192, got 1"),
 ])
 def test_cli_value_errors_are_one_line_naming_the_flag(tmp_path, capsys, flag, value, message):
     # one convention (toyspt.cli.flags): bad input of any kind exits 2 with one line

@@ -128,7 +128,9 @@ def test_config_less_file_needs_and_takes_flags(tmp_path):
     write_checkpoint(tmp_path / "bare.ckpt", lra_state_dict(build_lra(CFG, 0), attn_kind="mha"), None)
     with pytest.raises(CheckpointError, match="--causal"):
         run(["lra", "inspect", str(tmp_path / "bare.ckpt"), "--heads", "2"])
-    assert run(["lra", "inspect", str(tmp_path / "bare.ckpt"), "--heads", "2", "--no-causal",
+    with pytest.raises(CheckpointError, match="--activation"):
+        run(["lra", "inspect", str(tmp_path / "bare.ckpt"), "--heads", "2", "--no-causal"])
+    assert run(["lra", "inspect", str(tmp_path / "bare.ckpt"), "--heads", "2", "--no-causal", "--activation", "gelu",
                 "--pool", "mean", "--use-lengths"]) == 0
 
 

@@ -8,7 +8,9 @@
 Each figure is written as PNG and PDF with a CSV of the plotted numbers beside it;
 ``metadata.json`` records the git revision, torch version, device, seeds, quick or not and
 the time each figure took. Every figure's runs (toy, UCR, LRA demo) go through one sweep
-and the run cache (``--cache``, ``--recompute``, ``--workers``, ``--dask``).
+and the run cache (``--cache``, ``--recompute``, ``--workers``, ``--dask``). Figures train
+cheapest first and each is written as soon as its runs are stored, while the rest trains
+(:mod:`toyspt.figs.schedule`); the progress bar names the figure in training and its ETA.
 """
 from __future__ import annotations
 
@@ -20,11 +22,14 @@ import time
 from pathlib import Path
 
 import torch
+from tqdm.auto import tqdm
 
 from toyspt.util import plots
-from toyspt.cli.flags import add_numerics_flag, add_seeds, add_sweep_flags, default_workers, numerics_of, run_main
+from toyspt.cli.flags import (add_numerics_flag, add_seeds, add_sweep_flags, default_workers, numerics_of, out_dir,
+    run_main)
 from toyspt.figs import CONTRAST, FIGURES, FigContext, load
 from toyspt.figs import render
+from toyspt.figs.schedule import Drawer, order
 from toyspt.runs import RunCache, sweep
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout (for the git revision)
@@ -93,7 +98,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", default=None, help=f"comma-separated subset of {','.join(FIGURES)}")
     p.add_argument("--quick", action="store_true", help="few seeds and epochs: a smoke test, stamped QUICK")
     add_seeds(p, None, help="seeds, e.g. 0-4 or 0,2 (default 0-4, quick 0-1)")
-    p.add_argument("--out", default=None, help="output directory (default figures/, quick figures-quick/)")
+    p.add_argument("--out", type=out_dir, default=None, help="output directory (default figures/, quick figures-quick/)")
     p.add_argument("--compare-to", default=None, metavar="DIR",
                    help="after drawing, compare every CSV with DIR's at the level of arm means "
                         "(toyspt.figs.check: stated tolerances); exit 1 when one disagrees")
@@ -134,19 +139,29 @@ def make(args: argparse.Namespace) -> int:
     mods = {n: load(n) for n in names}
     t0 = time.time()
     planned = {label: mods[n].specs(c) for label, c, n in jobs}  # each figure's specs, once
-    specs = [s for sp in planned.values() for s in sp.values()]
-    trained: dict[str, float] = {}
-    results = sweep(specs, cache, workers=args.workers, dask=args.dask, recompute=args.recompute,
-                    desc="training runs", vectorize=not args.no_vectorize, trained=trained)
-    by_key = {s.key(): r for s, r in zip(specs, results)}
-    train_s = time.time() - t0
-    compute = compute_by_figure({k: list(v.values()) for k, v in planned.items()}, trained)
-    timings = {}
-    for label, c, name in jobs:
+    where = {label: (c, mods[n]) for label, c, n in jobs}
+    drawing, charges = order(planned, lambda s: not args.recompute and any(
+        cache.path(x).exists() for x in (s, *s.alternatives())))  # cheapest first
+    timings: dict[str, float] = {}
+
+    def draw(label, c, mod, specs, results):
         t = time.time()
-        render(c, mods[name], planned[label], by_key)
+        render(c, mod, specs, results)
         timings[label] = round(time.time() - t, 2)
-        print(f"{label:22s} {timings[label]:7.1f}s  -> {c.out / name}.png/.pdf/.csv", flush=True)
+        tqdm.write(f"{label:22s} {timings[label]:7.1f}s  -> {c.out / mod.NAME}.png/.pdf/.csv "
+                   f"({time.time() - t0:.0f}s after start)")
+
+    # each figure is drawn as soon as the sweep hands over its last result, while the rest trains
+    drawer = Drawer({label: (*where[label], planned[label]) for label in drawing}, draw, charges, start=t0)
+    trained: dict[str, float] = {}
+    sweep([s for label in drawing for s in planned[label].values()], cache, workers=args.workers, dask=args.dask,
+          recompute=args.recompute, desc=drawer.describe, vectorize=not args.no_vectorize, trained=trained,
+          on_result=drawer.add)
+    unwritten = [label for label in drawing if label not in drawer.written]
+    if unwritten:
+        raise RuntimeError(f"figures {unwritten} did not get all their results")
+    train_s = time.time() - t0 - sum(timings.values())
+    compute = compute_by_figure({k: list(planned[k].values()) for k in drawing}, trained)
     meta_path = out / "metadata.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     if meta.get("quick", args.quick) != args.quick:
@@ -156,18 +171,22 @@ def make(args: argparse.Namespace) -> int:
                 workers=args.workers, dask=args.dask, vectorize=not args.no_vectorize, cache=str(args.cache))
     meta.setdefault("figures", {})
     for name in mods:
-        meta["figures"][name] = dict(draw_seconds=timings[name], **compute.get(name, {}), **ctx.meta.get(name, {}))
+        meta["figures"][name] = dict(draw_seconds=timings[name], written_after_seconds=drawer.written[name],
+                                     **compute.get(name, {}), **ctx.meta.get(name, {}))
     if with_contrast:
         meta.setdefault("contrast", dict(regime=contrast.regime, out="zero_mean", figures={}))
         for name in mods:
             if name in CONTRAST:
                 label = f"{contrast.regime}/{name}"
-                meta["contrast"]["figures"][name] = dict(draw_seconds=timings[label], **compute.get(label, {}),
-                                                         **contrast.meta.get(name, {}))
+                meta["contrast"]["figures"][name] = dict(draw_seconds=timings[label],
+                                                         written_after_seconds=drawer.written[label],
+                                                         **compute.get(label, {}), **contrast.meta.get(name, {}))
     meta["reproducibility"] = machine_info()
     memory = peak_memory_mb()
-    meta["last_run"] = dict(figures=list(mods), training_seconds=round(train_s, 1),
-                            total_seconds=round(time.time() - t0, 1), runs_trained=len(trained),
+    first = min((drawer.written[k] for k in drawing if compute.get(k, {}).get("runs_trained")), default=None)
+    meta["last_run"] = dict(figures=list(mods), drawing_order=drawing, training_seconds=round(train_s, 1),
+                            total_seconds=round(time.time() - t0, 1), first_trained_figure_seconds=first,
+                            runs_trained=len(trained),
                             run_seconds=round(sum(v or 0.0 for v in trained.values()), 1), **memory)
     plots.write_text(meta_path, json.dumps(meta, indent=1))
     print(f"done in {time.time() - t0:.1f}s (training {train_s:.1f}s, {len(trained)} runs trained); peak memory "

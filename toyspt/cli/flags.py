@@ -1,9 +1,10 @@
 """Flags shared by every front door (``toyspt ...``, ``python paper_figs.py``, ``python -m
 theory``): seeds, the run cache, workers, config fields; and one error convention.
 
-Exit codes (every entry point): 0 success; 1 a checked claim failed (``theory``); 2 bad
-input: a usage, config, data or cache error, printed as one ``error: ...`` line; 130
-interrupted (Ctrl-C), printed as one line.
+Exit codes (every entry point): 0 success; 1 a runtime failure: a checked claim failed
+(``theory``) or training diverged (a non-finite loss), printed as one line; 2 bad input: a
+usage, config, data or cache error, printed as one ``error: ...`` line; 130 interrupted
+(Ctrl-C), printed as one line.
 """
 from __future__ import annotations
 
@@ -26,26 +27,37 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 INPUT_ERRORS = (ValueError, FileNotFoundError, KeyError, CacheError, ConnectionError, PermissionError)
 
 
+MAX_SEEDS = 10_000  # seeds one flag may name: each is a training run, so far beyond any sweep
+
+
 def parse_seeds(text: str) -> list[int]:
     """``"0-4"`` -> [0..4]; ``"0,3,7"`` -> [0, 3, 7]; order kept, each seed at most once.
 
     Refused with a message: anything but non-negative ints and ``lo-hi`` ranges, a reversed
-    (empty) range such as ``4-0``, a seed named twice (it would count twice in mean and std).
+    (empty) range such as ``4-0``, a seed named twice (it would count twice in mean and std),
+    more than MAX_SEEDS seeds (checked before a range is expanded, so ``0-100000000`` answers
+    at once). Linear in the number of seeds.
     """
     if not text.strip():
         raise argparse.ArgumentTypeError("no seeds given")
     seeds: list[int] = []
+    seen: set[int] = set()
     for part in (p.strip() for p in text.split(",")):
         lo, dash, hi = part.partition("-")
         if part.startswith("-") and part[1:].isdecimal():
             raise argparse.ArgumentTypeError(f"seeds must be >= 0, got {part} in {text!r}")
-        if not lo.isdecimal() or (dash and not hi.isdecimal()):
+        if not lo.isdecimal() or (dash and not hi.isdecimal()) or len(part) > 20:
             raise argparse.ArgumentTypeError(f"seeds must look like 0-4 or 0,2,5; got {text!r}")
-        if dash and int(hi) < int(lo):
+        first, last = int(lo), int(hi) if dash else int(lo)
+        if last < first:
             raise argparse.ArgumentTypeError(f"empty range {part} in {text!r} (write lo-hi, lo <= hi)")
-        for seed in range(int(lo), int(hi) + 1) if dash else [int(lo)]:
-            if seed in seeds:
+        if len(seeds) + last - first + 1 > MAX_SEEDS:
+            raise argparse.ArgumentTypeError(f"more than {MAX_SEEDS} seeds in {text!r} (each seed is a "
+                                             "training run)")
+        for seed in range(first, last + 1):
+            if seed in seen:
                 raise argparse.ArgumentTypeError(f"seed {seed} appears twice in {text!r}")
+            seen.add(seed)
             seeds.append(seed)
     return seeds
 
@@ -108,14 +120,53 @@ def add_evaluate_flag(p: argparse.ArgumentParser, default: str) -> None:
                         f"summaries, less work) (default {default})")
 
 
-def positive_int(text: str) -> int:
+def _int_at_least(text: str, low: int, words: str) -> int:
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+        raise argparse.ArgumentTypeError(f"expected {words}, got {text!r}") from None
+    if v < low:
+        raise argparse.ArgumentTypeError(f"must be >= {low}, got {v}")
     return v
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an int >= 1 (``--n 0``, ``--threads 0`` and ``--n -5`` are refused)."""
+    return _int_at_least(text, 1, "a positive integer")
+
+
+def nonnegative_int(text: str) -> int:
+    """An argparse type: an int >= 0."""
+    return _int_at_least(text, 0, "an integer >= 0")
+
+
+def out_dir(text: str) -> str:
+    """An argparse type for ``--out``: a folder to write into, refused at parse time (before
+    any training) when the path names an existing file or lies under one."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty path")
+    path = os.path.abspath(text)
+    probe = path
+    while not os.path.exists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    if os.path.exists(probe) and not os.path.isdir(probe):
+        where = "" if probe == path else f" ({probe} is a file)"
+        raise argparse.ArgumentTypeError(f"{text} must be a folder to write into, but it names an "
+                                         f"existing file{where}")
+    return text
+
+
+def split_unique(text: str, flag: str, what: str) -> list[str]:
+    """Comma-separated names, each at most once (a name twice would count one run twice)."""
+    names = [a.strip() for a in text.split(",") if a.strip()]
+    if not names:
+        raise ValueError(f"{flag}: no {what} named in {text!r}")
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            raise ValueError(f"{flag}: {what} {n!r} appears twice in {text!r} (it would count twice)")
+        seen.add(n)
+    return names
 
 
 def default_workers() -> int:
@@ -179,9 +230,9 @@ def add_arms_flag(p: argparse.ArgumentParser, default: str) -> None:
 
 
 def split_arms(text: str) -> list[str]:
-    arms = [a for a in text.split(",") if a]
-    if not arms:
-        raise ValueError(f"--arms: no arm named in {text!r}")
+    """The arms of ``--arms``; an arm named twice (also as an alias and its expansion) is refused."""
+    arms = split_unique(text, "--arms", "arm")
+    split_unique(",".join(ALIASES.get(a, a) for a in arms), "--arms", "arm (after aliases)")
     return arms
 
 
@@ -194,10 +245,15 @@ def run_main(fn: Callable[[], int]) -> int:
         return EXIT_INTERRUPTED
     except INPUT_ERRORS as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
-        print(f"error: {msg}", file=sys.stderr)
+        print(f"error: {' '.join(str(msg).split())}", file=sys.stderr)
         return EXIT_USAGE
+    except FloatingPointError as e:  # a run diverged: a runtime failure, not bad input
+        print(f"error: {' '.join(str(e).split())} (the run diverged; a smaller learning rate or "
+              "scale may train)", file=sys.stderr)
+        return EXIT_FAILED
 
 
 __all__ = ["CONFIGS", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "parse_seeds", "add_seeds",
-           "add_cache_flags", "add_sweep_flags", "add_numerics_flag", "numerics_of", "positive_int", "default_workers", "add_config_flags",
-           "config_values", "make_config", "base_spec", "add_arms_flag", "split_arms", "run_main"]
+           "add_cache_flags", "add_sweep_flags", "add_numerics_flag", "numerics_of", "positive_int", "nonnegative_int", "out_dir",
+           "split_unique", "default_workers", "add_config_flags", "config_values", "make_config",
+           "base_spec", "add_arms_flag", "split_arms", "run_main", "MAX_SEEDS"]

@@ -21,20 +21,27 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from toyspt.cli.flags import add_seeds, add_sweep_flags
+from toyspt.cli.flags import add_seeds, add_sweep_flags, nonnegative_int, out_dir, positive_int
 from toyspt.lra import listops as lo
-from toyspt.lra.checkpoint import HEAD_OVERRIDES, LoadedLRA, load_lra
-from toyspt.lra.inputs import PIXEL_TASKS, load_pixels, make_batch, make_pair_batch, select
-from toyspt.lra.report import DIRECTIONS, ReportConfig, lra_report
+from toyspt.lra.checkpoint import HEAD_OVERRIDES, ArchHints, LoadedLRA, load_lra
+from toyspt.lra.inputs import (PIXEL_TASKS, load_labels, load_npy, load_pixels, make_batch,
+                               make_pair_batch, select)
+from toyspt.data.directions import COMPACT
+from toyspt.lra.report import ReportConfig, lra_report
 
 TASKS = ("listops",) + PIXEL_TASKS + ("tokens", "retrieval")
 
 
+def hints(args) -> ArchHints:
+    """The architecture flags as the bridge's one hints object."""
+    return ArchHints(n_heads=args.heads, causal=args.causal, window=args.window,
+                     look_backward=args.look_backward, look_forward=args.look_forward,
+                     activation=args.activation, pool=args.pool, use_lengths=args.use_lengths,
+                     head=args.head)
+
+
 def _load(path, args) -> LoadedLRA:
-    return load_lra(path, n_heads=args.heads, head=args.head, window=args.window,
-                    pool=args.pool, causal=args.causal, use_lengths=args.use_lengths,
-                    activation=args.activation, look_backward=args.look_backward,
-                    look_forward=args.look_forward, trust=args.trust_checkpoint,
+    return load_lra(path, hints(args), trust=args.trust_checkpoint,
                     strict=not args.allow_unexpected, dtype=torch.float64)
 
 
@@ -72,35 +79,41 @@ def listops_data(args, loaded: LoadedLRA, n_total: int) -> tuple[dict, list[str]
     return make_batch(b.ids, b.y, b.lengths, args.p_mask, args.seed), notes
 
 
-def array_data(args, loaded: LoadedLRA, n_total: int) -> tuple[dict, list[str]]:
+def _token_ids(args, loaded: LoadedLRA, n_total: int, ndim: int, layout: str) -> torch.Tensor:
+    """The first ``n_total`` rows of an id array, its shape and ids checked before widening."""
     import numpy as np
 
+    def expect(shape, dtype):
+        if len(shape) != ndim or (ndim == 3 and shape[1] != 2) or dtype.kind not in "iu":
+            raise ValueError(f"{args.data}: {layout} must be integer ids, got {dtype} {shape}")
+
+    a = load_npy(args.data, "id array", expect, n_total)
+    if a.size and (a.min() < 0 or a.max() >= loaded.cfg.n_tokens):
+        raise ValueError(f"{args.data}: ids must lie in 0..{loaded.cfg.n_tokens - 1} (the embedding's "
+                         f"rows), found {a.min() if a.min() < 0 else a.max()}")
+    return torch.from_numpy(a.astype(np.int64))
+
+
+def array_data(args, loaded: LoadedLRA, n_total: int) -> tuple[dict, list[str]]:
     if not args.data:
         raise ValueError(f"--task {args.task} needs --data FILE.npy (and --labels FILE.npy)")
-    y = None
+    n_classes = loaded.cfg.n_classes if loaded.cfg.head != "none" else N_CLASSES.get(args.task)
+    y = load_labels(args.labels, n_classes, n_total) if args.labels else None
     if args.task == "retrieval":
-        ids = torch.from_numpy(np.load(args.data, allow_pickle=False).astype(np.int64))
-        if ids.dim() != 3 or ids.shape[1] != 2:
-            raise ValueError(f"{args.data}: retrieval pairs must be ids (N, 2, T), got {tuple(ids.shape)}")
-        x = ids[:n_total].transpose(1, 2)  # (N, T, 2): the pair layout of toyspt.lra.inputs
+        x = _token_ids(args, loaded, n_total, 3, "retrieval pairs (N, 2, T)").transpose(1, 2)
         lengths = (x != lo.PAD_ID).long().cumsum(1).argmax(1) + 1  # (N, 2): up to the last non-<pad>
-        if not args.labels:
+        if y is None:
             raise ValueError("--labels FILE.npy is needed for the label loss")
-        y = torch.from_numpy(np.load(args.labels, allow_pickle=False).astype(np.int64))[:n_total]
         return (make_pair_batch(x, y, lengths, args.p_mask, args.seed),
                 [f"data: {args.data} ({len(x)} document pairs; <pad> = {lo.PAD_ID})"])
     if args.task == "tokens":
-        ids = torch.from_numpy(np.load(args.data, allow_pickle=False).astype(np.int64))
-        if ids.dim() != 2:
-            raise ValueError(f"{args.data}: token ids must be (N, T), got {tuple(ids.shape)}")
-        x = ids[:n_total]
+        x = _token_ids(args, loaded, n_total, 2, "token ids (N, T)")
         lengths = (x != lo.PAD_ID).long().cumsum(1).argmax(1) + 1  # up to the last non-<pad>
-        if args.labels:
-            y = torch.from_numpy(np.load(args.labels, allow_pickle=False).astype(np.int64))[:n_total]
     else:
-        x, y = load_pixels(args.data, args.task, args.labels)
-        x, y = x[:n_total], None if y is None else y[:n_total]
+        x, _ = load_pixels(args.data, args.task, count=n_total)
         lengths = None
+    if y is not None and len(y) != len(x):
+        raise ValueError(f"{args.labels}: {len(y)} labels for {len(x)} examples")
     if y is None:
         raise ValueError("--labels FILE.npy is needed for the label loss")
     return make_batch(x, y, lengths, args.p_mask, args.seed), [f"data: {args.data} ({len(x)} examples)"]
@@ -133,6 +146,20 @@ def check_data_kind(task: str, data: str | None) -> None:
                          + (" (an .npz archive: save the array itself with numpy.save)" if suffix == ".npz" else ""))
 
 
+ARCHITECTURE = ("n_layers", "d_model", "n_heads", "d_ff", "encoder", "n_tokens", "d_input",
+                "rotary", "window", "causal", "head", "n_classes")  # what --ref must share
+
+
+def check_same_architecture(loaded: LoadedLRA, ref: LoadedLRA, path: str) -> None:
+    """Refuse a --ref whose architecture differs: its displacements would compare unrelated
+    matrices."""
+    diff = [f"{k} {ref.report.cfg[k]!r} vs {loaded.report.cfg[k]!r}" for k in ARCHITECTURE
+            if ref.report.cfg[k] != loaded.report.cfg[k]]
+    if diff:
+        raise ValueError(f"--ref {path}: another architecture than the probed checkpoint "
+                         f"({'; '.join(diff)}); displacements need the same model")
+
+
 def cmd_probe(args) -> int:
     torch.set_num_threads(args.threads)
     check_data_kind(args.task, args.data)
@@ -144,12 +171,14 @@ def cmd_probe(args) -> int:
         raise ValueError("--task listops needs a token (embedding) model; this one has a linear encoder")
     if args.task in PIXEL_TASKS and loaded.cfg.token_task:
         raise ValueError(f"--task {args.task} needs a pixel (linear encoder) model")
+    ref = _load(args.ref, args) if args.ref else None
+    if ref is not None:
+        check_same_architecture(loaded, ref, args.ref)
     n_total = args.n + args.fit_n
     batch, notes = (listops_data if args.task == "listops" else array_data)(args, loaded, n_total)
     n = min(args.n, len(batch["lengths"]))
     probe_batch = select(batch, slice(0, n))
     fit_batch = select(batch, slice(n, None)) if len(batch["lengths"]) > n else probe_batch
-    ref = _load(args.ref, args) if args.ref else None
     dirs = tuple(d for d in args.directions.split(",") if d)
     rcfg = ReportConfig(directions=dirs, max_offset=args.max_offset, dtype=args.dtype, engine=args.engine,
                         summary_directions=tuple(d for d in ReportConfig().summary_directions if d in dirs)
@@ -200,14 +229,16 @@ def cmd_demo(args) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--heads", type=int, default=None, help="attention heads, when the file has no run config")
+    p.add_argument("--heads", type=positive_int, default=None, help="attention heads, when the file has no run config")
     p.add_argument("--head", choices=HEAD_OVERRIDES, default=None,
                    help="treat decoder.0.output_transform as classifier (cls) or SPT decoder (rec), "
                         "or ignore the decoder (none)")
-    p.add_argument("--window", type=int, default=None, help="local attention block size (Path-X)")
-    p.add_argument("--look-backward", type=int, default=None,
+    p.add_argument("--window", type=nonnegative_int, default=None,
+                   help="local attention block size (Path-X); 0 = global attention (files without a "
+                        "run config and four-linear attention must say which)")
+    p.add_argument("--look-backward", type=nonnegative_int, default=None,
                    help="local attention: blocks before the query block (mhfla look_backward)")
-    p.add_argument("--look-forward", type=int, default=None,
+    p.add_argument("--look-forward", type=nonnegative_int, default=None,
                    help="local attention: blocks after the query block (mhfla look_forward)")
     c = p.add_mutually_exclusive_group()
     c.add_argument("--causal", dest="causal", action="store_true", default=None,
@@ -221,8 +252,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     u.add_argument("--all-positions", dest="use_lengths", action="store_false",
                    help="pool over all positions, padding included (decoder.use_lengths=false)")
     p.add_argument("--activation", default=None,
-                   help="feed-forward activation (model.layer[ff].activation); gelu is assumed "
-                        "for files without a run config")
+                   help="feed-forward activation (model.layer[ff].activation); files without a run "
+                        "config must say it unless their tensors show a GLU")
     p.add_argument("--trust-checkpoint", action="store_true",
                    help="unpickle the file fully (can run code from it; trusted files only)")
     p.add_argument("--allow-unexpected", action="store_true",
@@ -247,25 +278,25 @@ def register(sub) -> None:
     p.add_argument("--data", default=None, help="ListOps .tsv (Source<TAB>Target) or .npy array")
     p.add_argument("--labels", default=None, help=".npy labels for --data arrays")
     p.add_argument("--vocab", default=None, help="ListOps vocabulary: the run's basic_train.tsv, or one token per line")
-    p.add_argument("--n", type=int, default=16, help="examples probed (one at a time)")
-    p.add_argument("--fit-n", type=int, default=64, help="extra examples to fit a missing head on")
+    p.add_argument("--n", type=positive_int, default=16, help="examples probed (one at a time)")
+    p.add_argument("--fit-n", type=nonnegative_int, default=64, help="extra examples to fit a missing head on")
     p.add_argument("--ref", default=None, help="second checkpoint: Frobenius displacement of every matrix")
-    p.add_argument("--out", default=None, help="directory for table.csv, records.csv, report.json, report.png")
+    p.add_argument("--out", type=out_dir, default=None, help="directory for table.csv, records.csv, report.json, report.png")
     p.add_argument("--no-figure", action="store_true")
-    p.add_argument("--directions", default=",".join(DIRECTIONS), help="comma-separated score directions")
-    p.add_argument("--max-offset", type=int, default=16, help="offsets kept in the profiles")
+    p.add_argument("--directions", default=",".join(COMPACT), help="comma-separated score directions")
+    p.add_argument("--max-offset", type=positive_int, default=16, help="offsets kept in the profiles")
     p.add_argument("--p-mask", type=float, default=0.5, help="SPT mask probability (that code's examples: 0.5)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the generated data and the SPT mask")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the generated data and the SPT mask")
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=positive_int, default=1)
     p.add_argument("--engine", choices=("lean", "probes"), default="lean",
                    help="lean: per-layer/per-head score-gradient reduction (long sequences); "
                         "probes: toyspt.probe.engine.probe (full gradients)")
     g = p.add_argument_group("generated ListOps (when --data is not given)")
-    g.add_argument("--min-len", type=int, default=501)
-    g.add_argument("--max-len", type=int, default=1999)
-    g.add_argument("--max-depth", type=int, default=10)
-    g.add_argument("--max-args", type=int, default=10)
+    g.add_argument("--min-len", type=positive_int, default=501)
+    g.add_argument("--max-len", type=positive_int, default=1999)
+    g.add_argument("--max-depth", type=positive_int, default=10)
+    g.add_argument("--max-args", type=positive_int, default=10)
     _common(p)
     p.set_defaults(func=cmd_probe)
 
@@ -273,10 +304,10 @@ def register(sub) -> None:
     f.set_defaults(func=cmd_fields)
 
     d = lsub.add_parser("demo", help="train small scratch/SPT ListOps models offline, save, probe")
-    d.add_argument("--out", default="lra_demo")
+    d.add_argument("--out", type=out_dir, default="lra_demo")
     d.add_argument("--quick", action="store_true", help="a smaller, faster demo (smoke test)")
     add_seeds(d, "0-2")
-    d.add_argument("--threads", type=int, default=1)
+    d.add_argument("--threads", type=positive_int, default=1)
     add_sweep_flags(d)
     d.set_defaults(func=cmd_demo)
 

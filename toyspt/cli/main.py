@@ -3,10 +3,15 @@ make the figures, check the theory.
 
 Subcommands: ``train``, ``compare`` (here), ``probe`` (toyspt.cli.probe), ``lra``
 (toyspt.cli.lra), ``ucr`` (toyspt.cli.ucr), ``figs`` (toyspt.cli.figs, the same as
-``python paper_figs.py``) and ``theory`` (the same as ``python -m theory``).
+``python paper_figs.py``) and ``theory`` (the same as ``python -m theory``: ``toyspt theory
+--quick``; ``toyspt theory -- --quick`` works too).
 
 Config fields are flags: ``--task.T 64``, ``--model.pos alibi``, ``--train.epochs 10``.
 Exit codes: see :mod:`toyspt.cli.flags`.
+
+``toyspt --version`` and ``toyspt --help`` import neither torch nor pandas: only the
+subcommand named on the command line is imported and gets its full parser; the others are
+listed by name and one line of help (:data:`COMMANDS`).
 """
 from __future__ import annotations
 
@@ -16,15 +21,24 @@ import json
 from pathlib import Path
 
 from toyspt import __version__
-from toyspt.cli.flags import (add_arms_flag, add_cache_flags, add_config_flags, add_evaluate_flag,
-    add_numerics_flag, add_seeds, add_sweep_flags, base_spec, run_main, split_arms)
-from toyspt.runs import RunCache, executor_scope, get_run
 
-# subcommands that live beside their part: each module has register(subparsers)
-PLUGINS = ("toyspt.cli.probe", "toyspt.cli.lra", "toyspt.cli.ucr", "toyspt.cli.figs")
+# name -> ("module:function" that adds it to the subparsers, its line in ``toyspt --help``);
+# tests/integration/test_cli.py holds each line equal to the help the function registers
+COMMANDS = {
+    "train": ("toyspt.cli.main:register_train", "train one recipe (or arm) with one seed"),
+    "compare": ("toyspt.cli.main:register_compare", "compare arms over seeds: mean ± std table, CSV and JSON"),
+    "probe": ("toyspt.cli.probe:register", "label/recon gradient-blindness table of a run's weights"),
+    "lra": ("toyspt.cli.lra:register", "LRA checkpoints: inspect, probe per layer/head, offline demo"),
+    "ucr": ("toyspt.cli.ucr:register", "scratch vs SPT (and ablations) on UCR time-series data"),
+    "figs": ("toyspt.cli.figs:register", "regenerate the paper figures (the same as python paper_figs.py)"),
+    "theory": ("toyspt.cli.main:register_theory",
+               "check the theory (the same as python -m theory), e.g. toyspt theory --quick"),
+}
 
 
 def cmd_train(args) -> int:
+    from toyspt.cli.flags import base_spec
+    from toyspt.runs import RunCache, get_run
     from toyspt.runs.arms import arm_spec
 
     spec = arm_spec(args.recipe, base_spec(args, seed=args.seed))
@@ -36,6 +50,8 @@ def cmd_train(args) -> int:
 
 
 def cmd_compare(args) -> int:
+    from toyspt.cli.flags import base_spec, split_arms
+    from toyspt.runs import RunCache, executor_scope
     from toyspt.runs.tables import compare, write_table
 
     arms = split_arms(args.arms)
@@ -53,15 +69,13 @@ def cmd_compare(args) -> int:
 def cmd_theory(args) -> int:
     from toyspt.theory.__main__ import main as theory_main
 
-    return theory_main(args.theory_args)
+    return theory_main(args.theory_args, prog="toyspt theory")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="toyspt", description=__doc__.splitlines()[0])
-    p.add_argument("--version", action="version", version=f"toyspt {__version__}")
-    sub = p.add_subparsers(dest="cmd", required=True)
+def register_train(sub) -> None:
+    from toyspt.cli.flags import add_cache_flags, add_config_flags, add_evaluate_flag, add_numerics_flag
 
-    t = sub.add_parser("train", help="train one recipe (or arm) with one seed")
+    t = sub.add_parser("train", help=COMMANDS["train"][1])
     t.add_argument("--recipe", "--arm", dest="recipe", default="spt", help="recipe or arm, e.g. spt, scratch:pos=alibi")
     t.add_argument("--seed", type=int, default=0)
     add_cache_flags(t)
@@ -70,32 +84,71 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_flags(t)
     t.set_defaults(func=cmd_train)
 
-    c = sub.add_parser("compare", help="compare arms over seeds: mean ± std table, CSV and JSON")
+
+def register_compare(sub) -> None:
+    from toyspt.cli.flags import (add_arms_flag, add_config_flags, add_evaluate_flag, add_numerics_flag,
+                                  add_seeds, add_sweep_flags, out_dir)
+
+    c = sub.add_parser("compare", help=COMMANDS["compare"][1])
     add_arms_flag(c, "scratch,spt,scratch_matched")
     add_seeds(c)
     add_sweep_flags(c)
     add_evaluate_flag(c, "peak")
     add_numerics_flag(c)
-    c.add_argument("--out", default=None, help="directory for compare.csv / compare.json")
+    c.add_argument("--out", type=out_dir, default=None, help="directory for compare.csv / compare.json")
     add_config_flags(c)
     c.set_defaults(func=cmd_compare)
 
-    th = sub.add_parser("theory", help="check the theory (the same as python -m theory; flags after --)",
-                        add_help=False)
-    th.add_argument("theory_args", nargs=argparse.REMAINDER)
-    th.set_defaults(func=cmd_theory)
 
-    for mod in PLUGINS:
-        importlib.import_module(mod).register(sub)
+def register_theory(sub) -> None:
+    # every argument after `theory` goes to python -m theory's own parser (its --help too)
+    th = sub.add_parser("theory", help=COMMANDS["theory"][1], add_help=False)
+    th.set_defaults(func=cmd_theory, theory_args=[])
+
+
+def _command(argv: list[str]) -> str | None:
+    """The subcommand named on the command line (its first non-option word), if known."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return word if word in COMMANDS else None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``toyspt`` parser. Only ``command`` (None: none) gets its full parser, which
+    imports its module; every other subcommand is a one-line stub, so ``--help`` and
+    ``--version`` stay free of torch."""
+    p = argparse.ArgumentParser(prog="toyspt", description=" ".join(__doc__.split("\n\n")[0].split()))
+    p.add_argument("--version", action="version", version=f"toyspt {__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="{" + ",".join(COMMANDS) + "}")
+    for name, (where, help) in COMMANDS.items():
+        if name == command:
+            module, _, function = where.partition(":")
+            getattr(importlib.import_module(module), function)(sub)
+        else:
+            sub.add_parser(name, help=help, add_help=False)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    import sys
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = _command(argv)
     try:
-        args = build_parser().parse_args(argv)
+        if command == "theory":  # the rest, a leading `--` dropped, is python -m theory's
+            at = argv.index("theory")
+            rest = argv[at + 1:]
+            args = build_parser("theory").parse_args(argv[:at + 1])
+            args.theory_args = rest[1:] if rest[:1] == ["--"] else rest
+        else:
+            args = build_parser(command).parse_args(argv)
     except SystemExit as e:  # argparse: usage errors exit 2 (--help and --version exit 0)
         return e.code if isinstance(e.code, int) else 2
-    return run_main(lambda: args.func(args))
+    from toyspt.cli.flags import run_main
+
+    try:
+        return run_main(lambda: args.func(args))
+    except SystemExit as e:  # python -m theory's own parser: --help exits 0, bad flags 2
+        return e.code if isinstance(e.code, int) else 2
 
 
 if __name__ == "__main__":

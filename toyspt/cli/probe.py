@@ -16,7 +16,9 @@ from pathlib import Path
 import pandas as pd
 
 from toyspt.probe import engine as pr
-from toyspt.data.directions import DEFAULT_DIRECTIONS
+from toyspt.probe import losses as toy_losses
+from toyspt.probe.results import Blindness
+from toyspt.data.directions import DEFAULT
 
 AT = ("init", "pretrained", "final")
 
@@ -35,7 +37,7 @@ def _model(args, spec):
     return load_model(res, args.at, spec.model)
 
 
-def summary_frame(bl: pr.Blindness) -> pd.DataFrame:
+def summary_frame(bl: Blindness) -> pd.DataFrame:
     """Per loss, layer and head: row heterogeneity and column-only / blind energy shares."""
     rows = []
     for res in (bl.label, bl.recon):
@@ -45,8 +47,8 @@ def summary_frame(bl: pr.Blindness) -> pd.DataFrame:
                                  row_heterogeneity=lp.row_heterogeneity[h].item(),
                                  column_share=lp.column_share[h].item(),
                                  blind_share=lp.blind_share[h].item(),
-                                 dLdM_sv2_over_sv1=(lp.dLdM_sv[h, 1] / lp.dLdM_sv[h, 0]).item()
-                                 if lp.dLdM_sv is not None else float("nan")))
+                                 dLdM_sv2_over_sv1=(lp.qk.dLdM_sv[h, 1] / lp.qk.dLdM_sv[h, 0]).item()
+                                 if lp.qk is not None else float("nan")))
     return pd.DataFrame(rows)
 
 
@@ -59,8 +61,8 @@ def cmd_probe(args) -> int:
     data = make_task(spec.task)
     if not 0 < args.n <= len(data.train):
         raise ValueError(f"--n must be in 1..{len(data.train)}, got {args.n}")
-    batch = pr.make_batch(data.train.x[:args.n], data.train.y[:args.n], spec.train.mask_rate, args.mask_seed)
-    losses = {"label": pr.label_loss, "recon": pr.recon(spec.train.recon, spec.train.spt_attention)}
+    batch = toy_losses.make_batch(data.train.x[:args.n], data.train.y[:args.n], spec.train.mask_rate, args.mask_seed)
+    losses = {"label": toy_losses.label_loss, "recon": toy_losses.recon(spec.train.recon, spec.train.spt_attention)}
     dirs = [d for d in args.directions.split(",") if d]
     bl = pr.blindness(_model(args, spec), batch, dirs, losses=losses)
     table, summary = bl.table(), summary_frame(bl)
@@ -83,18 +85,18 @@ def cmd_probe(args) -> int:
 
 def register(sub) -> None:
     """Add the ``probe`` subcommand to the ``toyspt`` parser's subparsers."""
-    from toyspt.cli.flags import add_cache_flags, add_config_flags
+    from toyspt.cli.flags import add_cache_flags, add_config_flags, nonnegative_int, out_dir, positive_int
 
     p = sub.add_parser("probe", help="label/recon gradient-blindness table of a run's weights",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("--recipe", default="spt", help="recipe or arm, e.g. spt, scratch")
     p.add_argument("--at", choices=AT, default="final", help="which weights to probe")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--n", type=int, default=256, help="training sequences in the probe batch")
+    p.add_argument("--seed", type=nonnegative_int, default=0)
+    p.add_argument("--n", type=positive_int, default=256, help="training sequences in the probe batch")
     p.add_argument("--mask-seed", type=int, default=0, help="seed of the SPT mask of the probe batch")
-    p.add_argument("--directions", default=",".join(DEFAULT_DIRECTIONS),
+    p.add_argument("--directions", default=",".join(DEFAULT),
                    help="comma-separated direction names (toyspt.data.directions)")
-    p.add_argument("--out", default=None, help="directory for blindness.csv and gradient_summary.csv")
+    p.add_argument("--out", type=out_dir, default=None, help="directory for blindness.csv and gradient_summary.csv")
     add_cache_flags(p)
     add_config_flags(p)
     p.set_defaults(func=cmd_probe)

@@ -9,7 +9,7 @@ import pandas as pd
 import torch
 
 from toyspt.cli.flags import (add_arms_flag, add_config_flags, add_evaluate_flag, add_numerics_flag, add_seeds,
-    add_sweep_flags, config_values, numerics_of, split_arms)
+    add_sweep_flags, config_values, numerics_of, out_dir, split_arms, split_unique)
 from toyspt.nn.model import ModelConfig
 from toyspt.train.recipes import TrainConfig
 from toyspt.ucr.data import ENV_ROOT, PAPER_DATASETS, SOURCES, UCRConfig, load_ucr
@@ -48,7 +48,7 @@ def cmd_ucr(args) -> int:
     torch.set_num_threads(1)
     seeds = args.seeds
     arms = split_arms(args.arms)
-    names = [n for n in (args.dataset or "GunPoint").split(",") if n]
+    names = split_unique(args.dataset or "GunPoint", "--dataset", "data set")
     base = _base_from_flags(args)
     datasets = [load_ucr(_data_config(args, n)) for n in names]
     swap = load_ucr(_data_config(args, args.swap_dataset)) if args.swap_dataset else None
@@ -89,7 +89,7 @@ def register(subparsers) -> None:
     p.add_argument("--no-probes", action="store_true",
                    help="skip the proximity index / displacement / blindness columns")
     p.add_argument("--list", action="store_true", help="say where each data set would be read from")
-    p.add_argument("--out", default=None, help="directory for <dataset>/compare.csv etc.")
+    p.add_argument("--out", type=out_dir, default=None, help="directory for <dataset>/compare.csv etc.")
     add_sweep_flags(p)
     add_evaluate_flag(p, "peak")
     add_numerics_flag(p)

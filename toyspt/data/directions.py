@@ -60,7 +60,6 @@ DEFAULT = PROXIMITY + SHIFTS + RANDOM  # what toyspt.probe.engine probes when no
 COMPACT = ("circ_w1", "circ_w2", "toep_w1", "toep_w2") + SHIFTS + RANDOM  # 7, for probing often
 DIRECTION_SETS = dict(proximity=PROXIMITY, proximity_w1=PROXIMITY_W1, shifts=SHIFTS, random=RANDOM,
                       default=DEFAULT, compact=COMPACT)
-DEFAULT_DIRECTIONS = DEFAULT  # the name used before the lists above existed
 _NAME = re.compile(r"^(circ_w|toep_w|random_s)(\d+)$|^(prev|next)$")
 
 
@@ -239,7 +238,7 @@ def projector_matrix(T: int, which: str = "blind") -> torch.Tensor:
 
 
 __all__ = ["PROXIMITY", "PROXIMITY_W1", "SHIFTS", "RANDOM", "DEFAULT", "COMPACT", "DIRECTION_SETS",
-           "DEFAULT_DIRECTIONS", "offsets", "offset_matrix", "circulant", "toeplitz", "shift",
+           "offsets", "offset_matrix", "circulant", "toeplitz", "shift",
            "random_direction", "direction", "named_directions", "stack", "row_centre", "normalise",
            "kappa", "column_only", "visible", "blind", "is_blind", "energy_share", "row_heterogeneity",
            "projector_matrix"]

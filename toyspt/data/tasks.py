@@ -30,39 +30,47 @@ features are standardised per channel with the train split's mean and std only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
 
-from toyspt.util.validation import Float, Int, Text, Tuple, validate, validated
+from toyspt.util.validation import (MAX_COUNT, MAX_LENGTH, MAX_SCALE, MAX_WIDTH, Float, Int, Text,
+                                    Tuple, validate, validated, within_memory)
 
-FAMILIES = ("local_shuffle", "freq_band")
-_RANGE = Tuple(Float(gt=0), length=2, ordered=True)  # (lo, hi) with 0 < lo <= hi
-_BAND = Tuple(Int(gt=0), unique=True)  # a non-empty set of positive integer frequencies
+_RANGE = Tuple(Float(gt=0, le=MAX_SCALE), length=2, ordered=True)  # (lo, hi) with 0 < lo <= hi
+_BAND = Tuple(Int(gt=0, le=MAX_LENGTH // 2), unique=True)  # a non-empty set of positive integer frequencies
 
 
 @dataclass(frozen=True)
 class TaskConfig:
-    family: str = validated("local_shuffle", Text(FAMILIES))  # local_shuffle (order = label) | freq_band
-    T: int = validated(32, Int(ge=2))  # points per sequence
-    dim: int = validated(2, Int(gt=0))  # coordinates per point
-    n_train: int = validated(3000, Int(gt=0))  # training sequences
-    n_val: int = validated(500, Int(gt=0))  # validation sequences (model selection)
-    n_test: int = validated(1000, Int(gt=0))  # held-out test sequences
+    family: str = validated("local_shuffle", Text())  # a TASK_FAMILIES name: local_shuffle (order = label) | freq_band
+    T: int = validated(32, Int(ge=2, le=MAX_LENGTH))  # points per sequence
+    dim: int = validated(2, Int(gt=0, le=MAX_WIDTH))  # coordinates per point
+    n_train: int = validated(3000, Int(gt=0, le=MAX_COUNT))  # training sequences
+    n_val: int = validated(500, Int(gt=0, le=MAX_COUNT))  # validation sequences (model selection)
+    n_test: int = validated(1000, Int(gt=0, le=MAX_COUNT))  # held-out test sequences
     freq_range: tuple[float, float] = validated((1.0, 3.0), _RANGE)  # local_shuffle: cycles/sequence ~ U(lo, hi)
     amp_range: tuple[float, float] = validated((0.5, 1.5), _RANGE)  # amplitude of each coordinate ~ U(lo, hi)
-    noise: float = validated(0.05, Float(ge=0))  # std of additive Gaussian observation noise
+    noise: float = validated(0.05, Float(ge=0, le=MAX_SCALE))  # std of additive Gaussian observation noise
     # local_shuffle: class 1 sorts positions by t + width * U(0,1)
-    shuffle_width: float = validated(3.0, Float(ge=0))
+    shuffle_width: float = validated(3.0, Float(ge=0, le=MAX_SCALE))
     band0: tuple[int, ...] = validated((1, 2, 3, 4), _BAND)  # freq_band: integer frequencies of class 0
     band1: tuple[int, ...] = validated((5, 6, 7, 8), _BAND)  # freq_band: integer frequencies of class 1
-    seed: int = validated(0, Int(ge=0))  # seeds every draw of the data
+    seed: int = validated(0, Int(ge=0, le=2**63 - 1))  # seeds every draw of the data
     # std of a per-sequence, per-coordinate translation b ~ N(0, offset^2) (drawn after all else);
     # 0.5: the proximity regime (SPT learns proximity); 0: the zero-mean regime (anti-local)
-    offset: float = validated(0.5, Float(ge=0))
+    offset: float = validated(0.5, Float(ge=0, le=MAX_SCALE))
 
     def __post_init__(self):
         validate(self)
+        family_draw(self.family)
+        within_memory("task", "(n_train + n_val + n_test) x T x dim (drawn in float64)",
+                      (self.n_train + self.n_val + self.n_test) * self.T * self.dim, 8)
+        if self.family == "freq_band" and max(self.band0 + self.band1) > self.T / 2:
+            raise ValueError(f"band0/band1: frequency {max(self.band0 + self.band1)} is above the "
+                             f"Nyquist frequency T/2 = {self.T / 2:g} of T = {self.T} points; it "
+                             "would alias onto a lower frequency (possibly the other class's)")
 
 
 @dataclass(frozen=True)
@@ -88,28 +96,57 @@ class TaskData:
     std: torch.Tensor  # (dim,) train std used for standardisation
 
 
+def _waves(amp, phase, freq, t, T: int) -> np.ndarray:
+    """(n, T, dim) trajectories a * cos(2 pi f t / T + phi)."""
+    return amp[:, None, :] * np.cos(2 * np.pi * freq[:, None, :] * t[None, :, None] / T
+                                    + phase[:, None, :])
+
+
+def draw_local_shuffle(cfg: TaskConfig, y, amp, phase, t, rng) -> np.ndarray:
+    """Frequencies ~ U(freq_range); class 1 reordered locally in time (the order is the label)."""
+    n, T = len(y), cfg.T
+    x = _waves(amp, phase, rng.uniform(*cfg.freq_range, size=amp.shape), t, T)
+    keys = t[None, :] + cfg.shuffle_width * rng.uniform(size=(n, T))
+    perm = np.argsort(keys, axis=1, kind="stable")
+    shuffled = np.take_along_axis(x, perm[:, :, None], axis=1)
+    return np.where(y[:, None, None] == 1, shuffled, x)
+
+
+def draw_freq_band(cfg: TaskConfig, y, amp, phase, t, rng) -> np.ndarray:
+    """Integer frequencies from band0 (class 0) or band1 (class 1): the content is the label."""
+    f0 = rng.choice(np.asarray(cfg.band0, dtype=np.float64), size=amp.shape)
+    f1 = rng.choice(np.asarray(cfg.band1, dtype=np.float64), size=amp.shape)
+    return _waves(amp, phase, np.where(y[:, None] == 1, f1, f0), t, cfg.T)
+
+
+# name -> draw(cfg, y, amp, phase, t, rng) -> (n, T, dim): adding a family is one function here
+TASK_FAMILIES: dict[str, Callable] = {"local_shuffle": draw_local_shuffle, "freq_band": draw_freq_band}
+FAMILIES = tuple(TASK_FAMILIES)
+
+
+def family_draw(name: str) -> Callable:
+    """The clean-trajectory draw of a registered family; an unknown name is refused by name."""
+    try:
+        return TASK_FAMILIES[name]
+    except KeyError:
+        raise ValueError(f"family: unknown task family {name!r}; registered: "
+                         f"{sorted(TASK_FAMILIES)}") from None
+
+
+def other_family(name: str) -> str:
+    """The family data_swap pretrains on by default: the first registered one that is not ``name``."""
+    return next(f for f in TASK_FAMILIES if f != name)
+
+
 def _draw(cfg: TaskConfig, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Draw ``n`` raw sequences and balanced labels: (n, T, dim), (n,)."""
-    T, D = cfg.T, cfg.dim
+    """Draw ``n`` raw sequences and balanced labels: (n, T, dim), (n,). The family draws the
+    clean trajectories from labels, amplitudes and phases; the noise is added last."""
     y = np.arange(n) % 2
     rng.shuffle(y)
-    t = np.arange(T, dtype=np.float64)
-    amp = rng.uniform(*cfg.amp_range, size=(n, D))
-    phase = rng.uniform(0, 2 * np.pi, size=(n, D))
-    if cfg.family == "local_shuffle":
-        freq = rng.uniform(*cfg.freq_range, size=(n, D))
-    else:
-        f0 = rng.choice(np.asarray(cfg.band0, dtype=np.float64), size=(n, D))
-        f1 = rng.choice(np.asarray(cfg.band1, dtype=np.float64), size=(n, D))
-        freq = np.where(y[:, None] == 1, f1, f0)
-    x_NxTxD = amp[:, None, :] * np.cos(
-        2 * np.pi * freq[:, None, :] * t[None, :, None] / T + phase[:, None, :]
-    )
-    if cfg.family == "local_shuffle":
-        keys = t[None, :] + cfg.shuffle_width * rng.uniform(size=(n, T))
-        perm = np.argsort(keys, axis=1, kind="stable")
-        shuffled = np.take_along_axis(x_NxTxD, perm[:, :, None], axis=1)
-        x_NxTxD = np.where(y[:, None, None] == 1, shuffled, x_NxTxD)
+    t = np.arange(cfg.T, dtype=np.float64)
+    amp = rng.uniform(*cfg.amp_range, size=(n, cfg.dim))
+    phase = rng.uniform(0, 2 * np.pi, size=(n, cfg.dim))
+    x_NxTxD = family_draw(cfg.family)(cfg, y, amp, phase, t, rng)
     x_NxTxD = x_NxTxD + cfg.noise * rng.standard_normal(size=x_NxTxD.shape)
     return x_NxTxD, y
 

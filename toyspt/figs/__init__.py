@@ -13,8 +13,9 @@ Adding a figure is one module ``toyspt/figs/<name>.py`` plus its name in :data:`
 
 :func:`write` turns what ``draw`` returns into ``NAME.png``, ``NAME.pdf`` and ``NAME.csv``
 in ``ctx.out`` (quick figures stamped QUICK), after checking the documented columns, and
-:func:`render` does specs -> results -> draw -> write for one figure whose runs are ready
-(``toyspt.cli.figs`` sweeps the runs through the cache and calls it).
+:func:`render` does results -> draw -> write for one figure whose runs are ready:
+``toyspt.cli.figs`` sweeps every figure's runs through the cache, cheapest figure first, and
+renders each figure as soon as its last run is stored (:mod:`toyspt.figs.schedule`).
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ SGD_WEIGHT_DECAY = 0.0
 REGIMES = {"proximity": {}, "zero_mean": dict(offset=0.0)}
 CONTRAST = ("accuracy", "proximity", "displacement", "blindness", "ablations")  # drawn in both regimes
 FIGURES = ("task", "accuracy", "proximity", "basin", "displacement", "blindness", "theory", "ablations",
-           "lra", "ucr")
+           "lra", "ucr", "real_data")
 
 
 @dataclass

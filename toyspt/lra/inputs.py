@@ -13,12 +13,16 @@ the loss is cross-entropy on masked positions only. Pixel tasks: the input is
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from toyspt.lra.listops import MASK_ID
 from toyspt.lra.model import LRATransformer
+from toyspt.util.files import open_regular
+from toyspt.util.validation import MAX_ARRAY_BYTES
 
 PIXEL_TASKS = ("image", "pathfinder")
 CIFAR_GRAY_MEAN, CIFAR_GRAY_STD = 122.6 / 255.0, 61.0 / 255.0
@@ -52,21 +56,71 @@ def normalize_pixels(arr: np.ndarray, task: str) -> torch.Tensor:
     return torch.from_numpy(x).float()[..., None]
 
 
-def _load_npy(path: str) -> np.ndarray:
-    try:
-        return np.load(path, allow_pickle=False)
-    except ValueError as e:
-        raise ValueError(f"{path}: not a plain .npy array ({e}); pickled object arrays are "
-                         "refused") from None
+def load_npy(path: str, what: str = "array", expect=None, count: int | None = None) -> np.ndarray:
+    """A plain ``.npy`` array: refused by ``stat`` if not a regular file, and from its header
+    (before any data is read) if it holds objects or declares more bytes than the file has
+    (a header declaring 2^40 elements) or than MAX_ARRAY_BYTES; ``expect(shape, dtype)``
+    may refuse it from the header too (a wrong shape is never read, let alone widened). With
+    ``count``, only the first ``count`` rows of a C-ordered array are read."""
+    f, size = open_regular(path, f".npy {what}")
+    with f:
+        try:
+            version = np.lib.format.read_magic(f)
+            shape, fortran, dtype = (np.lib.format.read_array_header_1_0(f) if version == (1, 0)
+                                     else np.lib.format.read_array_header_2_0(f))
+        except (ValueError, OSError, SyntaxError) as e:
+            raise ValueError(f"{path}: not a plain .npy array ({' '.join(str(e).split())[:200]})") from None
+        if dtype.hasobject:
+            raise ValueError(f"{path}: an array of Python objects (pickled); refused")
+        nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes > size - f.tell() or nbytes > MAX_ARRAY_BYTES:
+            raise ValueError(f"{path}: its header declares shape {shape} of {dtype} ({nbytes} bytes) "
+                             f"in a file of {size} bytes (limit {MAX_ARRAY_BYTES}); refused before "
+                             "reading")
+        if expect is not None:
+            expect(shape, dtype)
+        if count is not None and shape and not fortran:
+            rows = min(count, shape[0])
+            data = f.read(rows * (nbytes // shape[0] if shape[0] else 0))
+            return np.frombuffer(data, dtype).reshape((rows,) + tuple(shape[1:])).copy()
+        f.seek(0)
+        try:
+            return np.load(f, allow_pickle=False)
+        except ValueError as e:
+            raise ValueError(f"{path}: not a plain .npy array ({e})") from None
 
 
-def load_pixels(x_path: str, task: str, y_path: str | None = None
+def load_labels(path: str, n_classes: int | None, count: int | None = None) -> torch.Tensor:
+    """(N,) int64 labels from ``.npy``: integers (or integral floats), within 0..n_classes-1;
+    only the first ``count`` are converted."""
+    a = load_npy(path, "labels array").reshape(-1)[:count]
+    if a.dtype.kind not in "iuf" or (a.dtype.kind == "f" and not (np.isfinite(a).all()
+                                                                 and (a == np.round(a)).all())):
+        raise ValueError(f"{path}: labels must be integers, got dtype {a.dtype}"
+                         + (" with NaN/inf or fractions" if a.dtype.kind == "f" else ""))
+    if len(a) and (a.min() < 0 or (n_classes is not None and a.max() >= n_classes)):
+        bad = a.min() if a.min() < 0 else a.max()
+        raise ValueError(f"{path}: label {bad} is out of range; labels must lie in 0.."
+                         f"{'' if n_classes is None else n_classes - 1}")
+    return torch.from_numpy(a.astype(np.int64))
+
+
+def _pixel_header(path: str):
+    def expect(shape, dtype):
+        if len(shape) not in (2, 3, 4) or dtype.kind not in "uif":
+            raise ValueError(f"{path}: pixel array must be numbers (N, L), (N, H, W) or (N, H, W, 3), "
+                             f"got {dtype} {shape}")
+    return expect
+
+
+def load_pixels(x_path: str, task: str, y_path: str | None = None, count: int | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Normalised pixels (N, L, 1) and labels (N,) from ``.npy`` files (no pickles)."""
-    x = _load_npy(x_path)
+    """Normalised pixels (N, L, 1) and labels (N,) from ``.npy`` files (no pickles); only the
+    first ``count`` images are converted (the rest are never widened to float64)."""
+    x = load_npy(x_path, "pixel array", _pixel_header(x_path), count)
     y = None
     if y_path is not None:
-        y = torch.from_numpy(_load_npy(y_path).astype(np.int64)).reshape(-1)
+        y = load_labels(y_path, None, count)
         if y.shape[0] != x.shape[0]:
             raise ValueError(f"{y_path}: {y.shape[0]} labels for {x.shape[0]} images")
     return normalize_pixels(x, task), y
@@ -219,7 +273,7 @@ def spt_loss(model: LRATransformer, batch: Batch) -> torch.Tensor:
 LOSSES = {"label": label_loss, "recon": spt_loss}  # the bridge's adapters for toyspt.probe.engine
 
 
-__all__ = ["PIXEL_TASKS", "normalize_pixels", "load_pixels", "spt_mask", "mask_tokens",
+__all__ = ["PIXEL_TASKS", "normalize_pixels", "load_npy", "load_labels", "load_pixels", "spt_mask", "mask_tokens",
            "mask_pixels", "token_recon_loss", "pixel_recon_loss", "make_batch", "make_pair_batch",
            "is_pairs", "documents", "select",
            "label_loss", "spt_loss", "LOSSES"]

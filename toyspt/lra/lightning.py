@@ -38,6 +38,7 @@ from toyspt.lra import guard
 from toyspt.lra.guard import LIMITS, CheckpointError, CheckpointRefused, ReadLimits
 from toyspt.util import safeload
 from toyspt.util.files import Refused, UnsafeFile
+from toyspt.util.validation import short_repr
 
 LIGHTNING_VERSION = "1.5.10"  # the version string written into checkpoints made here
 
@@ -119,6 +120,10 @@ def _convert(obj: Any, walk) -> Any:
     if isinstance(obj, type):
         return f"{obj.__module__}.{obj.__qualname__}"
     if isinstance(obj, dict):
+        odd = next((k for k in obj if not isinstance(k, (str, int, float, bool, type(None)))), None)
+        if odd is not None:
+            raise CheckpointError(f"{walk.where}: a key {short_repr(odd)} of type "
+                                  f"{type(odd).__name__}; config keys are plain values")
         return {k: walk(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return type(obj)(walk(v) for v in obj)
@@ -176,6 +181,11 @@ def _check_tensor(path: str, key, t: torch.Tensor) -> None:
                               "refused")
 
 
+def _name(key) -> str:
+    """A top-level key as text (bounded for hostile keys)."""
+    return key if isinstance(key, str) else short_repr(key)
+
+
 def read_checkpoint(path: str | os.PathLike, trust: bool = False,
                     limits: ReadLimits = LIMITS) -> RawCheckpoint:
     """Read a Lightning ``.ckpt`` (or a bare ``torch.save``-d state dict) without executing
@@ -190,12 +200,12 @@ def read_checkpoint(path: str | os.PathLike, trust: bool = False,
         if not isinstance(sd, dict):
             raise CheckpointError(f"{path}: 'state_dict' is a {type(sd).__name__}, not a dict")
         config = obj.get("hyper_parameters")
-        meta = {str(k): to_plain(v, f"{path}: entry {k!r}", limits) for k, v in obj.items()
+        meta = {_name(k): to_plain(v, f"{path}: entry {short_repr(k)}", limits) for k, v in obj.items()
                 if k not in ("state_dict", "hyper_parameters", "optimizer_states")}
     elif obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
         sd, config, meta = obj, None, {"format": "bare state dict"}
     else:
-        keys = sorted(map(str, obj))[:12]
+        keys = sorted(map(_name, obj))[:12]
         raise CheckpointError(f"{path}: unknown format: no 'state_dict' among top-level keys {keys}")
     if len(sd) > limits.file.max_records:
         raise CheckpointError(f"{path}: state_dict has {len(sd)} entries (limit "
@@ -203,7 +213,7 @@ def read_checkpoint(path: str | os.PathLike, trust: bool = False,
     bad_keys = [k for k in sd if not isinstance(k, str)]
     if bad_keys:
         raise CheckpointError(f"{path}: state_dict keys must be parameter names (str); found "
-                              f"{type(bad_keys[0]).__name__} key {bad_keys[0]!r}")
+                              f"{type(bad_keys[0]).__name__} key {short_repr(bad_keys[0])}")
     bad = [k for k, v in sd.items() if not isinstance(v, torch.Tensor)]
     if bad:
         raise CheckpointError(f"{path}: state_dict entries that are not tensors: {bad[:5]}")
@@ -212,7 +222,7 @@ def read_checkpoint(path: str | os.PathLike, trust: bool = False,
     config = to_plain(config, f"{path}: run config", limits) if config is not None else None
     if config is not None and not isinstance(config, dict):
         config = {"value": config}
-    return RawCheckpoint(path, dict(sd), config, meta, trusted=trust, entries=[str(k) for k in obj])
+    return RawCheckpoint(path, dict(sd), config, meta, trusted=trust, entries=list(map(_name, obj)))
 
 
 # ------------------------------------------------------------------------------- writing

@@ -17,6 +17,7 @@ depend on the training data: to probe a real checkpoint, build the vocabulary fr
 from __future__ import annotations
 
 import csv
+import io
 import os
 import random
 import tempfile
@@ -26,6 +27,7 @@ from typing import Iterable, Union
 
 import torch
 
+from toyspt.util.files import open_regular
 from toyspt.util.validation import Float, Int, validate, validated
 
 OPS = ("[MAX", "[MIN", "[MED", "[SM")
@@ -198,19 +200,40 @@ def lra_tokenize(source: str) -> list[str]:
     return source.replace("]", "X").replace("(", "").replace(")", "").split()
 
 
+MAX_TEXT_BYTES = 1 << 30  # a ListOps / vocabulary file; LRA's basic_train.tsv is ~0.2 GB
+
+
+def _open_text(path: str, what: str):
+    """``path`` as text, after refusing special files and oversized ones by ``stat``."""
+    f, _ = open_regular(path, what, max_bytes=MAX_TEXT_BYTES)
+    return io.TextIOWrapper(f, encoding="utf-8", newline="")
+
+
 def read_tsv(path: str) -> tuple[list[list[str]], list[int]]:
-    """(token lists, labels) from an LRA ListOps file with a ``Source<TAB>Target`` header."""
+    """(token lists, labels) from an LRA ListOps file with a ``Source<TAB>Target`` header;
+    labels must be ints 0..9, and a line longer than csv's field limit (131,072 characters,
+    ten times LRA's longest ListOps line) is refused with its line number."""
     toks, ys = [], []
-    with open(path, newline="") as f:
+    with _open_text(path, "ListOps file") as f:
         reader = csv.reader(f, delimiter="\t")
-        header = next(reader, None)
-        if not header or [h.strip() for h in header[:2]] != ["Source", "Target"]:
-            raise ValueError(f"{path}: expected a header 'Source<TAB>Target', got {header}")
-        for i, row in enumerate(reader, start=2):
-            if len(row) < 2:
-                raise ValueError(f"{path}:{i}: expected 2 tab-separated columns, got {len(row)}")
-            toks.append(lra_tokenize(row[0]))
-            ys.append(int(row[1]))
+        i = 1
+        try:
+            header = next(reader, None)
+            if not header or [h.strip() for h in header[:2]] != ["Source", "Target"]:
+                raise ValueError(f"{path}: expected a header 'Source<TAB>Target', got {header}")
+            for i, row in enumerate(reader, start=2):
+                if len(row) < 2:
+                    raise ValueError(f"{path}:{i}: expected 2 tab-separated columns, got {len(row)}")
+                label = row[1].strip()
+                if not label.isdecimal() or not 0 <= int(label) <= 9:
+                    raise ValueError(f"{path}:{i}: the label must be an int 0..9, got {label[:20]!r}")
+                toks.append(lra_tokenize(row[0]))
+                ys.append(int(label))
+        except csv.Error as e:
+            raise ValueError(f"{path}:{i + 1}: not a ListOps line ({e}; LRA's longest lines have "
+                             "~10^4 characters)") from None
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     return toks, ys
 
 
@@ -223,8 +246,11 @@ def read_vocab_file(path: str) -> Vocab:
     """A vocabulary from a ``.tsv`` training file or a text file with one token per line."""
     if path.endswith(".tsv"):
         return vocab_from_tsv(path)
-    with open(path) as f:
-        return Vocab([ln.strip() for ln in f if ln.strip()])
+    try:
+        with _open_text(path, "vocabulary file") as f:
+            return Vocab([ln.strip() for ln in f if ln.strip()])
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
 
 
 @dataclass

@@ -23,7 +23,8 @@ from torch import nn
 
 from toyspt.nn.attention import Attention, HookPoint
 from toyspt.nn.positional import sinusoidal_table
-from toyspt.util.validation import Bool, Float, Int, Text, validate, validated
+from toyspt.util.validation import (MAX_COUNT, MAX_LENGTH, MAX_WIDTH, Bool, Float, Int, Text, validate,
+                                    validated, within_memory)
 
 ENCODERS = ("embedding", "linear")
 HEADS = ("linear", "mlp", "retrieval", "none")
@@ -54,41 +55,45 @@ ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU, "swish": nn.Si
 
 @dataclass(frozen=True)
 class LRAConfig:
-    n_layers: int = validated(6, Int(gt=0))  # attention + feed-forward block pairs (the code's n_layers)
-    d_model: int = validated(512, Int(gt=0))  # residual width
+    n_layers: int = validated(6, Int(gt=0, le=1024))  # attention + feed-forward block pairs (the code's n_layers)
+    d_model: int = validated(512, Int(gt=0, le=MAX_WIDTH))  # residual width
     # heads per attention layer (contiguous row blocks of d_model / n_heads)
-    n_heads: int = validated(8, Int(gt=0))
-    d_ff: int = validated(2048, Int(gt=0))  # feed-forward hidden width (expand * d_model)
+    n_heads: int = validated(8, Int(gt=0, le=MAX_WIDTH))
+    d_ff: int = validated(2048, Int(gt=0, le=8 * MAX_WIDTH))  # feed-forward hidden width (expand * d_model)
     encoder: str = validated("embedding", Text(ENCODERS))  # embedding (token ids) | linear (pixel values)
-    n_tokens: int = validated(19, Int(gt=0))  # embedding rows (token tasks): 4 specials + 15 ListOps symbols
-    # linear encoder inputs (pixel tasks): 1 value, or 2 = value + mask indicator
-    d_input: int = validated(1, Int(ge=1, le=2))
-    max_len: int = validated(16384, Int(gt=0))  # rows of the positional table
+    n_tokens: int = validated(19, Int(gt=0, le=MAX_COUNT))  # embedding rows (token tasks): 4 specials + 15 ListOps symbols
+    # linear encoder inputs (pixel tasks): 1 grayscale value or 3 RGB values, + 1 SPT mask indicator
+    d_input: int = validated(1, Int(ge=1, le=4))
+    max_len: int = validated(16384, Int(gt=0, le=MAX_LENGTH))  # rows of the positional table
     # pre-norm blocks + final norm (every LRA config); False = post-norm
     prenorm: bool = validated(True, Bool())
     causal: bool = validated(False, Bool())  # causal attention mask (False in every LRA config)
-    window: int = validated(0, Int(ge=0))  # block-local attention: block size (Path-X: 4096); 0 = global
+    window: int = validated(0, Int(ge=0, le=MAX_LENGTH))  # block-local attention: block size (Path-X: 4096); 0 = global
     # block-local attention: blocks each query block sees before it
-    look_backward: int = validated(1, Int(ge=0))
+    look_backward: int = validated(1, Int(ge=0, le=MAX_LENGTH))
     # block-local attention: blocks each query block sees after it
-    look_forward: int = validated(1, Int(ge=0))
+    look_forward: int = validated(1, Int(ge=0, le=MAX_LENGTH))
     # rotary q/k embedding of that code (interleaved pairs, stored freqs)
     rotary: bool = validated(False, Bool())
     activation: str = validated("gelu", Text(tuple(ACTIVATIONS)))  # feed-forward activation (ACTIVATIONS)
     head: str = validated("linear", Text(HEADS))  # classifier: linear | mlp | retrieval | none
-    n_classes: int = validated(10, Int(gt=0))  # classifier outputs
-    head_hidden: int = validated(0, Int(ge=0))  # hidden width of the mlp / retrieval head (0 = d_model)
+    n_classes: int = validated(10, Int(gt=0, le=MAX_COUNT))  # classifier outputs
+    head_hidden: int = validated(0, Int(ge=0, le=8 * MAX_WIDTH))  # hidden width of the mlp / retrieval head (0 = d_model)
     # activation inside the mlp / retrieval head: relu | gelu
     head_activation: str = validated("relu", Text(("relu", "gelu")))
     # outputs per token of the SPT decoder (vocab size, 1 for L1 pixels); 0 = none
-    rec_out: int = validated(0, Int(ge=0))
+    rec_out: int = validated(0, Int(ge=0, le=MAX_COUNT))
     pool: str = validated("mean", Text(POOLS))  # mean | max | last | first over positions
     # pool over each sequence's valid length only (padding excluded)
     use_lengths: bool = validated(True, Bool())
-    ln_eps: float = validated(1e-5, Float(gt=0))  # LayerNorm epsilon (torch default, as in the code)
+    ln_eps: float = validated(1e-5, Float(gt=0, le=1))  # LayerNorm epsilon (torch default, as in the code)
 
     def __post_init__(self):
         validate(self)
+        within_memory("model", "n_layers x (4 d_model^2 + 2 d_model d_ff) parameters (float32)",
+                      self.n_layers * (4 * self.d_model ** 2 + 2 * self.d_model * self.d_ff), 4)
+        within_memory("model", "max_len x d_model positional table (float32)",
+                      self.max_len * self.d_model, 4)
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads: d_model={self.d_model} is not divisible by {self.n_heads}")
         if self.rotary and (self.d_model // self.n_heads) % 2:

@@ -3,10 +3,11 @@
 
 For every attention layer and head:
 
-* **label vs recon derivatives** along score directions (:mod:`toyspt.data.directions`):
-  :func:`toyspt.probe.engine.blindness` with the bridge's loss adapters (``inputs.LOSSES``), run
-  on one example at a time (no padding, and explicit (H, T, T) scores of one example at a
-  time, so T = 2000 fits in memory). Aggregated like ``probes``' per-example view:
+* **label vs recon derivatives** along score directions (default
+  :data:`toyspt.data.directions.COMPACT`): :func:`toyspt.probe.engine.probe` with the bridge's
+  loss adapters (``inputs.LOSSES``), lean by default (per-head statistics reduced as backward
+  goes), run on one example at a time (no padding, and explicit (H, T, T) scores of one
+  example at a time, so T = 2000 fits in memory). Aggregated like ``probes``' per-example view:
   ``cos_rms = rms_b <G_b, D> / rms_b ||G_b||`` per loss, ``ratio = cos_rms_label /
   cos_rms_recon`` (0: the label loss is blind to the direction, reconstruction is not);
 * **row heterogeneity** of each loss's score gradient (0 = identical rows) and its blind share;
@@ -37,22 +38,21 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from toyspt.data import directions as dr
 from toyspt.probe import engine as pr
 from toyspt.probe import tracking as tr
 from toyspt.nn.attention import hooks
 from toyspt.lra.inputs import LOSSES, documents, mask_pixels, mask_tokens, select
 from toyspt.lra.model import LRATransformer
-from toyspt.lra.scoregrad import score_grad_stats
 from toyspt.util.validation import Float, Int, Text, Tuple, validate, validated
 
-DIRECTIONS = ("circ_w1", "circ_w2", "toep_w1", "toep_w2", "prev", "next", "random_s0")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
 @dataclass(frozen=True)
 class ReportConfig:
     # score directions probed (toyspt.data.directions names)
-    directions: tuple[str, ...] = validated(DIRECTIONS, Tuple(Text(), unique=True))
+    directions: tuple[str, ...] = validated(dr.COMPACT, Tuple(Text(), unique=True))
     max_offset: int = validated(16, Int(ge=1))  # profiles keep offsets |j - i| <= max_offset
     # neighbours counted by the proximity index
     proximity_window: int = validated(tr.PROXIMITY_WINDOW, Int(ge=1))
@@ -61,7 +61,7 @@ class ReportConfig:
     fit_l2: float = validated(1e-3, Float(ge=0))  # ridge penalty (on the weights) of a fitted head
     # ratios in the table
     summary_directions: tuple[str, ...] = validated(("circ_w1", "toep_w1", "prev"), Tuple(Text(), unique=True))
-    # lean: per-layer/per-head reduction (scoregrad) | probes: toyspt.probe.engine.probe
+    # lean: per-head statistics reduced as backward goes (probe(..., lean=True)) | probes: the full probe
     engine: str = validated("lean", Text(("lean", "probes")))
 
     def __post_init__(self):
@@ -170,26 +170,14 @@ def probe_rows(model: LRATransformer, batch: dict, cfg: ReportConfig = ReportCon
             continue  # nothing masked: the reconstruction loss is undefined for this example
         losses = [loss for loss, head in (("label", model.head_cls), ("recon", model.head_rec))
                   if head is not None]
-        if cfg.engine == "lean":
-            for loss in losses:
-                names, stats = score_grad_stats(model, ex, LOSSES[loss], cfg.directions)
-                for layer, heads in stats.items():
-                    for h, st in enumerate(heads):
-                        base = dict(example=b, loss=loss, layer=layer, head=h)
-                        rows += [dict(base, direction=None, metric=m, value=st[m])
-                                 for m in ("grad_norm", "row_heterogeneity", "blind_share")]
-                        rows += [dict(base, direction=n, metric="deriv", value=v)
-                                 for n, v in zip(names, st["deriv"])]
-            continue
-        results = [(loss, pr.probe(model, ex, loss, list(cfg.directions), losses=LOSSES, dtype=None,
-                                   per_example=False, use_jvp=False)) for loss in losses]
-        for loss, res in results:
+        for loss in losses:
+            res = pr.probe(model, ex, loss, list(cfg.directions), losses=LOSSES, dtype=None, per_example=False,
+                           use_jvp=False, lean=cfg.engine == "lean")
             for lp in res.layers:
                 layer = _layer(lp.site)
-                gnorm = torch.linalg.matrix_norm(lp.G)
-                for h in range(lp.G.shape[0]):
+                for h in range(lp.deriv.shape[0]):
                     base = dict(example=b, loss=loss, layer=layer, head=h)
-                    rows.append(dict(base, direction=None, metric="grad_norm", value=float(gnorm[h])))
+                    rows.append(dict(base, direction=None, metric="grad_norm", value=float(lp.grad_norm[h])))
                     rows.append(dict(base, direction=None, metric="row_heterogeneity",
                                      value=float(lp.row_heterogeneity[h])))
                     rows.append(dict(base, direction=None, metric="blind_share",
@@ -394,5 +382,5 @@ def lra_report(model: LRATransformer, batch: dict, *, fit_batch: dict | None = N
                      disp, all_notes, meta)
 
 
-__all__ = ["ReportConfig", "DIRECTIONS", "fit_missing_heads", "clean_inputs", "probe_rows",
+__all__ = ["ReportConfig", "fit_missing_heads", "clean_inputs", "probe_rows",
            "aggregate_probes", "profile_rows", "displacement_rows", "LRAReport", "lra_report"]

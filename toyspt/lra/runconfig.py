@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from toyspt.lra.guard import CheckpointError
+from toyspt.util.validation import short_repr
 from toyspt.lra.runconfig_rules import (Refused, positive_int, nonneg_int, boolean, rate, one_of, residual,
     norm, pool, attn_dropout, ignored_by_flash, rotary, look_forward, window_size, activation, initializer,
     same_as_d_model, encoder, model_encoder, decoder_name, l_output, optional_int, spt_prob, lm_loss,
@@ -199,13 +200,17 @@ def read_fields(config: dict) -> tuple[dict[str, Any], list[str]]:
             node = _layers(config)[0 if scope == A else 1]
         if not isinstance(node, dict):
             continue
+        odd = next((k for k in node if not isinstance(k, str)), None)
+        if odd is not None:
+            raise CheckpointError(f"run config {scope} has a key {short_repr(odd)} of type "
+                                  f"{type(odd).__name__}; run-config keys are strings")
         unknown = sorted(set(node) - keys)
         if unknown and scope == A and node.get("_name_") in ("mhfa", "mhfla"):
             notes.append(f"run config {A} keys {unknown}: dropped by that code's {node['_name_']} "
                          "constructor (**kwargs), so without effect")
         elif unknown:
             raise CheckpointError(f"run config {scope} has keys the bridge does not know: {unknown} "
-                                  f"(values {[node[k] for k in unknown]}); refused rather than ignored")
+                                  f"(values {short_repr([node[k] for k in unknown])}); refused rather than ignored")
     attn_name = lookup(config, f"{A}._name_")
     for f in FIELDS:
         raw = lookup(config, f.path)
@@ -222,7 +227,7 @@ def read_fields(config: dict) -> tuple[dict[str, Any], list[str]]:
         try:
             values[f.path] = f.check(raw, values)
         except Refused as e:
-            raise CheckpointError(f"run config field {f.path} = {raw!r}: refused ({e})") from None
+            raise CheckpointError(f"run config field {f.path} = {short_repr(raw)}: refused ({e})") from None
     return values, notes
 
 

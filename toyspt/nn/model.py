@@ -17,7 +17,8 @@ from torch import nn
 from toyspt.nn.attention import Attention, HookPoint
 from toyspt.nn.positional import ABSOLUTE, POS_KINDS, ALiBi, FIRE, AbsolutePE
 from toyspt.data.tasks import mask_inputs
-from toyspt.util.validation import Bool, Float, Int, Text, validate, validated
+from toyspt.util.validation import (MAX_LENGTH, MAX_SCALE, MAX_WIDTH, Bool, Float, Int, Text, validate,
+                                    validated, within_memory)
 
 SPT_ATTENTION = ("all", "no_masked_keys", "no_self")
 HEAD_PREFIXES = ("head_cls.", "head_rec.")
@@ -25,24 +26,26 @@ HEAD_PREFIXES = ("head_cls.", "head_rec.")
 
 @dataclass(frozen=True)
 class ModelConfig:
-    d_in: int = validated(2, Int(gt=0))  # raw features per token (the embedding adds a mask channel)
-    d_model: int = validated(32, Int(gt=0))  # residual width
-    n_heads: int = validated(1, Int(gt=0))  # heads per layer (contiguous blocks of d_model / n_heads)
-    n_layers: int = validated(1, Int(gt=0))  # number of pre-norm blocks
-    d_mlp: int = validated(128, Int(ge=0))  # hidden width of each block's MLP; 0 removes the MLP
+    d_in: int = validated(2, Int(gt=0, le=MAX_WIDTH))  # raw features per token (the embedding adds a mask channel)
+    d_model: int = validated(32, Int(gt=0, le=MAX_WIDTH))  # residual width
+    n_heads: int = validated(1, Int(gt=0, le=MAX_WIDTH))  # heads per layer (contiguous blocks of d_model / n_heads)
+    n_layers: int = validated(1, Int(gt=0, le=1024))  # number of pre-norm blocks
+    d_mlp: int = validated(128, Int(ge=0, le=8 * MAX_WIDTH))  # hidden width of each block's MLP; 0 removes the MLP
     pos: str = validated("sinusoidal", Text(POS_KINDS))  # positional encoding, one of POS_KINDS
-    max_len: int = validated(512, Int(gt=0))  # longest sequence the positional table covers
-    n_classes: int = validated(2, Int(ge=2))  # classifier outputs
+    max_len: int = validated(512, Int(gt=0, le=MAX_LENGTH))  # longest sequence the positional table covers
+    n_classes: int = validated(2, Int(ge=2, le=MAX_WIDTH))  # classifier outputs
     # multiplies the default init of W_Q, W_K; 0 = uniform attention
-    qk_init_scale: float = validated(1.0, Float(ge=0))
+    qk_init_scale: float = validated(1.0, Float(ge=0, le=MAX_SCALE))
     # LayerNorm before pooling; False (+ d_mlp=0) is theory.md's T1 setting
     final_norm: bool = validated(True, Bool())
-    fire_hidden: int = validated(32, Int(gt=0))  # hidden width of FIRE's bias MLP
+    fire_hidden: int = validated(32, Int(gt=0, le=MAX_WIDTH))  # hidden width of FIRE's bias MLP
     # ALiBi slopes 2^(-base*h/H); 8 is standard (1/256 for one head)
-    alibi_base: float = validated(8.0, Float(gt=0))
+    alibi_base: float = validated(8.0, Float(gt=0, le=MAX_SCALE))
 
     def __post_init__(self):
         validate(self)
+        within_memory("model", "n_layers x (4 d_model^2 + 2 d_model d_mlp) parameters (float32)",
+                      self.n_layers * (4 * self.d_model ** 2 + 2 * self.d_model * self.d_mlp), 4)
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads: d_model={self.d_model} is not divisible by {self.n_heads}")
         if self.pos == "rope" and (self.d_model // self.n_heads) % 2:

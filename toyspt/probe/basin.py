@@ -23,11 +23,14 @@ from __future__ import annotations
 import torch
 from scipy.stats import binom
 
-from toyspt.probe import engine as pr
+from toyspt.probe import instrument
 from toyspt.nn.attention import hooks
+from toyspt.nn.model import ModelConfig, build_model
 from toyspt.data.tasks import TaskData, sample_mask
 
 BETA_BATCH = 256  # validation sequences on which the model's gain is read
+INIT_MASKS = 4  # mask draws per training sequence for the init gain (init_beta)
+INIT_BATCH = 512  # at most this many training sequences for the init gain
 
 
 # ---------------------------------------------------------------------------------------
@@ -90,6 +93,24 @@ def beta_unif(data: TaskData | torch.Tensor, mask_rate: float = 0.5, per_coordin
     return (num.sum() / den.sum()).item()
 
 
+def uniform_share(data: TaskData | torch.Tensor, mask_rate: float = 0.5) -> float:
+    """How much of the masked values the uniform visible mean can explain at all: the R^2 of
+    the least-squares fit ``x_m ~ beta_unif u`` over the mask law, ``num^2 / (den * E sum_{m
+    in M} ||x_m||^2)`` (pooled coordinates; ``P(m in M) = E|M| / T`` under sample_mask). This is
+    the rate at which the data pull the head's gain towards beta_unif at uniform attention
+    (gradient flow on the gain: ``d beta/dt ~ E[u^2] (beta_unif - beta)``). On a series summing
+    to 0 it is about 1/T (the visible mean of a z-normalised series is -sum_M x / |V|, whose
+    mean square is ~ 1/T): the pull is weak there and the init's own gain survives."""
+    x = (data.train.x if isinstance(data, TaskData) else data).double()
+    T = x.shape[1]
+    num, den = uniform_moments(x, mask_rate)
+    w = [float(binom.pmf(n, T, mask_rate)) for n in range(T + 1)]
+    w[1] += w[0]
+    p_masked = sum(n * wn for n, wn in enumerate(w)) / T
+    total = p_masked * x.pow(2).sum().item()
+    return (num.sum().item() ** 2) / (den.sum().item() * total)
+
+
 # ---------------------------------------------------------------------------------------
 # the model's gain
 
@@ -129,7 +150,7 @@ def model_beta(model: torch.nn.Module, x_BxTxD: torch.Tensor, mask_BxT: torch.Te
     def force(t, name):
         return U_BxTxT[:, None].expand_as(t)
 
-    with pr.working_model(model, dtype) as m, hooks(m, [(lambda n: n.endswith("hook_pattern"), force)]):
+    with instrument.working_model(model, dtype) as m, hooks(m, [(lambda n: n.endswith("hook_pattern"), force)]):
         xhat_BxTxD = m.reconstruct(x, mask_BxT)
     u_BxTxD = ((x * visible_BxT[..., None]).sum(1) / denom_B[:, None])[:, None, :].expand(B, T, D)
     w_BxTx1 = (mask_BxT & (n_vis_B > 0)[:, None]).to(dtype)[..., None]
@@ -140,6 +161,20 @@ def model_beta(model: torch.nn.Module, x_BxTxD: torch.Tensor, mask_BxT: torch.Te
     if not den > 0:
         raise ValueError("model_beta: no masked position with a varying visible mean in the batch")
     return (xc * uc * w_BxTx1).sum().item() / den
+
+
+def init_beta(model_cfg: ModelConfig, seed: int, x_NxTxD: torch.Tensor, mask_rate: float = 0.5,
+              n_masks: int = INIT_MASKS, mask_seed: int = 0, n: int = INIT_BATCH) -> float:
+    """:func:`model_beta` of the seed's initial model (``build_model(model_cfg, seed)``, the
+    weights every recipe of that seed starts from) on the first ``n`` sequences of
+    ``x_NxTxD`` (training inputs: no labels, no validation or test data), each under
+    ``n_masks`` masks of the run's rate drawn from ``mask_seed``. No training: one forward
+    pass of ``n_masks * n`` sequences in float64."""
+    if n_masks <= 0 or n <= 0:
+        raise ValueError(f"n_masks and n must be positive, got {n_masks}, {n}")
+    x = x_NxTxD[:n].repeat(n_masks, 1, 1)
+    mask = sample_mask(len(x), x.shape[1], mask_rate, torch.Generator().manual_seed(mask_seed))
+    return model_beta(build_model(model_cfg, seed), x, mask)
 
 
 def peak_offset(A_HxTxT: torch.Tensor) -> torch.Tensor:
@@ -183,5 +218,5 @@ class BetaTracker:
             self._beta(ctx)
 
 
-__all__ = ["mask_moments", "uniform_moments", "beta_unif", "model_beta", "peak_offset",
-           "BetaTracker", "BETA_BATCH"]
+__all__ = ["mask_moments", "uniform_moments", "beta_unif", "uniform_share", "model_beta", "init_beta",
+           "peak_offset", "BetaTracker", "BETA_BATCH", "INIT_MASKS", "INIT_BATCH"]

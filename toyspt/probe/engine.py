@@ -11,8 +11,15 @@ the attention inputs (for ``dL/dM``); per-example gradients by
 ``torch.func.vmap(grad(...))`` over ``functional_call``; forward-mode directional
 derivatives by ``torch.func.jvp``; central finite differences. How a probe attaches to a
 model is :mod:`toyspt.probe.instrument`; what it returns is described in :mod:`toyspt.probe.results`
-(records and tidy tables). The public names of those modules and of :mod:`toyspt.probe.losses` are
-re-exported here, so ``probes.X`` keeps working.
+(records and tidy tables); the toy's losses and batches are :mod:`toyspt.probe.losses`.
+
+``probe(..., lean=True)`` is the same probe for long sequences (the LRA report at T = 2000):
+per head only ||G||, the row heterogeneity, column-only and blind shares and ``<G_h, D_k>``,
+without keeping any (H, T, T) gradient or weight gradient. The weights are frozen and only a
+zero scalar added to each score tensor carries a gradient, so backward does no weight-gradient
+work; each site's G is reduced **as soon as backward produces it** (a tensor hook), one head
+at a time in float64 (as :mod:`toyspt.data.directions` does), and dropped, so at most one
+site's G and one head's float64 copy exist at once. Same numbers as the full path (tested).
 
 Probes run on a float64 deep copy by default (``dtype=torch.float64``); ``dtype=None`` uses
 the model as it is (in place, eval mode for the duration, flags restored). The caller's
@@ -29,10 +36,10 @@ from torch import nn
 from torch.func import functional_call, grad, jvp, vmap
 
 from toyspt.data import directions as dr
-from toyspt.probe.instrument import (PARAM_PREFIX, SCORE_HOOK, Instrument, ScoreSite, Session, batch_size,
-    cast_batch, check_grad, functional_params, instrumented, resolve_loss, score_sites, stack_tree,
-    tree_map, working_model)
-from toyspt.probe.losses import TOY_LOSSES, LossFn, label_loss, make_batch, recon
+from toyspt.nn.attention import hooks
+from toyspt.probe.instrument import (PARAM_PREFIX, Instrument, Session, batch_size, cast_batch, check_grad,
+    functional_params, instrumented, resolve_loss, score_sites, stack_tree, tree_map, working_model)
+from toyspt.probe.losses import LossFn
 from toyspt.probe.results import Blindness, LayerProbe, PerExampleGrads, PerExampleProbe, ProbeResult, QKGrads
 
 DEFAULT_EPS = 1e-4  # central finite differences in float64: truncation ~eps^2, rounding ~1e-16/eps
@@ -107,33 +114,43 @@ def _layer_probe(site: str, bg: _BatchGrads, D_KxTxT: torch.Tensor, qk: tuple[st
         per_example = PerExampleProbe(G=g_BxHxTxT, deriv=torch.einsum("bhtu,ktu->bhk", g_BxHxTxT, D_KxTxT),
                                       row_heterogeneity=dr.row_heterogeneity(g_BxHxTxT),
                                       grad_W_Q=wq, grad_W_K=wk, dLdM_sv=sv)
-    return LayerProbe(site=site, G=G_HxTxT, row_heterogeneity=dr.row_heterogeneity(G_HxTxT),
+    return LayerProbe(site=site, G=G_HxTxT, grad_norm=torch.linalg.matrix_norm(G_HxTxT),
+                      row_heterogeneity=dr.row_heterogeneity(G_HxTxT),
                       column_share=dr.energy_share(G_HxTxT, dr.column_only),
                       blind_share=dr.energy_share(G_HxTxT, dr.blind), deriv=deriv_HxK,
                       cos=deriv_HxK / torch.linalg.matrix_norm(G_HxTxT)[:, None],
                       deriv_jvp=deriv_jvp_HxK, qk=qk_grads, per_example=per_example)
 
 
+def _directions(directions, T: int) -> tuple[tuple[str, ...], torch.Tensor]:
+    """(names, (K, T, T) normalised directions) from names or ``{name: tensor}``."""
+    names, D_KxTxT = dr.stack(dict(directions) if isinstance(directions, Mapping)
+                              else list(directions or dr.DEFAULT), T)
+    if D_KxTxT.shape[-1] != T:
+        raise ValueError(f"directions are {D_KxTxT.shape[-1]}x{D_KxTxT.shape[-1]}, scores are {T}x{T}")
+    return names, D_KxTxT
+
+
 def probe(model: nn.Module, batch, loss: "str | LossFn" = "label",
           directions: "Sequence[str] | Mapping[str, torch.Tensor] | None" = None, *,
           losses: Mapping[str, LossFn] | None = None, dtype: torch.dtype | None = torch.float64,
-          per_example: bool = True, use_jvp: bool = True, jvp_chunk: int = 32) -> ProbeResult:
+          per_example: bool = True, use_jvp: bool = True, jvp_chunk: int = 32, lean: bool = False) -> ProbeResult:
     """Score-gradient probe of ``loss`` on ``batch`` at every attention score site.
 
     ``directions``: names (see :mod:`toyspt.data.directions`, default
     :data:`~toyspt.data.directions.DEFAULT`) or ``{name: (T, T) tensor}`` (normalised
     here). ``per_example`` adds the torch.func per-example gradients; ``use_jvp`` the
-    forward-mode directional derivatives. Raises on None or non-finite gradients.
+    forward-mode directional derivatives. ``lean``: the per-head statistics only (see the
+    module docstring; ``G``, ``qk``, ``per_example`` and ``deriv_jvp`` are None). Raises on
+    None or non-finite gradients.
     """
+    if lean:
+        return _lean_probe(model, batch, loss, directions, losses, dtype)
     with instrumented(model, batch, loss, losses, dtype) as ses:
         # 1) one batched backward: dL/dS_b of the batch loss, weight grads, inputs X
         bg = _batch_grads(ses)
         shapes = {h: g.shape[1:] for h, g in bg.scores.items()}
-        T = next(iter(shapes.values()))[-1]
-        names, D_KxTxT = dr.stack(dict(directions) if isinstance(directions, Mapping)
-                                  else list(directions or dr.DEFAULT), T)
-        if D_KxTxT.shape[-1] != T:
-            raise ValueError(f"directions are {D_KxTxT.shape[-1]}x{D_KxTxT.shape[-1]}, scores are {T}x{T}")
+        names, D_KxTxT = _directions(directions, next(iter(shapes.values()))[-1])
         D_KxTxT = D_KxTxT.to(bg.value.dtype)
         ses.inst.delta = {}
         # 2) per-example gradients with torch.func
@@ -143,6 +160,63 @@ def probe(model: nn.Module, batch, loss: "str | LossFn" = "label",
     layers = tuple(_layer_probe(s.hook, bg, D_KxTxT, ses.qk.get(s.hook),
                                 None if djvp is None else djvp[s.hook], pe) for s in ses.sites)
     return ProbeResult(ses.loss_name, bg.value.item(), names, D_KxTxT, layers)
+
+
+def head_stats(G_HxTxT: torch.Tensor, D_KxTxT: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per head, one head at a time in float64: grad_norm, row_heterogeneity, column_share,
+    blind_share (each (H,)) and deriv ``<G_h, D_k>`` (H, K)."""
+    rows = []
+    for h in range(G_HxTxT.shape[0]):
+        g = G_HxTxT[h].to(dr.DTYPE)
+        rows.append([float(torch.linalg.matrix_norm(g)), float(dr.row_heterogeneity(g)),
+                     float(dr.energy_share(g, dr.column_only)), float(dr.energy_share(g, dr.blind)),
+                     *[float((g * D_KxTxT[k]).sum()) for k in range(D_KxTxT.shape[0])]])
+        del g
+    t = torch.tensor(rows, dtype=dr.DTYPE).reshape(G_HxTxT.shape[0], 4 + D_KxTxT.shape[0])
+    return dict(grad_norm=t[:, 0], row_heterogeneity=t[:, 1], column_share=t[:, 2], blind_share=t[:, 3],
+                deriv=t[:, 4:])
+
+
+def _lean_probe(model: nn.Module, batch, loss, directions, losses, dtype) -> ProbeResult:
+    """``probe(..., lean=True)``: see the module docstring."""
+    sites = score_sites(model)
+    name, loss_fn = resolve_loss(loss, losses)
+    if batch_size(batch) == 0:
+        raise ValueError("empty batch")
+    stats: dict[str, dict[str, torch.Tensor]] = {}
+    found: dict[str, tuple] = {}
+
+    def on_scores(s: torch.Tensor, hook: str) -> torch.Tensor:
+        if "D" not in found:
+            found["D"] = _directions(directions, s.shape[-1])
+        zero = torch.zeros((), dtype=s.dtype, requires_grad=True)  # the only leaf with a gradient
+        s = s + zero
+        s.register_hook(lambda g, hook=hook: stats.__setitem__(hook, head_stats(g.sum(0), found["D"][1])))
+        return s
+
+    with working_model(model, dtype) as work:
+        flags = [(p, p.requires_grad) for p in work.parameters()]
+        try:
+            for p, _ in flags:
+                p.requires_grad_(False)
+            with hooks(work, [(s.hook, on_scores) for s in sites]):
+                L = loss_fn(work, cast_batch(batch, dtype))
+                if L.dim() != 0 or not torch.isfinite(L):
+                    raise FloatingPointError(f"loss {name!r} is not a finite scalar ({L})")
+                L.backward()
+        finally:
+            for p, f in flags:
+                p.requires_grad_(f)
+    missing = [s.hook for s in sites if s.hook not in stats]
+    if missing:
+        raise RuntimeError(f"score gradients at {missing} were not reached by loss {name!r}")
+    names, D_KxTxT = found["D"]
+    layers = []
+    for s in sites:
+        st = stats[s.hook]
+        layers.append(LayerProbe(site=s.hook, G=None, cos=st["deriv"] / st["grad_norm"][:, None], deriv_jvp=None,
+                                 qk=None, per_example=None, **st))
+    return ProbeResult(name, L.item(), names, D_KxTxT, tuple(layers))
 
 
 def _per_example(ses: Session, shapes: Mapping[str, torch.Size], dtype: torch.dtype) -> PerExampleGrads:
@@ -268,7 +342,4 @@ def blindness(model: nn.Module, batch, directions=None, *, label: "str | LossFn"
                      probe(model, batch, recon, directions, losses=losses, **kw))
 
 
-__all__ = ["SCORE_HOOK", "DEFAULT_EPS", "make_batch", "label_loss", "recon", "TOY_LOSSES", "LossFn",
-           "resolve_loss", "ScoreSite", "score_sites", "working_model", "QKGrads", "PerExampleProbe",
-           "LayerProbe", "ProbeResult", "probe", "directional_fd", "PerExampleGrads", "per_example_grads",
-           "Blindness", "blindness"]
+__all__ = ["DEFAULT_EPS", "probe", "head_stats", "directional_fd", "per_example_grads", "blindness"]

@@ -18,9 +18,9 @@ Per score site (layer) and head, see :class:`LayerProbe`:
 * ``per_example`` (:class:`PerExampleProbe`): the same quantities for the loss of each
   example alone (a batch of one).
 
-The flat names used before these records were split (``lp.grad_W_Q``, ``lp.G_per_example``,
-``lp.dLdM_sv_per_example`` ...) still read through to them. Nothing here computes
-gradients: this module only holds and tabulates them.
+The lean probe (``probe(..., lean=True)``) fills the per-head statistics only: its ``G``,
+``qk``, ``per_example`` and ``deriv_jvp`` are None. Nothing here computes gradients: this
+module only holds and tabulates them.
 """
 from __future__ import annotations
 
@@ -52,26 +52,13 @@ class PerExampleProbe:
     dLdM_sv: torch.Tensor | None  # (B, H, d) singular values of X_b^T dl_b/dS_bh X_b; None at rotary sites
 
 
-class _Via:
-    """Read-only attribute ``owner.<part>.<name>``, None when the part is None: keeps the flat
-    names of :class:`LayerProbe` that callers read (``lp.grad_W_Q``, ``lp.G_per_example``)."""
-
-    def __init__(self, part: str, name: str):
-        self.part, self.name = part, name
-
-    def __get__(self, obj, owner=None):
-        if obj is None:
-            return self
-        part = getattr(obj, self.part)
-        return None if part is None else getattr(part, self.name)
-
-
 @dataclass(frozen=True)
 class LayerProbe:
     """Probe quantities of one score site; H heads, K directions, B examples, d = d_model."""
 
     site: str  # score hook name
-    G: torch.Tensor  # (H, T, T) dL/dS, perturbation shared by the batch
+    G: torch.Tensor | None  # (H, T, T) dL/dS, perturbation shared by the batch; None when lean
+    grad_norm: torch.Tensor  # (H,) ||G_h||_F
     row_heterogeneity: torch.Tensor  # (H,) ||G - 1 mean_rows(G)|| / ||G||
     column_share: torch.Tensor  # (H,) share of ||G||^2 in {1 c^T}
     blind_share: torch.Tensor  # (H,) share of ||G||^2 in the blind subspace
@@ -80,17 +67,6 @@ class LayerProbe:
     deriv_jvp: torch.Tensor | None  # (H, K) the same by forward mode; None unless use_jvp
     qk: QKGrads | None  # weight gradients and dL/dM; None at rotary sites
     per_example: PerExampleProbe | None  # None unless per_example
-
-    grad_W_Q = _Via("qk", "grad_W_Q")  # (d, d)
-    grad_W_K = _Via("qk", "grad_W_K")  # (d, d)
-    dLdM = _Via("qk", "dLdM")  # (H, d, d)
-    dLdM_sv = _Via("qk", "dLdM_sv")  # (H, d)
-    G_per_example = _Via("per_example", "G")  # (B, H, T, T)
-    deriv_per_example = _Via("per_example", "deriv")  # (B, H, K)
-    row_heterogeneity_per_example = _Via("per_example", "row_heterogeneity")  # (B, H)
-    grad_W_Q_per_example = _Via("per_example", "grad_W_Q")  # (B, d, d)
-    grad_W_K_per_example = _Via("per_example", "grad_W_K")  # (B, d, d)
-    dLdM_sv_per_example = _Via("per_example", "dLdM_sv")  # (B, H, d)
 
     @property
     def cos_rms_per_example(self) -> torch.Tensor | None:
@@ -120,14 +96,14 @@ def _layer_rows(loss: str, lp: LayerProbe, directions: tuple[str, ...]) -> list[
         rows.append(dict(loss=loss, layer=lp.site, head=head, direction=direction, metric=metric,
                          value=float(value)))
 
-    H = lp.G.shape[0]
+    H = lp.deriv.shape[0]
     cos_rms = lp.cos_rms_per_example
     pe, qk = lp.per_example, lp.qk
     for h in range(H):
         add(h, None, "row_heterogeneity", lp.row_heterogeneity[h])
         add(h, None, "column_share", lp.column_share[h])
         add(h, None, "blind_share", lp.blind_share[h])
-        add(h, None, "grad_S_norm", torch.linalg.matrix_norm(lp.G[h]))
+        add(h, None, "grad_S_norm", lp.grad_norm[h])
         if pe is not None:
             add(h, None, "row_heterogeneity_per_example_max", pe.row_heterogeneity[:, h].max())
         if qk is not None:
@@ -210,7 +186,7 @@ class Blindness:
         rpe = self.ratio_per_example
         for a, b in zip(self.label.layers, self.recon.layers):
             r_HxK = self.ratio[a.site]
-            for h in range(a.G.shape[0]):
+            for h in range(a.deriv.shape[0]):
                 for k, name in enumerate(self.label.directions):
                     row = dict(layer=a.site, head=h, direction=name, cos_label=float(a.cos[h, k]),
                                cos_recon=float(b.cos[h, k]), ratio=float(r_HxK[h, k]),

@@ -40,6 +40,8 @@ from torch import nn
 
 from toyspt.data import directions as dr
 from toyspt.probe import engine as pr
+from toyspt.probe import losses
+from toyspt.probe import instrument
 from toyspt.nn.attention import hooks
 from toyspt.probe.basin import BetaTracker
 from toyspt.data.directions import offsets
@@ -121,7 +123,7 @@ def _capture(model: nn.Module, hook_suffix: str, run: Callable[[], Any]) -> dict
     def keep(t, name):
         got[name.rpartition(".")[0]] = t.detach()
 
-    pr.score_sites(model)  # a clear error for models without attention hook points
+    instrument.score_sites(model)  # a clear error for models without attention hook points
     with torch.no_grad(), hooks(model, [(lambda n: n.endswith(hook_suffix), keep)]):
         run()
     return got
@@ -136,7 +138,7 @@ def positional_profile(model: nn.Module, T: int, d_in: int | None = None,
     """``{attention module: (H, 2T-1)}``: row-centred scores on the mean input (x = 0),
     averaged along each diagonal (see the module docstring)."""
     d_in = d_in if d_in is not None else model.cfg.d_in
-    with pr.working_model(model, None) as m:
+    with instrument.working_model(model, None) as m:
         dtype = next(m.parameters()).dtype
         x = torch.zeros(1, T, d_in, dtype=dtype)
         S = _capture(m, "hook_attn_scores", lambda: forward(m, x))
@@ -146,7 +148,7 @@ def positional_profile(model: nn.Module, T: int, d_in: int | None = None,
 def attention_maps(model: nn.Module, x: torch.Tensor, forward: Callable = _classify
                    ) -> dict[str, torch.Tensor]:
     """``{attention module: (H, T, T)}`` attention weights averaged over the batch ``x``."""
-    with pr.working_model(model, None) as m:
+    with instrument.working_model(model, None) as m:
         A = _capture(m, "hook_pattern", lambda: forward(m, x.to(next(m.parameters()).dtype)))
     return {k: a.mean(0) for k, a in A.items()}
 
@@ -262,7 +264,7 @@ class ProbeTracker:
                  seed: int = 0, directions: Sequence[str] = PROBE_DIRECTIONS):
         if every <= 0:
             raise ValueError(f"every: must be positive, got {every}")
-        self.batch = pr.make_batch(data.train.x[:n], data.train.y[:n], mask_rate, seed)
+        self.batch = losses.make_batch(data.train.x[:n], data.train.y[:n], mask_rate, seed)
         self.every, self.directions = every, tuple(directions)
 
     def on_phase_start(self, ctx) -> None:

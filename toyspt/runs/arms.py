@@ -12,7 +12,7 @@ from dataclasses import fields, replace
 from typing import Any
 
 from toyspt.runs.specs import RunSpec, with_overrides
-from toyspt.data.tasks import TaskConfig
+from toyspt.data.tasks import TaskConfig, other_family
 from toyspt.train.recipes import RECIPES, get_recipe
 
 ALIASES = {
@@ -72,8 +72,7 @@ def default_swap(task: TaskConfig, recipe: str = "data_swap") -> TaskConfig:
     per-sequence offset (the proximity regime)."""
     if recipe == "spt_swap_start":
         return replace(task, offset=PROXIMITY_OFFSET)
-    other = "freq_band" if task.family == "local_shuffle" else "local_shuffle"
-    return replace(task, family=other, seed=task.seed + 1)
+    return replace(task, family=other_family(task.family), seed=task.seed + 1)
 
 
 def _field_default(cfg, name: str):

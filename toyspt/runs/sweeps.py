@@ -16,7 +16,7 @@ import concurrent.futures as cf
 import json
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from tqdm.auto import tqdm
 
@@ -162,56 +162,92 @@ def plan(specs: Sequence[Spec], cache: RunCache, recompute: bool = False) -> tup
 
 def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1,
           executor: cf.Executor | None = None, recompute: bool = False, progress: bool = True,
-          desc: str = "runs", vectorize: bool = False, dask: str | None = None,
-          trained: dict[str, float] | None = None) -> list[RunResult]:
+          desc: str | Callable[[], str] = "runs", vectorize: bool = False, dask: str | None = None,
+          trained: dict[str, float] | None = None,
+          on_result: Callable[[str, RunResult], None] | None = None) -> list[RunResult]:
     """All ``specs`` through the cache, results in the order of ``specs``. Missing runs go to
     ``executor`` (any concurrent.futures.Executor), else to one made here only when something
     must train (:func:`toyspt.runs.executors.make_executor` of ``workers`` and ``dask``; in
     this process for one worker); a run whose parent trains in the same sweep is sent when
     the parent is stored. ``vectorize``: specs of one group train together (bitwise equal to
     one at a time, so the cache never depends on it). ``trained``: filled with the key and
-    training seconds of every run this sweep trained (parents included)."""
+    training seconds of every run this sweep trained (parents included).
+
+    Runs start in the order of ``specs`` (a parent just before its first child, a lockstep
+    group where its first member is), with at most two jobs per worker handed out at a time,
+    so the first specs' results come first. ``on_result(key, result)`` is called in this
+    process for each asked key as soon as its result is at hand (the cached ones before any
+    training, the others as their job is stored), so a caller can use them while the rest
+    trains; ``desc`` may be a callable, re-read for the progress bar after every job."""
     _check_specs(specs)
     cache = cache or RunCache()
     answer, done, todo = plan(specs, cache, recompute)
-    fresh: dict[str, RunResult] = {}
+    askers: dict[str, list[str]] = {}
+    for k, a in answer.items():
+        askers.setdefault(a.key(), []).append(k)
+
+    def report(key: str, result: RunResult) -> None:
+        for k in askers.get(key, ()) if on_result is not None else ():
+            on_result(k, result)
+
+    for key, res in list(done.items()):
+        report(key, res)
+    got: dict[str, RunResult] = {}  # trained in this sweep, as stored
     if todo:
         cache.check_writable()
         own = executor is None
         ex = make_executor(workers, dask) if own else executor
         n_slots = slots(ex, workers)
-        keys = {s.key() for s in todo}
-        waiting = [s for s in todo if (p := s.parent()) is not None and p.key() in keys]
-        ready = [s for s in todo if s not in waiting]
-        finished: set[str] = set()
+        rank = {s.key(): i for i, s in enumerate(todo)}
+        waiting = [s for s in todo if (p := s.parent()) is not None and p.key() in rank]
+        pending: list[list[Spec]] = []  # jobs ready to start, first-asked first
 
-        def jobs_of(batch):
-            return plan_jobs(batch, min_jobs=n_slots) if vectorize else [[s] for s in batch]
+        def queue(batch: list[Spec]) -> None:
+            jobs = plan_jobs(batch, min_jobs=n_slots) if vectorize else [[s] for s in batch]
+            pending.extend(jobs)
+            pending.sort(key=lambda job: min(rank[s.key()] for s in job))
 
-        def release():  # the waiting specs whose parent is now stored
+        def stored(job, results) -> None:  # record a finished job and queue the children it frees
             nonlocal waiting
-            free = [s for s in waiting if s.parent().key() in finished]
-            waiting = [s for s in waiting if s.parent().key() not in finished]
-            return free
+            got.update((s.key(), r) for s, r in zip(job, results))
+            queue([s for s in waiting if s.parent().key() in got])
+            waiting = [s for s in waiting if s.parent().key() not in got]
 
-        bar = tqdm(total=len(todo), desc=desc, disable=not progress)
+        def announce(job, results) -> None:
+            bar.update(len(job))
+            if callable(desc):
+                bar.set_description(desc(), refresh=False)
+            for s, r in zip(job, results):
+                report(s.key(), r)
+
+        queue([s for s in todo if s not in waiting])
+        bar = tqdm(total=len(todo), desc=desc() if callable(desc) else desc, disable=not progress)
         try:
             if ex is None:  # in this process: results stay in memory, parents included
-                while ready:
-                    for job in jobs_of(ready):
-                        for s, r in zip(job, train_job(job, cache, vectorize, fresh)):
-                            fresh[s.key()] = r
-                        finished.update(s.key() for s in job)
-                        bar.update(len(job))
-                    ready = release()
+                while pending:
+                    job = pending.pop(0)
+                    results = train_job(job, cache, vectorize, got)
+                    stored(job, results)
+                    announce(job, results)
             else:
-                futures = {ex.submit(run_job, job, str(cache.root), vectorize): len(job) for job in jobs_of(ready)}
+                futures: dict[cf.Future, list[Spec]] = {}
+
+                def fill() -> None:
+                    while pending and len(futures) < 2 * n_slots:
+                        job = pending.pop(0)
+                        futures[ex.submit(run_job, job, str(cache.root), vectorize)] = job
+                fill()
                 while futures:
                     fut = next(cf.as_completed(futures))
-                    finished.update(fut.result())
-                    bar.update(futures.pop(fut))
-                    futures.update({ex.submit(run_job, job, str(cache.root), vectorize): len(job)
-                                    for job in jobs_of(release())})
+                    job = futures.pop(fut)
+                    fut.result()
+                    results = [cache.load(s) for s in job]  # trained in another process
+                    missing = [s.label() for s, r in zip(job, results) if r is None]
+                    if missing:
+                        raise RuntimeError(f"{missing[0]} is missing from the cache after training")
+                    stored(job, results)
+                    fill()  # the workers go on while this process uses the results
+                    announce(job, results)
         finally:
             bar.close()
             if own and ex is not None:
@@ -219,14 +255,9 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
         if waiting:
             raise RuntimeError(f"{waiting[0].label()} waited for a parent run that never trained")
     for s in todo:
-        if s.key() in done:
-            continue
-        res = fresh.get(s.key()) or cache.load(s)
-        if res is None:
-            raise RuntimeError(f"{s.label()} is missing from the cache after the sweep")
-        done[s.key()] = res
         if trained is not None:
-            trained[s.key()] = res.seconds
+            trained[s.key()] = got[s.key()].seconds
+    done.update(got)
     return [done[answer[s.key()].key()] for s in specs]
 
 

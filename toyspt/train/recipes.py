@@ -42,7 +42,11 @@ import torch
 from torch import nn
 
 from toyspt.nn.model import SPT_ATTENTION, head_param_names, qk_param_names
-from toyspt.util.validation import Float, Int, Text, validate, validated
+from toyspt.util.validation import MAX_COUNT, Float, Int, Text, validate, validated
+
+# largest learning rate / weight decay: an AdamW step moves each weight by about lr, so at 100
+# a few steps put weights (and logits, their products) past what float32 training survives
+MAX_LR = 100.0
 
 # no SPT phase / the task's own inputs / pretrain_data / pretrain_data first, then the task's inputs
 PRETRAIN_ON = (None, "task", "swap", "swap_then_task")
@@ -52,14 +56,14 @@ OPTIMIZERS = ("adamw", "sgd")
 
 @dataclass(frozen=True)
 class TrainConfig:
-    epochs: int = validated(60, Int(gt=0))  # label (fine-tuning) epochs
+    epochs: int = validated(60, Int(gt=0, le=MAX_COUNT))  # label (fine-tuning) epochs
     # SPT epochs; scratch_matched trains pre_epochs + epochs with labels
-    pre_epochs: int = validated(30, Int(ge=0))
-    batch_size: int = validated(64, Int(gt=0))  # minibatch size in both phases
-    lr: float = validated(1e-3, Float(gt=0))  # learning rate of the label phase
+    pre_epochs: int = validated(30, Int(ge=0, le=MAX_COUNT))
+    batch_size: int = validated(64, Int(gt=0, le=MAX_COUNT))  # minibatch size in both phases
+    lr: float = validated(1e-3, Float(gt=0, le=MAX_LR))  # learning rate of the label phase
     # learning rate of the SPT phase; None = lr
-    pre_lr: float | None = validated(None, Float(gt=0, optional=True))
-    weight_decay: float = validated(0.01, Float(ge=0))  # decoupled (AdamW) or L2 (SGD) weight decay
+    pre_lr: float | None = validated(None, Float(gt=0, le=MAX_LR, optional=True))
+    weight_decay: float = validated(0.01, Float(ge=0, le=MAX_LR))  # decoupled (AdamW) or L2 (SGD) weight decay
     optimizer: str = validated("adamw", Text(OPTIMIZERS))  # adamw | sgd
     momentum: float = validated(0.9, Float(ge=0, lt=1))  # SGD momentum
     # SPT: each position masked i.i.d. with this probability
@@ -68,7 +72,7 @@ class TrainConfig:
     # SPT: what masked queries attend to: all | no_masked_keys | no_self
     spt_attention: str = validated("all", Text(SPT_ATTENTION))
     # spt_swap_start: SPT epochs on pretrain_data before the task's own inputs
-    swap_epochs: int = validated(3, Int(ge=0))
+    swap_epochs: int = validated(3, Int(ge=0, le=MAX_COUNT))
 
     def __post_init__(self):
         validate(self)

@@ -8,7 +8,8 @@ This module turns the two files into splits.
 Preprocessing:
 
 * every series is z-normalised on its own over time, with the population standard deviation
-  (``ZNORM_DDOF = 0``): mean 0 and mean square 1 (a constant series becomes all zeros).
+  (``ZNORM_DDOF = 0``): mean 0 and mean square 1; a constant series, for which this is
+  undefined, is refused (set, file and series named).
   The archive z-normalised most of its files with the sample standard deviation (ddof=1,
   MATLAB's ``zscore``), whose mean square is (T-1)/T: they are narrower by sqrt((T-1)/T),
   0.9967 for GunPoint (T=150), 0.9963 for ECGFiveDays (T=136), 0.9948 for ECG200 (T=96);
@@ -19,7 +20,8 @@ Preprocessing:
   computed with (changing it would change every input by 0.3-0.5%).
   ``UCRConfig(znorm=False)`` keeps the values as written;
 * labels are remapped to 0..C-1 in sorted order of the original labels (the map is kept in
-  ``UCRData.label_map``);
+  ``UCRData.label_map``); a class with fewer than two training series is refused (the
+  stratified split needs one to validate and one to train);
 * a validation split is carved from the train split by a seeded, class-stratified rule
   (:func:`stratified_split`). The test split is never touched by model selection.
 
@@ -96,17 +98,44 @@ def _label_order(labels: set[str]) -> list[str]:
         return sorted(labels)
 
 
+def flat_series(x_NxT: np.ndarray) -> np.ndarray:
+    """(N,) bool: series flat up to the archive's printed digits. The archive prints 8
+    significant digits, so a series whose std is below 1e-8 of its magnitude (at least 1:
+    z-normalised files are O(1)) is constant up to that rounding, and dividing by its std
+    would amplify the rounding into a unit-variance pattern."""
+    std = x_NxT.std(axis=1, ddof=ZNORM_DDOF)
+    return std < 1e-8 * np.maximum(1.0, np.abs(x_NxT).max(axis=1))
+
+
 def znormalize(x_NxT: np.ndarray) -> np.ndarray:
     """Per-series z-normalisation over time (ddof=0, :data:`ZNORM_DDOF`): mean 0, mean square 1.
-    A series flat up to the archive's printed digits is only centred (a constant one maps to
-    zeros)."""
+    A flat series (:func:`flat_series`) is only centred (maps to zeros); :func:`load_ucr`
+    refuses such series before calling this, since z-normalisation is undefined for them."""
     mean = x_NxT.mean(axis=1, keepdims=True)
     std = x_NxT.std(axis=1, ddof=ZNORM_DDOF, keepdims=True)
-    # the archive prints 8 significant digits, so a series whose std is below 1e-8 of its
-    # magnitude (at least 1: z-normalised files are O(1)) is flat up to that rounding, and
-    # dividing would amplify the rounding into a unit-variance pattern
-    scale = np.maximum(1.0, np.abs(x_NxT).max(axis=1, keepdims=True))
-    return (x_NxT - mean) / np.where(std < 1e-8 * scale, 1.0, std)
+    return (x_NxT - mean) / np.where(flat_series(x_NxT)[:, None], 1.0, std)
+
+
+def check_znormalizable(name: str, path, x_NxT: np.ndarray) -> None:
+    """A constant series has no z-normalisation (0/0): refuse it, naming the set, the file and
+    the series (1-based data row), instead of passing zeros or NaN on."""
+    flat = np.flatnonzero(flat_series(x_NxT))
+    if len(flat):
+        k = int(flat[0])
+        more = f" (and {len(flat) - 1} more)" if len(flat) > 1 else ""
+        raise UCRError(f"{name}: series {k + 1} of {path} is constant (value {x_NxT[k, 0]:.8g}){more}; "
+                       "z-normalisation is undefined for it: drop it, or load with znorm=False")
+
+
+def check_split_sizes(name: str, y: np.ndarray, label_map) -> None:
+    """The stratified split needs every class in both training and validation: at least two
+    training series per class; refuse with the set and the class otherwise."""
+    counts = np.bincount(y, minlength=len(label_map))
+    few = [(label_map[c], int(n)) for c, n in enumerate(counts) if n < 2]
+    if few:
+        lab, n = few[0]
+        raise UCRError(f"{name}: class {lab} has {n} training series; the stratified validation split "
+                       "needs at least 2 per class (one to validate, one to train)")
 
 
 def stratified_split(y: np.ndarray, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -174,11 +203,11 @@ def load_ucr(cfg: UCRConfig | str | None = None, **overrides) -> UCRData:
         _check_archive_sizes(cfg.name, loc, len(lab_tr), len(lab_te), x_tr.shape[1], len(classes))
     fingerprint = _fingerprint(lab_tr, x_tr, lab_te, x_te)
     if cfg.znorm:
+        check_znormalizable(cfg.name, loc.train, x_tr)
+        check_znormalizable(cfg.name, loc.test, x_te)
         x_tr, x_te = znormalize(x_tr), znormalize(x_te)
+    check_split_sizes(cfg.name, y_tr, classes)
     tr_idx, va_idx = stratified_split(y_tr, cfg.val_fraction, cfg.split_seed)
-    if len(va_idx) == 0:
-        raise UCRError(f"{cfg.name}: every class has a single training series; no validation split "
-                       "can be carved out")
 
     def split(x, y):
         return Split(torch.tensor(x[:, :, None], dtype=torch.float32), torch.tensor(y, dtype=torch.long))
@@ -191,4 +220,5 @@ def load_ucr(cfg: UCRConfig | str | None = None, **overrides) -> UCRData:
 __all__ = ["UCRConfig", "UCRData", "UCRError", "UCRNotFound", "Located", "SourceInfo", "DataPackage",
            "ENV_ROOT", "SOURCES", "PACKAGES", "PAPER_DATASETS", "ARCHIVE_SIZES", "ZNORM_DDOF",
            "locate", "in_package", "is_available", "describe_sources", "format_sources",
-           "read_ucr_file", "znormalize", "stratified_split", "load_ucr"]
+           "read_ucr_file", "flat_series", "znormalize", "check_znormalizable", "check_split_sizes",
+           "stratified_split", "load_ucr"]

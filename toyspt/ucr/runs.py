@@ -154,7 +154,8 @@ def probe_columns(data: UCRData, result: RunResult, mask_rate: float = 0.5) -> d
     * ``column_share_label``: share of the label-loss score gradient in column-only directions.
     """
     from toyspt.probe import tracking as tr
-    from toyspt.probe.engine import blindness, make_batch
+    from toyspt.probe.engine import blindness
+    from toyspt.probe.losses import make_batch
     from toyspt.train.loop import load_model
 
     model = load_model(result, "final")

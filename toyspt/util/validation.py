@@ -20,10 +20,19 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import reprlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
 KEY = "toyspt.rule"  # the metadata key a field's rule is stored under
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 60, 60, 60
+
+
+def short_repr(value: Any) -> str:
+    """``repr`` bounded in depth and length: safe for error messages about hostile values
+    (a 5,000-deep tuple would make ``repr`` raise RecursionError)."""
+    return _REPR.repr(value)
 
 
 class Rule:
@@ -36,7 +45,7 @@ class Rule:
         raise NotImplementedError
 
     def fail(self, name: str, value: Any, why: str = "") -> ValueError:
-        return ValueError(f"{name}: expected {self.describe()}, got {value!r}{why}")
+        return ValueError(f"{name}: expected {self.describe()}, got {short_repr(value)}{why}")
 
     def wrong_type(self, name: str, value: Any) -> ValueError:
         return self.fail(name, value, f" (a {type(value).__name__})")
@@ -192,6 +201,31 @@ class Instance(Rule):
         return value
 
 
+# ------------------------------------------------------------- bounds from this machine
+# Every size field has an upper bound, so a typo such as ``--task.T 1000000000`` is refused by
+# name instead of failing at allocation. The bounds come from what this machine can hold:
+# 23 GiB of memory shared by its users and 2 cores. One array of a run may hold at most
+# MAX_ARRAY_BYTES (2 GiB, a tenth of the machine); per-field bounds keep each factor of the
+# largest arrays (data drawn in float64, T x T attention maps, d x d weights) within it, and
+# configs check the products (:func:`within_memory`). Finite scales (noise, offsets, amplitudes,
+# learning rates) are bounded where training in float32 would overflow: a value of MAX_SCALE,
+# squared and summed over a million terms, is 1e18, far below float32's 3.4e38.
+MAX_ARRAY_BYTES = 2 << 30  # bytes of the largest single array a config may ask for
+MAX_SCALE = 1e6  # largest noise / offset / amplitude / width a task may ask for
+MAX_LENGTH = 16384  # longest sequence: one T x T float32 attention map of one head is 1 GiB
+MAX_WIDTH = 8192  # widest residual stream / input: a d x d float32 weight is 256 MiB
+MAX_COUNT = 10_000_000  # most sequences per split, epochs, batch: beyond any experiment here
+
+
+def within_memory(what: str, terms: str, values: int, itemsize: int) -> None:
+    """Refuse (ValueError naming ``what`` and the bound) an array of ``values`` x ``itemsize``
+    bytes above MAX_ARRAY_BYTES; ``terms`` says which fields multiply to ``values``."""
+    if values * itemsize > MAX_ARRAY_BYTES:
+        raise ValueError(f"{what}: {terms} = {values} values of {itemsize} bytes, over the bound of "
+                         f"{MAX_ARRAY_BYTES} bytes (2 GiB: one array may hold a tenth of this "
+                         "machine's 23 GiB)")
+
+
 def validated(default: Any = dataclasses.MISSING, rule: Rule | None = None, *,
               factory: Callable[[], Any] | None = None) -> Any:
     """A dataclass field with ``default`` (or ``factory``) whose values must satisfy ``rule``.
@@ -231,4 +265,5 @@ def validate(obj) -> None:
 
 
 __all__ = ["Rule", "Number", "Int", "Float", "Bool", "Text", "Tuple", "Instance", "validated",
-           "validate", "rule_of", "unruled", "KEY"]
+           "validate", "rule_of", "unruled", "KEY", "short_repr", "MAX_ARRAY_BYTES", "MAX_SCALE", "MAX_LENGTH",
+           "MAX_WIDTH", "MAX_COUNT", "within_memory"]

@@ -9,7 +9,7 @@ T = 12
 
 def test_named_directions_are_row_centred_unit_norm():
     dirs = dr.named_directions(T)
-    assert tuple(dirs) == dr.DEFAULT_DIRECTIONS
+    assert tuple(dirs) == dr.DEFAULT
     for name, D in dirs.items():
         assert D.dtype == torch.float64 and D.shape == (T, T)
         # sums of T terms of size <= 1: rounding is a few ulps of 1
@@ -107,7 +107,6 @@ def test_stack_from_names_or_dict():
 
 def test_named_lists_parse_and_compose():
     assert dr.DEFAULT == dr.PROXIMITY + dr.SHIFTS + dr.RANDOM
-    assert dr.DEFAULT_DIRECTIONS is dr.DEFAULT
     assert set(dr.DIRECTION_SETS) == {"proximity", "proximity_w1", "shifts", "random", "default", "compact"}
     for key, names in dr.DIRECTION_SETS.items():
         assert len(set(names)) == len(names), key

@@ -110,3 +110,26 @@ def test_recon_loss_only_counts_masked_positions():
         recon_loss(pred, x, m, "huber")
     with pytest.raises(ValueError, match="rate"):
         sample_mask(2, 4, 0.0)
+
+
+def test_families_are_a_registry_and_an_unknown_name_is_refused(monkeypatch):
+    from toyspt.data import tasks
+    from toyspt.runs.arms import arm_spec
+    from toyspt.runs.specs import RunSpec
+    with pytest.raises(ValueError, match="unknown task family 'sine'; registered: \\['freq_band', 'local_shuffle'\\]"):
+        TaskConfig(family="sine")
+
+    def flat(cfg, y, amp, phase, t, rng):  # a new family: one function, registered in tasks.py only
+        return np.broadcast_to(amp[:, None, :] * (2 * y[:, None, None] - 1), (len(y), cfg.T, cfg.dim)).copy()
+
+    monkeypatch.setitem(tasks.TASK_FAMILIES, "flat", flat)
+    cfg = TaskConfig(family="flat", T=8, n_train=16, n_val=8, n_test=8)
+    assert make_task(cfg).train.x.shape == (16, 8, 2)
+    spec = arm_spec("data_swap", RunSpec("scratch", 0, cfg))  # arms.py knows no family by name
+    assert spec.swap_task.family == "local_shuffle"
+
+
+def test_freq_band_above_nyquist_is_refused():
+    TaskConfig(family="freq_band", T=16)  # band1 reaches 8 = T/2: allowed
+    with pytest.raises(ValueError, match="above the Nyquist frequency T/2 = 7.5"):
+        TaskConfig(family="freq_band", T=15)

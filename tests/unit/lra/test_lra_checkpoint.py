@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from toyspt.lra.checkpoint import (infer_config, load_lra, load_state, lra_state_dict, run_config,
+from toyspt.lra.checkpoint import (ArchHints, infer_config, load_lra, load_state, lra_state_dict, run_config,
                                    save_lra)
 from toyspt.lra.lightning import CheckpointError, write_checkpoint
 from toyspt.lra.model import LRAConfig, build_lra
@@ -100,10 +100,10 @@ def test_heads_come_from_config_or_argument(tmp_path):
     p = _write(tmp_path, sd)  # no run config at all
     with pytest.raises(CheckpointError, match="number of heads"):
         load_lra(p)
-    loaded = load_lra(p, n_heads=4, causal=False, pool="mean", use_lengths=True)
+    loaded = load_lra(p, ArchHints(n_heads=4, causal=False, window=0, activation="gelu", pool="mean", use_lengths=True))
     assert loaded.cfg.n_heads == 4 and any("argument" in n for n in loaded.report.notes)
     with pytest.raises(ValueError, match="not divisible"):
-        load_lra(p, n_heads=3, causal=False, pool="mean", use_lengths=True)
+        load_lra(p, ArchHints(n_heads=3, causal=False, window=0, activation="gelu", pool="mean", use_lengths=True))
 
 
 def test_missing_unexpected_and_mismatched_keys_are_named(tmp_path):
@@ -134,15 +134,14 @@ def test_classifier_or_spt_decoder(tmp_path):
     """decoder.0.output_transform is a classifier or the SPT decoder: config, argument, guess."""
     cfg = LRAConfig(n_layers=1, d_model=8, n_heads=2, d_ff=8, max_len=32, head="none", rec_out=19)
     sd = lra_state_dict(build_lra(cfg))
-    c, _, notes = infer_config(sd, None, n_heads=2, causal=False)
+    c, _, notes = infer_config(sd, None, ArchHints(n_heads=2, causal=False, window=0, activation="gelu"))
     assert c.rec_out == 19 and "guess" in " ".join(notes)
-    c, _, _ = infer_config(sd, {"dataset": {"mlm_prob": 0.0}}, n_heads=2, causal=False,
-                           pool="mean", use_lengths=True)
+    c, _, _ = infer_config(sd, {"dataset": {"mlm_prob": 0.0}}, ArchHints(n_heads=2, causal=False, pool="mean", use_lengths=True))
     assert c.head == "linear" and c.n_classes == 19
-    c, _, _ = infer_config(sd, None, n_heads=2, head="cls", causal=False, pool="max",
-                           use_lengths=False)
+    c, _, _ = infer_config(sd, None, ArchHints(n_heads=2, head="cls", causal=False, window=0, activation="gelu",
+                                               pool="max", use_lengths=False))
     assert c.head == "linear" and c.pool == "max" and not c.use_lengths
-    c, _, _ = infer_config(sd, {"dataset": {"mlm_prob": 0.5}}, n_heads=2, causal=False)
+    c, _, _ = infer_config(sd, {"dataset": {"mlm_prob": 0.5}}, ArchHints(n_heads=2, causal=False))
     assert c.rec_out == 19 and c.head == "none"
 
 
@@ -165,10 +164,11 @@ def test_config_less_files_need_causal_and_pooling_stated(tmp_path, attn_kind):
                                        "use_lengths": False}), seed=3)
         p = _write(tmp_path, lra_state_dict(model, attn_kind=attn_kind), name=f"{causal}.ckpt")
         with pytest.raises(CheckpointError, match="causal"):
-            load_lra(p, n_heads=4)
+            load_lra(p, ArchHints(n_heads=4))
         with pytest.raises(CheckpointError, match="pool"):
-            load_lra(p, n_heads=4, causal=causal)
-        loaded = load_lra(p, n_heads=4, causal=causal, pool="max", use_lengths=False)
+            load_lra(p, ArchHints(n_heads=4, causal=causal, window=0, activation="gelu"))
+        loaded = load_lra(p, ArchHints(n_heads=4, causal=causal, window=0, activation="gelu", pool="max",
+                                        use_lengths=False))
         assert loaded.cfg == model.cfg
         x = torch.randint(0, 19, (2, 9))
         torch.testing.assert_close(loaded.model.classify(x), model.double().classify(x))

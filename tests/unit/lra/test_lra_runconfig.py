@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from toyspt.lra import runconfig as rc
-from toyspt.lra.checkpoint import infer_config, load_lra, lra_state_dict, run_config, save_lra
+from toyspt.lra.checkpoint import ArchHints, infer_config, load_lra, lra_state_dict, run_config, save_lra
 from toyspt.lra.lightning import CheckpointError
 from toyspt.lra.model import ACTIVATIONS, LRAConfig, build_lra, rotate_pairs
 
@@ -77,10 +77,10 @@ def test_arguments_must_agree_with_the_run_config(tmp_path):
     sd = lra_state_dict(build_lra(GLOBAL))
     conf = _full_config(GLOBAL, "linears")
     with pytest.raises(CheckpointError, match="contradicts the run config field model.layer\\[attn\\].causal"):
-        infer_config(sd, conf, causal=True)
+        infer_config(sd, conf, ArchHints(causal=True))
     with pytest.raises(CheckpointError, match="decoder.mode"):
-        infer_config(sd, conf, pool="max")
-    assert infer_config(sd, conf, causal=False)[0] == GLOBAL
+        infer_config(sd, conf, ArchHints(pool="max"))
+    assert infer_config(sd, conf, ArchHints(causal=False))[0] == GLOBAL
 
 
 # ------------------------------------------------------------------ honoured conventions
@@ -216,3 +216,28 @@ def test_run_config_must_agree_with_the_tensors(path, value, match):
     rc.set_field(conf, path, value)
     with pytest.raises(CheckpointError, match=match.replace("[", r"\[").replace("]", r"\]")):
         infer_config(sd, conf)
+
+
+def _deep(n):
+    t = ()
+    for _ in range(n):
+        t = (t,)
+    return t
+
+
+@pytest.mark.parametrize("key,needle", [(1, "a key 1 of type int"),
+                                        (_deep(5000), "of type tuple")])
+def test_odd_run_config_keys_are_one_line_refusals(key, needle):
+    """Keys of mixed types (sorting them raised TypeError) and a 5,000-deep key (its repr
+    raised RecursionError while the refusal was being written)."""
+    conf = _full_config(GLOBAL, "linears")
+    conf["decoder"][key] = 2.0
+    with pytest.raises(CheckpointError) as e:
+        rc.read_fields(conf)
+    assert needle in str(e.value) and "\n" not in str(e.value) and len(str(e.value)) < 300
+
+
+def test_odd_keys_in_a_checkpoint_config_are_refused(tmp_path):
+    from toyspt.lra.lightning import to_plain
+    with pytest.raises(CheckpointError, match="a key .* of type tuple; config keys are plain values"):
+        to_plain({"model": {_deep(900): 1}})

@@ -182,3 +182,24 @@ def test_beta_unif_of_zero_sum_series_is_a_constant_of_T_and_q():
     for x in (smooth, alternating, noise):
         z = (x - x.mean(1, keepdim=True))[..., None]
         assert beta_unif(z, q) == pytest.approx(closed, rel=1e-12)
+
+
+def test_beta_tracker_honours_the_runs_mask_rate():
+    """A run with mask rate 0.3: the tracker built for it (make_trackers, as the run system
+    builds it) records beta_unif at 0.3, not at the default 0.5, and masks its probe batch at
+    0.3 (binomial count within 5 sd); an explicit option that contradicts the run is refused."""
+    from toyspt.probe.tracking import make_trackers
+    from toyspt.runs.specs import RunSpec
+
+    task = TaskConfig(T=16, n_train=64, n_val=64, n_test=1, seed=3)
+    data = make_task(task)
+    (tr,) = make_trackers(["beta"], data, TrainConfig(mask_rate=0.3))
+    assert tr.beta_unif == beta_unif(data, 0.3) and tr.beta_unif != beta_unif(data, 0.5)
+    n = tr.mask.numel()
+    assert abs(tr.mask.sum().item() - 0.3 * n) < 5 * (n * 0.3 * 0.7) ** 0.5
+    with pytest.raises(ValueError, match="mask_rate differs"):
+        make_trackers(["beta:mask_rate=0.5"], data, TrainConfig(mask_rate=0.3))
+    spec = RunSpec("spt_only", 0, task=task, model=ModelConfig(d_model=16, d_mlp=32),
+                   train=TrainConfig(pre_epochs=1, batch_size=32, mask_rate=0.3), trackers=("beta",))
+    (bu,) = [r["value"] for r in spec.execute().records if r["metric"] == "beta_unif"]
+    assert bu == beta_unif(data, 0.3)

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from toyspt.probe import engine as probes
+from toyspt.probe import losses
 from toyspt.nn.attention import Attention, active_hook_count
 from toyspt.nn.model import ModelConfig, build_model
 
@@ -22,7 +23,7 @@ ZERO = 1e-12
 
 @pytest.fixture(scope="module")
 def batch(small_data):
-    return probes.make_batch(small_data.train.x[:24], small_data.train.y[:24], seed=1)
+    return losses.make_batch(small_data.train.x[:24], small_data.train.y[:24], seed=1)
 
 
 def test_label_gradient_is_row_identical_at_uniform_attention(batch):
@@ -30,10 +31,10 @@ def test_label_gradient_is_row_identical_at_uniform_attention(batch):
     lab = probes.probe(model, batch, "label")
     lp = lab[SITE]
     assert lp.row_heterogeneity.max() < ZERO
-    assert lp.row_heterogeneity_per_example.max() < ZERO
+    assert lp.per_example.row_heterogeneity.max() < ZERO
     assert lp.blind_share.max() < ZERO**2
     # T4: each example's dL/dM is rank one (sv2/sv1 at rounding level)
-    sv = lp.dLdM_sv_per_example
+    sv = lp.per_example.dLdM_sv
     assert (sv[..., 1] / sv[..., 0]).max() < ZERO
     # T2: zero derivative along every circulant direction, non-zero along Toeplitz ones
     k = {n: i for i, n in enumerate(lab.directions)}
@@ -87,14 +88,14 @@ def test_per_example_gradients_equal_a_python_loop(batch, loss):
     for b in range(6):
         one = {k: v[b:b + 1] for k, v in small.items()}
         ref = probes.probe(model, one, loss, ["prev"], per_example=False, use_jvp=False)[SITE]
-        assert torch.allclose(res.G_per_example[b], ref.G, rtol=1e-10, atol=1e-14)
-        assert torch.allclose(res.grad_W_Q_per_example[b], ref.grad_W_Q, rtol=1e-10, atol=1e-14)
-        assert torch.allclose(res.grad_W_K_per_example[b], ref.grad_W_K, rtol=1e-10, atol=1e-14)
+        assert torch.allclose(res.per_example.G[b], ref.G, rtol=1e-10, atol=1e-14)
+        assert torch.allclose(res.per_example.grad_W_Q[b], ref.qk.grad_W_Q, rtol=1e-10, atol=1e-14)
+        assert torch.allclose(res.per_example.grad_W_K[b], ref.qk.grad_W_K, rtol=1e-10, atol=1e-14)
     pe = probes.per_example_grads(model, small, loss)
-    assert torch.equal(pe.scores[SITE], res.G_per_example)
-    assert torch.equal(pe.weights["blocks.0.attn.W_Q.weight"], res.grad_W_Q_per_example)
+    assert torch.equal(pe.scores[SITE], res.per_example.G)
+    assert torch.equal(pe.weights["blocks.0.attn.W_Q.weight"], res.per_example.grad_W_Q)
     if loss == "label":  # cross-entropy is a mean over examples
-        assert torch.allclose(res.G_per_example.mean(0), res.G, rtol=1e-10, atol=1e-14)
+        assert torch.allclose(res.per_example.G.mean(0), res.G, rtol=1e-10, atol=1e-14)
 
 
 def test_dLdM_agrees_with_the_weight_gradients_by_the_chain_rule(batch):
@@ -107,8 +108,8 @@ def test_dLdM_agrees_with_the_weight_gradients_by_the_chain_rule(batch):
     for h in range(2):
         sl = slice(h * dh, (h + 1) * dh)
         WQ, WK = attn.W_Q.weight[sl].double().detach(), attn.W_K.weight[sl].double().detach()
-        assert torch.allclose(lp.grad_W_Q[sl], WK @ lp.dLdM[h].T / math.sqrt(dh), rtol=1e-9, atol=1e-14)
-        assert torch.allclose(lp.grad_W_K[sl], WQ @ lp.dLdM[h] / math.sqrt(dh), rtol=1e-9, atol=1e-14)
+        assert torch.allclose(lp.qk.grad_W_Q[sl], WK @ lp.qk.dLdM[h].T / math.sqrt(dh), rtol=1e-9, atol=1e-14)
+        assert torch.allclose(lp.qk.grad_W_K[sl], WQ @ lp.qk.dLdM[h] / math.sqrt(dh), rtol=1e-9, atol=1e-14)
 
 
 def test_probe_leaves_no_hooks_and_does_not_mutate_the_model(batch):
@@ -175,8 +176,8 @@ def test_probes_are_generic_over_models_with_attention_and_pluggable_losses(batc
     assert [lp.site for lp in bl.label.layers] == ["enc.0.hook_attn_scores", "enc.1.hook_attn_scores"]
     T = batch["x"].shape[1]
     for lp in bl.label.layers:
-        assert lp.G.shape == (2, T, T) and lp.G_per_example.shape == (len(batch["x"]), 2, T, T)
-        assert lp.dLdM.shape == (2, 8, 8) and lp.deriv.shape == (2, 2)
+        assert lp.G.shape == (2, T, T) and lp.per_example.G.shape == (len(batch["x"]), 2, T, T)
+        assert lp.qk.dLdM.shape == (2, 8, 8) and lp.deriv.shape == (2, 2)
         assert torch.allclose(lp.deriv_jvp, lp.deriv, rtol=1e-9, atol=1e-16)
     fd = probes.directional_fd(other, batch, ce, "enc.1.hook_attn_scores", 1, bl.label.D[0])
     assert abs(fd - bl.label.layers[1].deriv[1, 0].item()) < 1e-6 * bl.label.layers[1].G.norm().item()
@@ -185,7 +186,7 @@ def test_probes_are_generic_over_models_with_attention_and_pluggable_losses(batc
 def test_rope_layers_have_no_dLdM(batch):
     model = build_model(ModelConfig(**SMALL, pos="rope"), seed=0)
     lp = probes.probe(model, batch, "label", ["prev"], per_example=False, use_jvp=False)[SITE]
-    assert lp.qk is None and lp.dLdM is None and lp.grad_W_Q is None
+    assert lp.qk is None
     assert lp.G.shape[-1] == batch["x"].shape[1]
 
 
@@ -218,7 +219,7 @@ def test_probe_cli_prints_the_blindness_table(capsys, tmp_path):
 def test_per_example_with_masked_keys_excluded_matches_single_examples(batch):
     model = build_model(ModelConfig(**SMALL), seed=0)
     small = {k: v[:4] for k, v in batch.items()}
-    loss = probes.recon("l1", "no_masked_keys")
+    loss = losses.recon("l1", "no_masked_keys")
     pe = probes.per_example_grads(model, small, loss)
     for b in range(4):
         one = {k: v[b:b + 1] for k, v in small.items()}
@@ -232,7 +233,7 @@ def test_per_example_falls_back_to_a_loop_when_vmap_cannot_batch(batch):
     small = {k: v[:4] for k, v in batch.items()}
 
     def branchy(m, b):
-        loss = probes.label_loss(m, b)
+        loss = losses.label_loss(m, b)
         return loss * 2 if loss.item() > 0 else loss
 
     with pytest.warns(RuntimeWarning, match="falling back"):
@@ -241,3 +242,24 @@ def test_per_example_falls_back_to_a_loop_when_vmap_cannot_batch(batch):
         one = {k: v[b:b + 1] for k, v in small.items()}
         ref = probes.probe(model, one, branchy, ["prev"], per_example=False, use_jvp=False)[SITE]
         assert torch.allclose(pe.scores[SITE][b], ref.G, rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("loss", ["label", "recon"])
+def test_lean_probe_gives_the_full_probes_statistics_and_keeps_no_gradient(batch, loss):
+    """probe(lean=True) on the toy model (two layers): the per-head statistics of the full
+    probe, without G, weight gradients or per-example parts, and the caller's flags intact."""
+    model = build_model(ModelConfig(**SMALL, n_layers=2), seed=3)
+    flags = [p.requires_grad for p in model.parameters()]
+    dirs = ["circ_w1", "toep_w1", "prev", "random_s0"]
+    full = probes.probe(model, batch, loss, dirs, per_example=False, use_jvp=False)
+    lean = probes.probe(model, batch, loss, dirs, lean=True)
+    assert lean.directions == full.directions and lean.value == pytest.approx(full.value, rel=ZERO)
+    assert [lp.site for lp in lean.layers] == [lp.site for lp in full.layers] and len(lean.layers) == 2
+    for a, b in zip(full.layers, lean.layers):
+        assert b.G is None and b.qk is None and b.per_example is None and b.deriv_jvp is None
+        # both in float64; sums over the batch and T^2 entries round differently (ZERO margin)
+        for f in ("grad_norm", "row_heterogeneity", "column_share", "blind_share", "deriv", "cos"):
+            x, y = getattr(a, f), getattr(b, f)
+            scale = a.grad_norm.max() if f == "deriv" else 1.0
+            assert (x - y).abs().max() <= ZERO * scale, f
+    assert [p.requires_grad for p in model.parameters()] == flags and active_hook_count(model) == 0

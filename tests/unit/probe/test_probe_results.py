@@ -1,5 +1,5 @@
-"""Probe records and their tables, built by hand (no gradients): flat names read through to
-the parts, tidy rows carry the right numbers, and the records sit below the engine."""
+"""Probe records and their tables, built by hand (no gradients): each tensor held once, tidy
+rows carry the right numbers, and the records sit below the engine."""
 import dataclasses
 import subprocess
 import sys
@@ -19,33 +19,23 @@ def _records(with_parts: bool = True) -> res.LayerProbe:
                      dLdM_sv=torch.tensor([[3.0, 1.0, 0.0, 0.0], [2.0, 2.0, 1.0, 0.5]], dtype=torch.float64))
     pe = res.PerExampleProbe(G=rnd(B, H, T, T), deriv=rnd(B, H, K), row_heterogeneity=rnd(B, H).abs(),
                              grad_W_Q=rnd(B, d, d), grad_W_K=rnd(B, d, d), dLdM_sv=rnd(B, H, d).abs())
-    return res.LayerProbe(site="blocks.0.attn.hook_attn_scores", G=rnd(H, T, T), row_heterogeneity=rnd(H),
+    G = rnd(H, T, T)
+    return res.LayerProbe(site="blocks.0.attn.hook_attn_scores", G=G, grad_norm=torch.linalg.matrix_norm(G),
+                          row_heterogeneity=rnd(H),
                           column_share=rnd(H), blind_share=rnd(H), deriv=rnd(H, K), cos=rnd(H, K),
                           deriv_jvp=rnd(H, K), qk=qk if with_parts else None,
                           per_example=pe if with_parts else None)
 
 
-def test_flat_names_read_through_to_the_parts():
+def test_records_hold_each_tensor_once():
+    """Weight-side and per-example quantities live in their parts, never as flat copies."""
     lp = _records()
-    pairs = [("grad_W_Q", lp.qk.grad_W_Q), ("grad_W_K", lp.qk.grad_W_K), ("dLdM", lp.qk.dLdM),
-             ("dLdM_sv", lp.qk.dLdM_sv), ("G_per_example", lp.per_example.G),
-             ("deriv_per_example", lp.per_example.deriv),
-             ("row_heterogeneity_per_example", lp.per_example.row_heterogeneity),
-             ("grad_W_Q_per_example", lp.per_example.grad_W_Q),
-             ("grad_W_K_per_example", lp.per_example.grad_W_K),
-             ("dLdM_sv_per_example", lp.per_example.dLdM_sv)]
-    for name, part in pairs:
-        assert getattr(lp, name) is part, name
-    bare = _records(with_parts=False)
-    for name, _ in pairs:
-        assert getattr(bare, name) is None, name
-    assert bare.cos_rms_per_example is None
     with pytest.raises(dataclasses.FrozenInstanceError):
-        lp.grad_W_Q = None
-    # the flat names are views, not fields: the record holds each tensor once
-    assert {f.name for f in dataclasses.fields(lp)} == {"site", "G", "row_heterogeneity", "column_share",
-                                                         "blind_share", "deriv", "cos", "deriv_jvp", "qk",
-                                                         "per_example"}
+        lp.qk = None
+    assert {f.name for f in dataclasses.fields(lp)} == {"site", "G", "grad_norm", "row_heterogeneity",
+                                                         "column_share", "blind_share", "deriv", "cos",
+                                                         "deriv_jvp", "qk", "per_example"}
+    assert not hasattr(lp, "grad_W_Q") and not hasattr(lp, "G_per_example")
 
 
 def test_frame_rows_carry_the_record():
@@ -86,10 +76,9 @@ def test_blindness_ratio_and_table():
     assert blind.ratio_per_example is None and "ratio_per_example" not in blind.table()
 
 
-def test_probes_reexports_and_no_cycles():
+def test_the_engine_reexports_nothing_and_sits_above_its_parts():
     for mod in (res, losses):
-        for name in mod.__all__:
-            assert getattr(probes, name) is getattr(mod, name), name
+        assert not set(mod.__all__) & set(probes.__all__)
     # the records, the losses and the instrumentation sit below the engine
     code = ("import sys, toyspt.probe.results, toyspt.probe.losses, toyspt.probe.instrument; "
             "assert 'toyspt.probe.engine' not in sys.modules, 'imported the engine'")

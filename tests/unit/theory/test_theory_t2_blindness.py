@@ -80,7 +80,7 @@ def test_toy_blind_check_catches_a_planted_gradient_error(monkeypatch):
 
     def planted(model, batch, loss="label", directions=("circ_w1",)):
         lp = real(model, batch, loss, directions)
-        G = lp.G_per_example
+        G = lp.per_example.G
         D = dr.normalise(dr.direction("circ_w1", G.shape[-1]))
         bad = G + 1e-11 * torch.linalg.matrix_norm(G)[..., None, None] * D
         return dataclasses.replace(lp, per_example=dataclasses.replace(lp.per_example, G=bad))

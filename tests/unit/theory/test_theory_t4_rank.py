@@ -39,7 +39,7 @@ def test_autograd_dLdM_matches_the_probe_and_refuses_other_points():
     batch = toy.toy_batch(8, 4, seed=0)
     model = toy.toy_model(toy.T1_MODEL, seed=0)
     GM = toy.autograd_dLdM(model, batch)
-    sv_probe = toy.layer_probe(model, batch, "label", ("circ_w1",)).dLdM_sv_per_example[:, 0]
+    sv_probe = toy.layer_probe(model, batch, "label", ("circ_w1",)).per_example.dLdM_sv[:, 0]
     # float64 SVD of 32 x 32 matrices agreeing to rounding (10 x n u x ||.|| with n ~ 10^2)
     assert torch.allclose(torch.linalg.svdvals(GM), sv_probe, rtol=0, atol=1e-12 * sv_probe.max())
     assert model.blocks[0].attn.W_K.weight.abs().max() == 0  # the caller's model is untouched

@@ -37,3 +37,43 @@ def test_measured_rows_and_cache(tiny, tmp_path):
     phase = rows[3].detail("rows")  # one row per SPT-only run of the basin grid
     assert {r["seed"] for r in phase} == {0} and {r["sweep"] for r in phase} == {"offset", "freq"}
     assert all(r["basin"] in ("proximity", "anti-local") for r in phase)
+
+
+def _table(pred, basin_prox, beta_unif=0.5):
+    import pandas as pd
+    return pd.DataFrame(dict(pred=pred, beta_unif=[beta_unif] * len(pred),
+                             basin=["proximity" if b else "anti-local" for b in basin_prox]))
+
+
+def test_share_verdict_fails_below_its_threshold_and_when_the_sign_is_flipped():
+    t = _table([0.3, -0.2, 0.1, 0.4, -0.5, 0.2, -0.1, 0.3, 0.6, -0.3, 0.2, 0.9, -0.4, 0.5, 0.7, -0.2, 0.1, 0.2, 0.3, -0.6],
+               [True, False, True, True, False, True, False, True, True, False, True, True, False, True, True,
+                False, True, True, True, True])  # the last run is a miss: 19/20 = 0.95
+    assert t5.share_verdict(t, lambda x: x.pred, 0.95, "ge") == (19, 20, "pass")
+    assert t5.share_verdict(t, lambda x: -x.pred, 0.95, "ge") == (1, 20, "fail")
+    assert t5.share_verdict(t, lambda x: x.pred, 0.96, "ge")[2] == "fail"
+    assert t5.share_verdict(t, lambda x: -x.pred, 0.75, "le")[2] == "pass"
+    assert t5.share_verdict(t, lambda x: x.pred, 0.75, "le")[2] == "fail"
+    # runs whose beta_unif is not clear do not count; none clear: nothing supports the claim
+    assert t5.share_verdict(_table([0.1], [True], beta_unif=0.05), lambda x: x.pred, 0.5, "ge") == (0, 0, "fail")
+
+
+def test_full_config_rows_are_checked_and_can_fail(monkeypatch, tmp_path):
+    """On the full configuration (here a tiny one) T5.1 and T5.4-T5.6 carry a threshold and
+    a pass/fail verdict; the basin rows' verdicts are those of share_verdict on their table."""
+    monkeypatch.setattr(t5, "FULL", TINY)
+    monkeypatch.setattr(t5, "QUICK", t5.T5Config(TINY.task, TINY.model, TINY.train, (1,), TINY.recipes))
+    t5._runs.cache_clear()
+    t5._phase.cache_clear()
+    try:
+        rows = {r.check: r for r in (fn(quick=False, cache=str(tmp_path)) for fn in t5.CHECKS)}
+    finally:
+        t5._runs.cache_clear()
+        t5._phase.cache_clear()
+    for cid in ("T5.1", "T5.4", "T5.5", "T5.6"):
+        assert rows[cid].verdict in ("pass", "fail") and rows[cid].tolerance is not None, cid
+    assert rows["T5.1"].figure == rows["T5.1"].detail("scratch") / rows["T5.1"].detail("spt_final")
+    import pandas as pd
+    table = pd.DataFrame(rows["T5.4"].detail("rows"))
+    assert rows["T5.4"].verdict == t5.share_verdict(table, lambda x: x.beta_unif, t5.BASIN_UNIF_SHARE, "ge")[2]
+    assert rows["T5.2"].verdict == "measured"

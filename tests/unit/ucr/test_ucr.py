@@ -9,14 +9,13 @@ import pytest
 import torch
 
 from toyspt.ucr import sources as ucr_sources
-from toyspt.probe.basin import beta_unif
 from toyspt.cli.main import main
 from toyspt.figs import FigContext, write
 from toyspt.figs import ucr as ucr_fig
 from toyspt.nn.model import ModelConfig
 from toyspt.runs import RunCache
 from toyspt.train.recipes import TrainConfig
-from toyspt.ucr.data import (ENV_ROOT, UCRConfig, UCRError, UCRNotFound, is_available, load_ucr, locate,
+from toyspt.ucr.data import (ENV_ROOT, PAPER_DATASETS, UCRConfig, UCRError, UCRNotFound, is_available, load_ucr, locate,
                         read_ucr_file, stratified_split, znormalize)
 from toyspt.runs import sweep
 from toyspt.ucr.runs import UCRRunSpec, arm_spec, per_seed_frame, ucr_spec
@@ -119,12 +118,32 @@ def test_inconsistent_sets_fail(tmp_path):
         load_ucr("Lab", root=str(tmp_path))
 
 
-def test_constant_series_becomes_zeros_and_labels_canonical(tmp_path):
-    write_set(tmp_path, "Flat", ["1.0000000e+00\t2\t2\t2", "2\t1\t2\t3"] * 2, ["1\t5\t5\t5", "2.0\t0\t1\t0"])
-    d = load_ucr("Flat", root=str(tmp_path), val_fraction=0.5)
-    assert d.label_map == ("1", "2")
-    assert torch.equal(d.test.x[0, :, 0], torch.zeros(3))
-    assert torch.isfinite(d.train.x).all()
+def test_constant_series_is_refused_naming_set_file_and_series(tmp_path):
+    write_set(tmp_path, "Flat", ["1.0000000e+00\t2\t2\t2", "2\t1\t2\t3"] * 2, ["2.0\t0\t1\t0", "1\t5\t5\t5"])
+    with pytest.raises(UCRError, match=r"^Flat: series 1 of .*Flat_TRAIN.tsv is constant \(value 2\) "
+                                        r"\(and 1 more\); z-normalisation is undefined"):
+        load_ucr("Flat", root=str(tmp_path), val_fraction=0.5)
+    write_set(tmp_path, "Flat2", ["1\t2\t2.5\t2", "2\t1\t2\t3"] * 2, ["2.0\t0\t1\t0", "1\t5\t5\t5"])
+    with pytest.raises(UCRError, match=r"^Flat2: series 2 of .*Flat2_TEST.tsv is constant \(value 5\);"):
+        load_ucr("Flat2", root=str(tmp_path), val_fraction=0.5)
+    # raw values are allowed (nothing is divided); labels canonical
+    d = load_ucr("Flat", root=str(tmp_path), val_fraction=0.5, znorm=False)
+    assert d.label_map == ("1", "2") and torch.isfinite(d.train.x).all()
+
+
+def test_too_few_series_for_the_split_is_refused(tmp_path):
+    write_set(tmp_path, "Few", ["1\t0\t1\t2", "2\t1\t2\t0", "2\t2\t0\t1"], ["1\t0\t1\t0"])
+    with pytest.raises(UCRError, match=r"^Few: class 1 has 1 training series; the stratified validation split "
+                                       r"needs at least 2 per class"):
+        load_ucr("Few", root=str(tmp_path))
+
+
+def test_unknown_set_is_one_line_naming_it(tmp_path, capsys):
+    with pytest.raises(UCRNotFound, match="NoSuchSet"):
+        load_ucr("NoSuchSet", root=str(tmp_path))
+    assert main(["ucr", "--dataset", "NoSuchSet", "--ucr-root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and "NoSuchSet" in err[0]
 
 
 def test_config_rejects_bad_values():
@@ -227,7 +246,8 @@ def test_figure_draws_available_sets_and_lists_the_rest_as_skipped(tmp_path, mon
     monkeypatch.setenv(ENV_ROOT, str(root))
     ctx = FigContext(out=tmp_path / "figs", seeds=(0, 1), quick=True, cache=RunCache(tmp_path / "cache"))
     specs = ucr_fig.specs(ctx)  # the registry trains these beside the toy runs
-    assert len(specs) == 2 * len(ucr_fig.ARMS) * 2
+    per_set = 3 * 2 + 3 * 1  # scratch, spt, qk_transfer at seeds 0-1; ALiBi, FIRE, RoPE at seed 0
+    assert len(specs) == 2 * per_set
     assert {s.data.name for s in specs.values()} == {"GunPoint", "ECG200"}
     assert {s.seed for s in specs.values()} == {0, 1}
     assert all((s.data.name, s.seed) == (n, k) for (n, _, k), s in specs.items())
@@ -239,7 +259,7 @@ def test_figure_draws_available_sets_and_lists_the_rest_as_skipped(tmp_path, mon
     assert sorted(meta["skipped"]) == ["ECGFiveDays", "GunPointAgeSpan"]
     assert "not found in the archive" in meta["skipped"]["ECGFiveDays"]
     assert list(frame.columns) == ucr_fig.COLUMNS
-    assert len(frame) == 2 * len(ucr_fig.ARMS) * 2  # data sets x arms x seeds, nothing invented
+    assert len(frame) == 2 * per_set  # data sets x arms x seeds, nothing invented
     assert (tmp_path / "figs" / "ucr.png").stat().st_size > 0 and (tmp_path / "figs" / "ucr.pdf").exists()
     e = frame[frame.dataset == "ECG200"]
     spt, scratch = (e[e.arm == a].set_index("seed") for a in ("spt", "scratch"))
@@ -252,25 +272,27 @@ def test_figure_draws_available_sets_and_lists_the_rest_as_skipped(tmp_path, mon
     assert row.wins + row.ties + row.losses == 2
     if d.std() > 0:  # the 95% t interval of two differences: mean +- t(0.975, 1) * sd / sqrt(2)
         assert row.ci_high - row.mean_diff == pytest.approx(12.7062047 * d.std() / 2 ** 0.5, rel=1e-6)
-    data = load_ucr("ECG200")
-    assert e.beta_unif.iloc[0] == pytest.approx(beta_unif(data.train.x, 0.5), rel=1e-12)
-    assert spt.proximity_after_spt.notna().all() and e[e.arm != "spt"].proximity_after_spt.isna().all()
+    # every-epoch test (peak held-out accuracy) only for scratch and spt at the all-eval seed
+    assert e[e.evaluate == "all"][["arm", "seed"]].values.tolist() == [["scratch", 0], ["spt", 0]]
+    assert (e.peak_held_out.notna() == (e.evaluate == "all")).all()
+    assert (e[e.evaluate == "all"].peak_held_out >= e[e.evaluate == "all"].final_test_acc).all()
+    assert e[e.arm.isin(["spt", "qk_transfer"])].proximity_after_spt.notna().all()
+    assert e[~e.arm.isin(["spt", "qk_transfer"])].proximity_after_spt.isna().all()
+    assert "beta_unif" not in frame.columns  # a constant on z-normalised sets: not drawn
 
 
-@pytest.mark.skipif(not all(is_available(n, source="package") for n in ucr_fig.MANY_SEEDS + ("ECG200",)),
-                    reason="needs the ucr-all extra")
+@pytest.mark.skipif(not all(is_available(n, source="package") for n in PAPER_DATASETS), reason="needs the ucr-all extra")
 def test_figure_plan_full_mode(monkeypatch):
-    """Full mode: every available set, the three arms, 10 seeds where the validation split is
-    smallest and the figure's seeds elsewhere; test accuracy measured at validation peaks."""
+    """Full mode: every set, the study's arms and seeds (toyspt.ucr.study.FULL), untracked."""
     monkeypatch.delenv(ENV_ROOT, raising=False)
+    from toyspt.ucr import study
+
     ctx = FigContext(out=None, seeds=(0, 1, 2, 3, 4))
-    specs = ucr_fig.specs(ctx).values()
-    by_set = {}
-    for s in specs:
-        by_set.setdefault(s.data.name, set()).add((s.recipe, s.seed))
-    for name, runs in by_set.items():
-        n = 10 if name in ucr_fig.MANY_SEEDS else 5
-        assert runs == {(a, k) for a in ucr_fig.ARMS for k in range(n)}, name
-    assert {s.evaluate for s in specs} == {"peak"} and not any(s.trackers for s in specs)
-    smallest = sorted(by_set, key=lambda n: len(load_ucr(n).val))[:2]
-    assert sorted(smallest) == sorted(ucr_fig.MANY_SEEDS)  # the rule matches the data
+    specs = ucr_fig.specs(ctx)
+    for name in PAPER_DATASETS:
+        got = {(a, k) for (n, a, k) in specs if n == name}
+        want = ({(a, k) for a in ("scratch", "spt") for k in study.PAIR_SEEDS}
+                | {("qk_transfer", k) for k in study.QK_SEEDS}
+                | {(a, k) for a in study.BASELINES for k in study.BASELINE_SEEDS})
+        assert got == want, name
+    assert not any(s.trackers for s in specs.values())

@@ -96,7 +96,15 @@ def test_inclusive_bounds_and_values_just_inside_are_accepted(cls, f):
 
 
 # fields whose bound value is only valid with another field changed (checks across fields)
-CROSS_FIELD = {("LRAConfig", "d_model"): dict(n_heads=1), ("ListOpsConfig", "max_len"): dict(min_len=1)}
+# (the memory bounds: a size field at its bound needs the others small; toyspt.util.validation)
+_TINY_TASK = dict(T=2, dim=1, n_train=1, n_val=1, n_test=1)
+CROSS_FIELD = {("LRAConfig", "d_model"): dict(n_heads=1, n_layers=1, d_ff=8),
+               ("LRAConfig", "n_layers"): dict(d_model=8, n_heads=1, d_ff=8),
+               ("LRAConfig", "n_heads"): dict(d_model=8192, n_layers=1, d_ff=8),
+               ("ModelConfig", "n_heads"): dict(d_model=8192, d_mlp=0),
+               ("ListOpsConfig", "max_len"): dict(min_len=1),
+               **{("TaskConfig", k): {n: v for n, v in _TINY_TASK.items() if n != k}
+                  for k in ("T", "dim", "n_train", "n_val", "n_test")}}
 
 
 def test_no_config_has_an_unruled_field():
