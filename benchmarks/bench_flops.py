@@ -1,8 +1,14 @@
 """Achieved FLOP/s of one training step of the toy model against this machine's matrix
-product FLOP/s, measured in the same run on one thread, and where the step's time goes.
+product FLOP/s, measured in the same run on one thread, and where the step's time goes:
+the eager step (torch's default AdamW) and the compiled step of the training loop
+(``numerics="compiled"``: forward, loss and backward by torch.compile/inductor, fused AdamW).
 
     python benchmarks/bench_flops.py                 # default model, batch 64, T 32
     python benchmarks/bench_flops.py --d-model 16 --d-mlp 32 --T 16
+    python benchmarks/bench_flops.py --no-compiled   # the eager step only
+
+The compiled step's first call (tracing, and compiling unless TORCHINDUCTOR_CACHE_DIR
+already holds its kernels) is timed apart, in wall seconds.
 
 FLOPs are counted by torch.utils.flop_counter.FlopCounterMode (matrix products only: the
 elementwise work of norms, GELU, softmax and the optimizer is not in the count) and checked
@@ -50,6 +56,7 @@ def main(argv=None) -> None:
     p.add_argument("--d-model", type=int, default=32)
     p.add_argument("--d-mlp", type=int, default=128)
     p.add_argument("--reps", type=int, default=60)
+    p.add_argument("--no-compiled", dest="compiled", action="store_false", help="skip the compiled step")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     cfg = ModelConfig(d_model=args.d_model, d_mlp=args.d_mlp)
@@ -89,33 +96,71 @@ def main(argv=None) -> None:
 
     t_tiny = cpu_time(tiny_step, args.reps)
 
-    with profile() as prof:
-        for _ in range(20):
-            step()
-    share = defaultdict(float)
-    for e in prof.key_averages():
-        if e.key.startswith("Optimizer."):
-            continue  # its self time is the Python loop; its ops are counted below
-        kind = ("matrix products" if e.key in MATMUL_OPS else
-                "other aten ops" if e.key.startswith("aten::") else
-                "autograd bookkeeping" if "autograd" in e.key or "Backward" in e.key else "rest")
-        share[kind] += e.self_cpu_time_total
-    share["optimizer Python loop"] = sum(e.self_cpu_time_total for e in prof.key_averages()
-                                         if e.key.startswith("Optimizer."))
-    total = sum(share.values())
+    shares = {"eager": profile_shares(step)}
+    compiled = compiled_step(cfg, x, y) if args.compiled else None
+    if compiled is not None:
+        c_step, c_first = compiled
+        t_comp = cpu_time(c_step, args.reps)
+        shares["compiled"] = profile_shares(c_step)
 
     print(f"model d_model={cfg.d_model} d_mlp={cfg.d_mlp}, batch {args.batch} x T {args.T}, "
           f"torch {torch.__version__}, 1 thread")
     print(f"FLOPs per step (FlopCounterMode): {flops / 1e6:.1f} M   analytic: {analytic_flops(cfg, args.batch, args.T) / 1e6:.1f} M")
     print(f"{'':34s} {'ms':>7s} {'GFLOP/s':>8s} {'% of peak':>9s}")
     print(f"{'training step (fwd+bwd+AdamW)':34s} {t_step * 1e3:7.2f} {flops / t_step / 1e9:8.1f} {100 * flops / t_step / peak:9.1f}")
+    if compiled is not None:
+        print(f"{'compiled step (fwd+bwd, fused AdamW)':34s} {t_comp * 1e3:7.2f} {flops / t_comp / 1e9:8.1f} "
+              f"{100 * flops / t_comp / peak:9.1f}   ({t_step / t_comp:.2f}x eager; first call {c_first:.1f} s wall)")
     print(f"{'forward+backward only':34s} {t_fb * 1e3:7.2f} {flops / t_fb / 1e9:8.1f} {100 * flops / t_fb / peak:9.1f}")
     print(f"{'matmul 1024^3 (peak reference)':34s} {'':7s} {peak / 1e9:8.1f} {100.0:9.1f}")
     print(f"{f'linear {tok}x{cfg.d_model} -> {w.shape[0]} (step shape)':34s} {'':7s} {own / 1e9:8.1f} {100 * own / peak:9.1f}")
     print(f"{'same step on a 1x2 input (fixed cost)':34s} {t_tiny * 1e3:7.2f}   = {100 * t_tiny / t_step:.0f} % of the step")
-    print("\nshare of a step's CPU time (torch.profiler self time, 20 steps):")
-    for k in ("matrix products", "other aten ops", "autograd bookkeeping", "optimizer Python loop", "rest"):
-        print(f"  {k:26s} {100 * share[k] / total:5.1f} %")
+    for name, share in shares.items():
+        total = sum(share.values())
+        print(f"\nshare of a {name} step's CPU time (torch.profiler self time, 20 steps):")
+        for k in KINDS:
+            print(f"  {k:26s} {100 * share[k] / total:5.1f} %")
+
+
+KINDS = ("matrix products", "other aten ops", "compiled kernels", "autograd bookkeeping", "optimizer", "rest")
+
+
+def profile_shares(step, n: int = 20) -> dict[str, float]:
+    """Self CPU time of ``n`` steps by kind of work."""
+    with profile() as prof:
+        for _ in range(n):
+            step()
+    share = defaultdict(float)
+    for e in prof.key_averages():
+        k = e.key
+        kind = ("optimizer" if k.startswith("Optimizer.") or "adam" in k.lower() or "sgd" in k.lower() else
+                "matrix products" if k in MATMUL_OPS else
+                "compiled kernels" if "compiled" in k.lower() or "cpp_fused" in k or "inductor" in k.lower()
+                or k.startswith("##") else
+                "other aten ops" if k.startswith("aten::") else
+                "autograd bookkeeping" if "autograd" in k or "Backward" in k else "rest")
+        share[kind] += e.self_cpu_time_total
+    return share
+
+
+def compiled_step(cfg: ModelConfig, x: torch.Tensor, y: torch.Tensor):
+    """The training loop's compiled label step on (x, y) and the wall seconds of its first
+    call; None (with the one line of toyspt.train.compiled.available) where inductor
+    cannot compile."""
+    from toyspt.train.compiled import available
+    from toyspt.train.lockstep import Lockstep, Objective, RunContext
+    from toyspt.train.loop import label_objective, template
+    from toyspt.train.recipes import TrainConfig, make_optimizer
+
+    if not available():
+        return None
+    lock = Lockstep([RunContext(build_model(cfg, 0), "bench", 0)], template=template(cfg))
+    lock.start_phase("finetune", lambda ps: make_optimizer(ps, TrainConfig(), 1e-3, fused=True))
+    objective = Objective(lambda rows, gen: (x, y), label_objective)
+    t = time.perf_counter()
+    lock.compiled_step(objective, [(x, y)])
+    first = time.perf_counter() - t
+    return (lambda: lock.compiled_step(objective, [(x, y)])), first
 
 
 if __name__ == "__main__":

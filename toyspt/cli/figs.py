@@ -25,7 +25,8 @@ import torch
 from tqdm.auto import tqdm
 
 from toyspt.util import plots
-from toyspt.cli.flags import add_seeds, add_sweep_flags, default_workers, out_dir, run_main
+from toyspt.cli.flags import (add_numerics_flag, add_seeds, add_sweep_flags, default_workers, numerics_of, out_dir,
+    run_main)
 from toyspt.figs import CONTRAST, FIGURES, FigContext, load
 from toyspt.figs import render
 from toyspt.figs.schedule import Drawer, order
@@ -105,6 +106,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
                    help=f"draw the zero-mean contrast of {', '.join(CONTRAST)} into OUT/zero_mean/ "
                         "(default: yes, except with --quick)")
     add_sweep_flags(p, workers=default_workers())
+    add_numerics_flag(p)
 
 
 def select(only: str | None) -> tuple[str, ...]:
@@ -125,8 +127,10 @@ def make(args: argparse.Namespace) -> int:
     out = Path(args.out or ("figures-quick" if args.quick else "figures"))
     seeds = tuple(args.seeds or ((0, 1) if args.quick else (0, 1, 2, 3, 4)))
     cache = RunCache(args.cache)
-    ctx = FigContext(out=out, seeds=seeds, quick=args.quick, cache=cache)
-    contrast = FigContext(out=out / "zero_mean", seeds=seeds, quick=args.quick, cache=cache, regime="zero_mean")
+    numerics = numerics_of(args)
+    ctx = FigContext(out=out, seeds=seeds, quick=args.quick, cache=cache, numerics=numerics)
+    contrast = FigContext(out=out / "zero_mean", seeds=seeds, quick=args.quick, cache=cache, regime="zero_mean",
+                          numerics=numerics)
     with_contrast = (not args.quick) if args.contrast is None else args.contrast
     # (label as metadata names it, context, figure), in drawing order
     jobs = [(n, ctx, n) for n in names] + ([(f"{contrast.regime}/{n}", contrast, n) for n in names if n in CONTRAST]

@@ -85,6 +85,31 @@ def add_sweep_flags(p: argparse.ArgumentParser, workers: int = 1) -> None:
                    help="train seeds one at a time (results are bitwise identical, only slower)")
 
 
+def add_numerics_flag(p: argparse.ArgumentParser) -> None:
+    """``--compile`` / ``--no-compile`` (default): the numerics path of toy and UCR runs."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--compile", dest="compile", action="store_true", default=False,
+                   help="train with compiled steps (torch.compile + fused AdamW; other rounding, so other "
+                        "cache entries; eager with one line where inductor cannot compile)")
+    g.add_argument("--no-compile", dest="compile", action="store_false",
+                   help="train with today's eager steps, bitwise as before (the default)")
+
+
+def numerics_of(args: argparse.Namespace) -> str:
+    """"compiled" where ``--compile`` asks and inductor compiles here (toyspt.train.compiled:
+    else one line on stderr, and "eager"), with the inductor cache beside the run cache
+    (``<cache>/inductor``, unless TORCHINDUCTOR_CACHE_DIR is set; worker processes inherit
+    it); "eager" otherwise."""
+    if not getattr(args, "compile", False):
+        return "eager"
+    from pathlib import Path
+
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(args.cache).resolve() / "inductor"))
+    from toyspt.train.compiled import available
+
+    return "compiled" if available() else "eager"
+
+
 def add_evaluate_flag(p: argparse.ArgumentParser, default: str) -> None:
     """``--evaluate``: the evaluation policy of the runs (toyspt.train.evaluation)."""
     from toyspt.train.evaluation import POLICIES
@@ -194,7 +219,8 @@ def make_config(part: str, cls, kw: dict[str, object]):
 def base_spec(args: argparse.Namespace, recipe: str = "scratch", seed: int = 0) -> RunSpec:
     """The spec the config flags describe (ValueError, one line naming the flag, when not)."""
     cfgs = {part: make_config(part, cls, config_values(args, part)) for part, cls in CONFIGS}
-    return RunSpec(recipe=recipe, seed=seed, evaluate=getattr(args, "evaluate", "all"), **cfgs)
+    return RunSpec(recipe=recipe, seed=seed, evaluate=getattr(args, "evaluate", "all"), numerics=numerics_of(args),
+                   **cfgs)
 
 
 def add_arms_flag(p: argparse.ArgumentParser, default: str) -> None:
@@ -228,6 +254,6 @@ def run_main(fn: Callable[[], int]) -> int:
 
 
 __all__ = ["CONFIGS", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "parse_seeds", "add_seeds",
-           "add_cache_flags", "add_sweep_flags", "positive_int", "nonnegative_int", "out_dir",
+           "add_cache_flags", "add_sweep_flags", "add_numerics_flag", "numerics_of", "positive_int", "nonnegative_int", "out_dir",
            "split_unique", "default_workers", "add_config_flags", "config_values", "make_config",
            "base_spec", "add_arms_flag", "split_arms", "run_main", "MAX_SEEDS"]

@@ -73,26 +73,28 @@ def cmd_theory(args) -> int:
 
 
 def register_train(sub) -> None:
-    from toyspt.cli.flags import add_cache_flags, add_config_flags, add_evaluate_flag
+    from toyspt.cli.flags import add_cache_flags, add_config_flags, add_evaluate_flag, add_numerics_flag
 
     t = sub.add_parser("train", help=COMMANDS["train"][1])
     t.add_argument("--recipe", "--arm", dest="recipe", default="spt", help="recipe or arm, e.g. spt, scratch:pos=alibi")
     t.add_argument("--seed", type=int, default=0)
     add_cache_flags(t)
     add_evaluate_flag(t, "all")
+    add_numerics_flag(t)
     add_config_flags(t)
     t.set_defaults(func=cmd_train)
 
 
 def register_compare(sub) -> None:
-    from toyspt.cli.flags import (add_arms_flag, add_config_flags, add_evaluate_flag, add_seeds,
-                                  add_sweep_flags, out_dir)
+    from toyspt.cli.flags import (add_arms_flag, add_config_flags, add_evaluate_flag, add_numerics_flag,
+                                  add_seeds, add_sweep_flags, out_dir)
 
     c = sub.add_parser("compare", help=COMMANDS["compare"][1])
     add_arms_flag(c, "scratch,spt,scratch_matched")
     add_seeds(c)
     add_sweep_flags(c)
     add_evaluate_flag(c, "peak")
+    add_numerics_flag(c)
     c.add_argument("--out", type=out_dir, default=None, help="directory for compare.csv / compare.json")
     add_config_flags(c)
     c.set_defaults(func=cmd_compare)

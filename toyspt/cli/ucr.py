@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from toyspt.cli.flags import (add_arms_flag, add_config_flags, add_evaluate_flag, add_seeds,
-    add_sweep_flags, config_values, out_dir, split_arms, split_unique)
+from toyspt.cli.flags import (add_arms_flag, add_config_flags, add_evaluate_flag, add_numerics_flag, add_seeds,
+    add_sweep_flags, config_values, numerics_of, out_dir, split_arms, split_unique)
 from toyspt.nn.model import ModelConfig
 from toyspt.train.recipes import TrainConfig
 from toyspt.ucr.data import ENV_ROOT, PAPER_DATASETS, SOURCES, UCRConfig, load_ucr
@@ -28,7 +28,7 @@ def _base_from_flags(args) -> UCRRunSpec:
     train = {**UCR_TRAIN_DEFAULTS, **config_values(args, "train")}
     try:
         return UCRRunSpec("scratch", model=ModelConfig(**{"d_in": 1, **model}), train=TrainConfig(**train),
-                          evaluate=args.evaluate)
+                          evaluate=args.evaluate, numerics=numerics_of(args))
     except ValueError as e:
         raise ValueError(f"config: {e}") from None
 
@@ -92,6 +92,7 @@ def register(subparsers) -> None:
     p.add_argument("--out", type=out_dir, default=None, help="directory for <dataset>/compare.csv etc.")
     add_sweep_flags(p)
     add_evaluate_flag(p, "peak")
+    add_numerics_flag(p)
     add_config_flags(p, parts=("model", "train"), defaults={"model": {"d_in": 1}, "train": UCR_TRAIN_DEFAULTS})
     p.set_defaults(func=cmd_ucr)
 

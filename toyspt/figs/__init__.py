@@ -54,6 +54,7 @@ class FigContext:
     cache: RunCache = field(default_factory=RunCache)
     meta: dict[str, Any] = field(default_factory=dict)  # per-figure facts for metadata.json
     regime: str = "proximity"  # a key of REGIMES: which task the toy figures use
+    numerics: str = "eager"  # the toy and UCR runs' numerics path: eager | compiled (toyspt.train.compiled)
 
     def __post_init__(self):
         if self.regime not in REGIMES:
@@ -66,9 +67,10 @@ class FigContext:
         for ``evaluate="all"``, and that run then answers the peak spec too."""
         task = replace(TaskConfig(), **REGIMES[self.regime])
         if not self.quick:
-            return RunSpec("scratch", task=task, evaluate="peak")
+            return RunSpec("scratch", task=task, evaluate="peak", numerics=self.numerics)
         return RunSpec("scratch", task=replace(task, n_train=400, n_val=200, n_test=200),
-                       model=ModelConfig(), train=TrainConfig(epochs=4, pre_epochs=3), evaluate="peak")
+                       model=ModelConfig(), train=TrainConfig(epochs=4, pre_epochs=3), evaluate="peak",
+                       numerics=self.numerics)
 
     def stamp_regime(self, fig):
         """Note the task regime below the axes of a toy figure (the bbox is tight); returns ``fig``."""

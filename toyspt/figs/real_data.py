@@ -49,7 +49,7 @@ QUICK_INIT_N = 32  # training series for the init gain in quick mode
 def specs(ctx):
     """Basin runs ``("basin", set, seed)`` and the UCR figure's label runs ``("label", set, arm, seed)``."""
     datasets, _ = ucr_fig.available()
-    p = study.plan(ctx.quick, ctx.seeds)
+    p = study.plan(ctx.quick, ctx.seeds, ctx.numerics)
     out = {("basin", d.config.name, s.seed): s for d, s in study.basin_specs(datasets, p)}
     out.update({("label", *k): s for k, s in ucr_fig.specs(ctx).items()})
     return out
@@ -58,7 +58,7 @@ def specs(ctx):
 def basin_frame(ctx, runs) -> pd.DataFrame:
     """``real_basin.csv``: one row per SPT-only run, with the training-free predictor."""
     datasets, _ = ucr_fig.available()
-    p = study.plan(ctx.quick, ctx.seeds)
+    p = study.plan(ctx.quick, ctx.seeds, ctx.numerics)
     rows = []
     for d, spec in study.basin_specs(datasets, p):
         res = runs["basin", d.config.name, spec.seed]
@@ -102,7 +102,7 @@ def blindness_rows(ctx, datasets) -> list[dict]:
     rows = []
     n = 4 if ctx.quick else BLIND_BATCH
     for d in datasets:
-        spec = study.basin_specs([d], study.plan(ctx.quick, ctx.seeds))[0][1]
+        spec = study.basin_specs([d], study.plan(ctx.quick, ctx.seeds, ctx.numerics))[0][1]
         batch = make_batch(d.train.x[:n], d.train.y[:n], spec.train.mask_rate, seed=0)
         bl = blindness(build_model(spec.model, 0), batch, list(BLIND_DIRECTIONS), per_example=True, use_jvp=False)
         for loss, pr in (("label", bl.label), ("recon", bl.recon)):

@@ -41,7 +41,7 @@ def specs(ctx):
     """``(data set name, arm, seed)``: the label runs of every available data set (none
     when no set is available)."""
     datasets, _ = available()
-    return {(d.config.name, arm, s.seed): s for d, arm, s in study.label_specs(datasets, study.plan(ctx.quick, ctx.seeds))}
+    return {(d.config.name, arm, s.seed): s for d, arm, s in study.label_specs(datasets, study.plan(ctx.quick, ctx.seeds, ctx.numerics))}
 
 
 def available(names=PAPER_DATASETS):
@@ -84,7 +84,7 @@ def _empty(ctx, skipped):
 
 def draw(ctx, runs):
     datasets, skipped = available()
-    p = study.plan(ctx.quick, ctx.seeds)
+    p = study.plan(ctx.quick, ctx.seeds, ctx.numerics)
     ctx.meta[NAME] = dict(datasets=[d.config.name for d in datasets],
                           sources={d.config.name: d.source for d in datasets}, skipped=skipped, arms=list(ARMS),
                           seeds=list(p.pair_seeds), qk_seeds=list(p.qk_seeds), baseline_seeds=list(p.baseline_seeds),

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Sequence
 
 import torch
 
+from toyspt.train.compiled import check_numerics
 from toyspt.train.evaluation import check_policy
 from toyspt.nn.model import ModelConfig
 from toyspt.train.recipes import TrainConfig, get_recipe
@@ -100,8 +101,8 @@ def single_thread(fn, *args, **kwargs):
 
 class RecipeSpec(Spec):
     """What toy and UCR run specs share: a recipe of :mod:`toyspt.train.recipes` applied to a seed
-    (fields ``recipe``, ``seed``, ``model``, ``train``, ``trackers``, ``evaluate``), data
-    loaded by ``load_data()``. Runs without trackers continue their prefix run
+    (fields ``recipe``, ``seed``, ``model``, ``train``, ``trackers``, ``evaluate``,
+    ``numerics``), data loaded by ``load_data()``. Runs without trackers continue their prefix run
     (``Recipe.starts_from``) and train seeds in lockstep; ``peak`` runs are answered by the
     same run evaluated with ``all``."""
 
@@ -113,6 +114,15 @@ class RecipeSpec(Spec):
 
     def __post_init__(self):  # the subclasses' dataclass __init__ calls this
         check_policy(self.evaluate)
+        check_numerics(self.numerics)
+
+    @classmethod
+    def identity_of(cls, d: dict[str, Any]) -> dict[str, Any]:
+        """The key names the numerics path only off the default: eager runs keep the keys
+        they had before there was a choice (toyspt.train.compiled)."""
+        if d.get("numerics", "eager") == "eager":
+            d = {k: v for k, v in d.items() if k != "numerics"}
+        return d
 
     def parent(self):
         rec = get_recipe(self.recipe)
@@ -147,7 +157,8 @@ class RecipeSpec(Spec):
         def run():
             data, swap = first.load_data()
             return run_recipe_seeds(first.recipe, data, first.model, first.train, [s.seed for s in specs],
-                                    pretrain_data=swap, evaluate=first.evaluate, starts=starts)
+                                    pretrain_data=swap, evaluate=first.evaluate, starts=starts,
+                                    numerics=first.numerics)
         return single_thread(run)
 
 
@@ -166,6 +177,7 @@ class RunSpec(RecipeSpec):
     swap_task: TaskConfig | None = None  # data_swap: the task SPT runs on
     trackers: tuple[str, ...] = ()  # names of tracker callbacks (toyspt.probe.tracking)
     evaluate: str = "all"  # what the label phase measures: all | peak (toyspt.train.evaluation)
+    numerics: str = "eager"  # eager (bitwise) | compiled (toyspt.train.compiled); keyed unless eager
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -191,7 +203,8 @@ def train_recipe(spec, data, swap, swap_name: str, progress: bool = False,
         from toyspt.probe.tracking import make_trackers  # measurement modules load only when asked
         callbacks = make_trackers(spec.trackers, data, spec.train)
     return run_recipe(spec.recipe, data, spec.model, spec.train, spec.seed, callbacks=callbacks,
-                      pretrain_data=swap, progress=progress, evaluate=spec.evaluate, start=start)
+                      pretrain_data=swap, progress=progress, evaluate=spec.evaluate, start=start,
+                      numerics=spec.numerics)
 
 
 def spec_from_dict(d: dict[str, Any]) -> RunSpec:
@@ -210,7 +223,8 @@ def spec_from_dict(d: dict[str, Any]) -> RunSpec:
     return RunSpec(recipe=d["recipe"], seed=d["seed"], task=build(TaskConfig, d["task"]),
                    model=build(ModelConfig, d["model"]), train=build(TrainConfig, d["train"]),
                    swap_task=build(TaskConfig, d.get("swap_task")),
-                   trackers=tuple(d.get("trackers", ())), evaluate=d.get("evaluate", "all"))
+                   trackers=tuple(d.get("trackers", ())), evaluate=d.get("evaluate", "all"),
+                   numerics=d.get("numerics", "eager"))
 
 
 def with_overrides(spec: RunSpec, **overrides) -> RunSpec:

@@ -34,6 +34,21 @@ Loss = Callable[[int, nn.Module, torch.Tensor, torch.Generator], "torch.Tensor |
 OptimizerFactory = Callable[[list[torch.Tensor]], torch.optim.Optimizer]
 
 
+@dataclass(frozen=True)
+class Objective:
+    """A loss in two parts, as the compiled path needs it: ``draw(rows, gen)`` makes the
+    batch's tensors (every random draw happens here), ``value(model, *batch, *static)`` is
+    a pure function of the model and the batch (module-level, so it can be compiled once
+    for every run). Called like any :data:`Loss`."""
+
+    draw: Callable[[torch.Tensor, torch.Generator], tuple]
+    value: Callable[..., torch.Tensor]
+    static: tuple = ()  # hashable extra arguments of value (e.g. the SPT loss kind)
+
+    def __call__(self, k: int, model: nn.Module, rows: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        return self.value(model, *self.draw(rows, gen), *self.static)
+
+
 @dataclass
 class RunContext:
     """What callbacks see: the live model and where its run is."""
@@ -59,6 +74,15 @@ def clone_state(model: nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
+def _checked(loss: torch.Tensor, ctx: RunContext) -> float:
+    """The loss's value; FloatingPointError naming the run and step where it is not finite."""
+    value = loss.item()
+    if not math.isfinite(value):
+        raise FloatingPointError(f"non-finite loss ({value}) in recipe {ctx.recipe!r}, seed {ctx.seed}, "
+                                 f"phase {ctx.phase}, epoch {ctx.epoch + 1}, step {ctx.step}")
+    return value
+
+
 def _call(callbacks: Iterable, hook: str, *args) -> None:
     for cb in callbacks:
         fn = getattr(cb, hook, None)
@@ -67,17 +91,22 @@ def _call(callbacks: Iterable, hook: str, *args) -> None:
 
 
 class Lockstep:
-    """K models (their contexts) stepping together; one optimizer over a flat buffer of their
-    trainable parameters. ``callbacks``: one sequence per model."""
+    """K models (their contexts) stepping together; one optimizer over flat buffers of their
+    trainable parameters. ``callbacks``: one sequence per model. ``template``: a model of
+    the same architecture kept for the process; given, steps whose loss is an
+    :class:`Objective` run compiled (:mod:`toyspt.train.compiled`: one flat buffer per
+    model, the objective's forward and backward compiled, the optimizer's own kernels)."""
 
-    def __init__(self, contexts: Sequence[RunContext], callbacks: Sequence[Sequence] | None = None):
+    def __init__(self, contexts: Sequence[RunContext], callbacks: Sequence[Sequence] | None = None,
+                 template: nn.Module | None = None):
         self.ctxs = list(contexts)
         if not self.ctxs:
             raise ValueError("seeds: need at least one seed")
         self.callbacks = [list(c) for c in callbacks] if callbacks is not None else [[] for _ in self.ctxs]
         if len(self.callbacks) != len(self.ctxs):
             raise ValueError(f"callbacks: one list per seed, got {len(self.callbacks)} for {len(self.ctxs)}")
-        self.opt, self.live, self.slices = None, [], []
+        self.template = template
+        self.opt, self.live, self.slices, self.flats = None, [], [], []
 
     @property
     def models(self) -> list[nn.Module]:
@@ -107,9 +136,13 @@ class Lockstep:
             m.train()
         perms = [torch.randperm(n, generator=g) for g in gens]
         losses: list[list[float]] = [[] for _ in self.ctxs]
+        compiled = self.template is not None and isinstance(loss, Objective)
         for i in range(0, n, batch_size):
-            values = self.step([lambda k=k, m=m, p=p, g=g: loss(k, m, p[i:i + batch_size], g)
-                                for k, (m, p, g) in enumerate(zip(self.models, perms, gens))])
+            if compiled:
+                values = self.compiled_step(loss, [loss.draw(p[i:i + batch_size], g) for p, g in zip(perms, gens)])
+            else:
+                values = self.step([lambda k=k, m=m, p=p, g=g: loss(k, m, p[i:i + batch_size], g)
+                                    for k, (m, p, g) in enumerate(zip(self.models, perms, gens))])
             if values is None:
                 continue
             for ctx, cbs, ls, v in zip(self.ctxs, self.callbacks, losses, values):
@@ -134,10 +167,7 @@ class Lockstep:
             if loss is None:
                 values.append(None)
                 continue
-            values.append(loss.item())
-            if not math.isfinite(values[-1]):
-                raise FloatingPointError(f"non-finite loss ({values[-1]}) in recipe {ctx.recipe!r}, seed {ctx.seed}, "
-                                         f"phase {ctx.phase}, epoch {ctx.epoch + 1}, step {ctx.step}")
+            values.append(_checked(loss, ctx))
             ctx.model.zero_grad(set_to_none=True)  # a callback's own backward leaves no gradient behind
             loss.backward()
         if all(v is None for v in values):
@@ -152,22 +182,64 @@ class Lockstep:
         self.opt.step()
         return values
 
+    def compiled_step(self, objective: Objective, batches: Sequence[tuple]) -> list[float]:
+        """:meth:`step` on the compiled path: per model the compiled loss and its backward
+        into the model's flat buffer, then one (fused) optimizer step over all buffers."""
+        if self.opt is None:
+            self._flatten_compiled(objective, batches[0])
+        values = []
+        for ctx, flat, rest, batch in zip(self.ctxs, self.flats, self.rests, batches):
+            loss = self.fn(flat, rest, *batch)
+            values.append(_checked(loss, ctx))
+            flat.grad = None
+            loss.backward()
+        self.opt.step()
+        return values
+
+    def _flatten_compiled(self, objective: Objective, batch: tuple) -> None:
+        from toyspt.train.compiled import step_function
+
+        m = self.models[0]  # which parameters the loss reaches: one eager gradient, as the eager path finds them
+        named = [(n, p) for n, p in m.named_parameters() if p.requires_grad]
+        grads = torch.autograd.grad(objective.value(m, *batch, *objective.static), [p for _, p in named],
+                                    allow_unused=True)
+        names = [n for (n, _), g in zip(named, grads) if g is not None]
+        self._lay_out([[(n, dict(mm.named_parameters())[n]) for n in names] for mm in self.models])
+        live = set(names)
+        self.rests = [{n: t for n, t in mm.state_dict().items() if n not in live} for mm in self.models]
+        self.fn = step_function(self.template, objective.value, objective.static,
+                                tuple((n, dict(m.named_parameters())[n].shape) for n in names))
+
     def _flatten(self) -> None:
-        named = [(k, n, p) for k, m in enumerate(self.models) for n, p in m.named_parameters()
-                 if p.grad is not None]
-        self.live = [p for *_, p in named]
-        self.flat = nn.Parameter(torch.cat([p.detach().reshape(-1) for p in self.live]))
-        self.slices, off = [], 0
-        for k, n, p in named:  # parameters become views of the flat buffer the optimizer updates
-            p.data = self.flat.data[off:off + p.numel()].view_as(p)
-            self.slices.append((k, n, off, p.shape))
-            off += p.numel()
-        self.opt = self.make_optimizer([self.flat])
-        if self.pending is not None:  # the flat state is the models' states laid end to end
-            slots = dict.fromkeys(key.split("/", 1)[1] for st in self.pending for key in st)
+        """The eager path: one flat buffer for every model's parameters that got a gradient."""
+        self._lay_out([[(n, p) for m in self.models for n, p in m.named_parameters() if p.grad is not None]],
+                      owners=[k for k, m in enumerate(self.models) for _, p in m.named_parameters()
+                              if p.grad is not None])
+
+    def _lay_out(self, groups: list[list[tuple[str, torch.Tensor]]], owners: list[int] | None = None) -> None:
+        """One flat leaf per group of (name, parameter); the parameters become views of it.
+        ``owners``: the model of each parameter (default: group j is model j). Then the
+        optimizer over the buffers, with the state it continues laid out the same way."""
+        self.flats, self.slices, self.live, i = [], [], [], 0
+        for j, group in enumerate(groups):
+            flat = nn.Parameter(torch.cat([p.detach().reshape(-1) for _, p in group]))
+            off = 0
+            for n, p in group:  # parameters become views of the flat buffer the optimizer updates
+                p.data = flat.data[off:off + p.numel()].view_as(p)
+                self.slices.append((owners[i] if owners is not None else j, n, j, off, p.shape))
+                self.live.append(p)
+                off, i = off + p.numel(), i + 1
+            self.flats.append(flat)
+        self.flat = self.flats[0]
+        self.opt = self.make_optimizer(self.flats)
+        if self.pending is None:
+            return
+        for j, flat in enumerate(self.flats):  # each buffer's state: its parameters' states end to end
+            mine = [(k, n) for k, n, jj, _, _ in self.slices if jj == j]
+            slots = dict.fromkeys(key.split("/", 1)[1] for k, _ in mine for key in self.pending[k])
             state = {}
             for slot in slots:  # in the order the optimizer made them
-                parts = [self.pending[k].get(f"{n}/{slot}") for k, n, _, _ in self.slices]
+                parts = [self.pending[k].get(f"{n}/{slot}") for k, n in mine]
                 if any(t is None for t in parts):
                     raise ValueError(f"optimizer state: slot {slot!r} missing for some parameters")
                 if slot == "step":  # AdamW's step count, one for all
@@ -176,7 +248,7 @@ class Lockstep:
                     state[slot] = parts[0].clone()
                 else:
                     state[slot] = torch.cat([t.reshape(-1) for t in parts])
-            self.opt.state[self.flat] = state
+            self.opt.state[flat] = state
 
     def release(self) -> None:
         """The end of a phase: every parameter owns its storage again (not a view of the flat
@@ -187,12 +259,12 @@ class Lockstep:
     def opt_state(self, k: int) -> dict[str, torch.Tensor]:
         """Model k's optimizer state as :func:`toyspt.train.recipes.optimizer_state` gives it."""
         out = {}
-        for kk, n, off, shape in self.slices if self.opt is not None else []:
+        for kk, n, j, off, shape in self.slices if self.opt is not None else []:
             if kk == k:
-                for slot, t in self.opt.state.get(self.flat, {}).items():
+                for slot, t in self.opt.state.get(self.flats[j], {}).items():
                     out[f"{n}/{slot}"] = (t.clone() if slot == "step" else
                                           t[off:off + shape.numel()].view(shape).clone())
         return out
 
 
-__all__ = ["Lockstep", "RunContext", "Loss", "OptimizerFactory", "clone_state"]
+__all__ = ["Lockstep", "Objective", "RunContext", "Loss", "OptimizerFactory", "clone_state"]

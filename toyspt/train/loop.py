@@ -10,6 +10,7 @@ step over all seeds is elementwise. Callbacks (trackers) see each live model thr
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
@@ -20,7 +21,8 @@ import torch.nn.functional as F
 from toyspt.data.tasks import Split, TaskData, recon_loss, sample_mask
 from toyspt.nn.model import ModelConfig, ToyTransformer, build_model
 from toyspt.train.evaluation import EVAL_CHUNK, accuracy, best_val, check_policy, extra_splits, record
-from toyspt.train.lockstep import Lockstep, RunContext, clone_state
+from toyspt.train.lockstep import Lockstep, Objective, RunContext, clone_state
+from toyspt.train.compiled import check_numerics
 from toyspt.train.recipes import Recipe, TrainConfig, get_recipe, make_optimizer
 
 
@@ -47,12 +49,29 @@ def _accuracy(model: ToyTransformer, split: Split, chunk: int) -> float:
     return accuracy(lambda rows: model.classify(split.x[rows]), split.y, chunk)
 
 
+def recon_objective(model: ToyTransformer, xb, mb, attend: str, kind: str) -> torch.Tensor:
+    """The SPT loss of a batch ``xb`` with mask ``mb``."""
+    return recon_loss(model.reconstruct(xb, mb, attend), xb, mb, kind)
+
+
+def label_objective(model: ToyTransformer, xb, yb) -> torch.Tensor:
+    """The label loss: cross-entropy of the mean-pooled classifier."""
+    return F.cross_entropy(model.classify(xb), yb)
+
+
+@functools.cache
+def template(cfg: ModelConfig) -> ToyTransformer:
+    """A model of architecture ``cfg`` kept for the process: what compiled steps are traced
+    on (its own weights are never used)."""
+    return build_model(cfg, 0)
+
+
 def pretrain(lock: Lockstep, data: TaskData, cfg: TrainConfig, gens: Sequence[torch.Generator],
              schedule: Sequence[str], swap: TaskData | None = None, progress: bool = False) -> list[list[dict]]:
     """SPT phase: masked reconstruction of the training inputs (labels unused). ``schedule``
     says per epoch whether it trains on ``data`` ("task") or on ``swap`` ("swap"); the
     validation loss is always that of ``data``. Returns each seed's history records."""
-    lock.start_phase("pretrain", lambda ps: make_optimizer(ps, cfg, cfg.pre_lr or cfg.lr))
+    lock.start_phase("pretrain", lambda ps: make_optimizer(ps, cfg, cfg.pre_lr or cfg.lr, lock.template is not None))
     xv = data.val.x
     val_masks = [sample_mask(len(data.val), xv.shape[1], cfg.mask_rate,
                              torch.Generator().manual_seed(c.seed + 7919)) for c in lock.ctxs]
@@ -60,11 +79,11 @@ def pretrain(lock: Lockstep, data: TaskData, cfg: TrainConfig, gens: Sequence[to
     for e in lock.epochs(len(schedule), progress):
         x = (swap if schedule[e] == "swap" else data).train.x
 
-        def loss(k, model, rows, gen):
+        def draw(rows, gen, x=x):
             xb = x[rows]
-            mb = sample_mask(len(xb), xb.shape[1], cfg.mask_rate, gen)
-            return recon_loss(model.reconstruct(xb, mb, cfg.spt_attention), xb, mb, cfg.recon)
+            return xb, sample_mask(len(xb), xb.shape[1], cfg.mask_rate, gen)
 
+        loss = Objective(draw, recon_objective, (cfg.spt_attention, cfg.recon))
         losses = lock.epoch(len(x), cfg.batch_size, gens, loss)
         recs = []
         for ctx, mb, ls in zip(lock.ctxs, val_masks, losses):
@@ -89,11 +108,10 @@ def finetune(lock: Lockstep, data: TaskData, cfg: TrainConfig, epochs: int, gens
     ``opt_states``); appends to each seed's history. ``evaluate``: the evaluation policy
     (:mod:`toyspt.train.evaluation`)."""
     x, y = data.train.x, data.train.y
-    lock.start_phase("finetune", lambda ps: make_optimizer(ps, cfg, cfg.lr), done, opt_states)
+    lock.start_phase("finetune", lambda ps: make_optimizer(ps, cfg, cfg.lr, lock.template is not None), done,
+                     opt_states)
     best, last = [best_val(h) for h in histories], done + epochs
-
-    def loss(k, model, rows, gen):
-        return F.cross_entropy(model.classify(x[rows]), y[rows])
+    loss = Objective(lambda rows, gen: (x[rows], y[rows]), label_objective)
 
     for _ in lock.epochs(epochs, progress):
         losses = lock.epoch(len(x), cfg.batch_size, gens, loss)
@@ -139,13 +157,16 @@ def run_recipe_seeds(recipe: str, data: TaskData, model_cfg: ModelConfig | None 
                      pretrain_data: TaskData | None = None, progress: bool = False,
                      eval_chunk: int = EVAL_CHUNK, evaluate: str = "all",
                      starts: Sequence[RunResult] | None = None,
-                     callbacks: Sequence[Sequence] | None = None) -> list[RunResult]:
+                     callbacks: Sequence[Sequence] | None = None, numerics: str = "eager") -> list[RunResult]:
     """Train one recipe on each of ``seeds`` (together, step for step). ``pretrain_data``:
     the data SPT runs on for recipes that need it (``data_swap``); ``evaluate``: what the
     label phase measures (:mod:`toyspt.train.evaluation`); ``starts``: per seed, a finished
     run of the recipe this one starts from (``Recipe.starts_from``, same seed and configs),
     continued from its stored end state instead of recomputing it (bitwise the same result);
-    ``callbacks``: per seed, the trackers that see its live model."""
+    ``callbacks``: per seed, the trackers that see its live model; ``numerics``: "eager"
+    (bitwise today's arithmetic) or "compiled" (:mod:`toyspt.train.compiled`; eager, with
+    one line on stderr, where inductor cannot compile; the result's config names the path
+    that ran)."""
     rec = get_recipe(recipe)
     seeds = [int(s) for s in seeds]
     if not seeds:
@@ -156,6 +177,12 @@ def run_recipe_seeds(recipe: str, data: TaskData, model_cfg: ModelConfig | None 
     model_cfg, train_cfg = model_cfg or ModelConfig(), train_cfg or TrainConfig()
     spt_data = check_inputs(rec, data, model_cfg, pretrain_data)
     config = dict(model=asdict(model_cfg), train=asdict(train_cfg), evaluate=evaluate)
+    if check_numerics(numerics) == "compiled":
+        from toyspt.train.compiled import available
+
+        numerics = "compiled" if available() else "eager"
+    if numerics == "compiled":  # eager runs keep today's config (and the runs they continue)
+        config["numerics"] = numerics
     callbacks = [list(c) for c in callbacks] if callbacks is not None else [[] for _ in seeds]
     if starts is not None:
         if len(starts) != len(seeds):
@@ -166,7 +193,7 @@ def run_recipe_seeds(recipe: str, data: TaskData, model_cfg: ModelConfig | None 
     for s in seeds:
         model = build_model(model_cfg, s)
         ctxs.append(RunContext(model, recipe, s, init_state=clone_state(model)))
-    lock = Lockstep(ctxs, callbacks)
+    lock = Lockstep(ctxs, callbacks, template(model_cfg) if numerics == "compiled" else None)
     gens = [torch.Generator().manual_seed(seed_stream(s)) for s in seeds]
     histories, pretrained, done, opt_states = [[] for _ in seeds], None, 0, None
     if starts is not None:
@@ -200,11 +227,11 @@ def run_recipe_seeds(recipe: str, data: TaskData, model_cfg: ModelConfig | None 
 def run_recipe(recipe: str, data: TaskData, model_cfg: ModelConfig | None = None,
                train_cfg: TrainConfig | None = None, seed: int = 0, callbacks: Sequence = (),
                pretrain_data: TaskData | None = None, progress: bool = False, evaluate: str = "all",
-               start: RunResult | None = None) -> RunResult:
+               start: RunResult | None = None, numerics: str = "eager") -> RunResult:
     """One recipe, one seed: :func:`run_recipe_seeds` with K = 1 (``start``: the run it
     continues; ``callbacks``: its trackers)."""
     return run_recipe_seeds(recipe, data, model_cfg, train_cfg, [seed], pretrain_data, progress, evaluate=evaluate,
-                            starts=None if start is None else [start], callbacks=[callbacks])[0]
+                            starts=None if start is None else [start], callbacks=[callbacks], numerics=numerics)[0]
 
 
 def resume(rec: Recipe, ctxs: Sequence[RunContext], gens: Sequence[torch.Generator], starts: Sequence[RunResult]):
@@ -241,8 +268,8 @@ def check_start(rec: Recipe, start: RunResult, seed: int, config: dict, callback
         raise ValueError(f"a {rec.name} run (seed {seed}) starts from a {want['recipe']} run of seed {seed}, "
                          f"got a {got['recipe']} run of seed {got['seed']}")
     # an SPT-only run evaluates nothing: its policy does not matter to the runs it starts
-    parts = ("model", "train") if rec.pretrains else ("model", "train", "evaluate")
-    mine, theirs = _plain({p: config[p] for p in parts}), _plain({p: start.config.get(p) for p in parts})
+    parts = ("model", "train", "numerics") if rec.pretrains else ("model", "train", "evaluate", "numerics")
+    mine, theirs = _plain({p: config.get(p) for p in parts}), _plain({p: start.config.get(p) for p in parts})
     if mine != theirs:
         diff = []
         for p in parts:

@@ -166,14 +166,17 @@ def get_recipe(name: str) -> Recipe:
         raise ValueError(f"recipe: unknown {name!r}; choose one of {RECIPES}") from None
 
 
-def make_optimizer(params: Iterable[torch.Tensor], cfg: TrainConfig, lr: float) -> torch.optim.Optimizer:
-    """The optimizer of every trainer: AdamW or SGD with momentum, with ``cfg``'s settings,
-    over the parameters that require a gradient (torch's default implementation)."""
+def make_optimizer(params: Iterable[torch.Tensor], cfg: TrainConfig, lr: float,
+                   fused: bool = False) -> torch.optim.Optimizer:
+    """The optimizer of the training loop: AdamW or SGD with momentum, with ``cfg``'s
+    settings, over the parameters that require a gradient: torch's default implementation,
+    or with ``fused`` its fused kernels (the compiled numerics path)."""
     params = [p for p in params if p.requires_grad]
+    kw = dict(fused=True) if fused else {}
     if cfg.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=lr, weight_decay=cfg.weight_decay)
+        return torch.optim.AdamW(params, lr=lr, weight_decay=cfg.weight_decay, **kw)
     if cfg.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+        return torch.optim.SGD(params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, **kw)
     raise ValueError(f"optimizer: choose one of {OPTIMIZERS}, got {cfg.optimizer!r}")
 
 

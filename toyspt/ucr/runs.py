@@ -62,6 +62,7 @@ class UCRRunSpec(RecipeSpec):
     swap_fingerprint: str = ""  # its fingerprint
     trackers: tuple[str, ...] = ()  # names of tracker callbacks (toyspt.probe.tracking)
     evaluate: str = "all"  # what the label phase measures: all | peak (toyspt.train.evaluation)
+    numerics: str = "eager"  # eager (bitwise) | compiled (toyspt.train.compiled); keyed unless eager
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -71,7 +72,7 @@ class UCRRunSpec(RecipeSpec):
     @classmethod
     def identity_of(cls, d: dict[str, Any]) -> dict[str, Any]:
         """The data's fingerprint stands for where it was read from (root, source)."""
-        d = dict(d)
+        d = dict(super().identity_of(d))
         for part in ("data", "swap_data"):
             if d.get(part) is not None:
                 d[part] = {k: v for k, v in d[part].items() if k not in ("root", "source")}
@@ -102,12 +103,12 @@ def _fit_model(model: ModelConfig, data: UCRData) -> ModelConfig:
 
 def ucr_spec(recipe: str, data: UCRData, seed: int = 0, model: ModelConfig | None = None,
              train: TrainConfig | None = None, swap: UCRData | None = None,
-             trackers: Sequence[str] = (), evaluate: str = "all") -> UCRRunSpec:
+             trackers: Sequence[str] = (), evaluate: str = "all", numerics: str = "eager") -> UCRRunSpec:
     """The spec of one run on loaded ``data`` (n_classes is set from the data)."""
     return UCRRunSpec(recipe, seed, data.config, _fit_model(model or ModelConfig(d_in=1), data),
                       train or ucr_train_config(), data.fingerprint,
                       swap.config if swap is not None else None,
-                      swap.fingerprint if swap is not None else "", tuple(trackers), evaluate)
+                      swap.fingerprint if swap is not None else "", tuple(trackers), evaluate, numerics)
 
 
 def _load_checked(cfg: UCRConfig, fingerprint: str) -> UCRData:
@@ -177,7 +178,7 @@ def arm_specs(datasets: Sequence[UCRData], arms: Sequence[str], seeds: Sequence[
     specs = []
     for data in datasets:
         b = ucr_spec(base.recipe, data, model=base.model, train=base.train, swap=swap,
-                     trackers=base.trackers, evaluate=base.evaluate)
+                     trackers=base.trackers, evaluate=base.evaluate, numerics=base.numerics)
         specs += [(data, arm, arm_spec(arm, replace(b, seed=s))) for arm in arms for s in seeds]
     return specs
 

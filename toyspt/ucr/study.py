@@ -56,22 +56,24 @@ class Plan:
     all_eval_seeds: tuple[int, ...]  # scratch and spt evaluated every epoch
     train: TrainConfig  # epochs, SPT epochs, batch size
     quick: bool = False
+    numerics: str = "eager"  # the runs' numerics path: eager | compiled (toyspt.train.compiled)
 
 
 FULL = Plan(SEEDS, PAIR_SEEDS, QK_SEEDS, BASELINE_SEEDS, ALL_EVAL_SEEDS, ucr_train_config())
 
 
-def plan(quick: bool, seeds: Sequence[int] = (0, 1)) -> Plan:
+def plan(quick: bool, seeds: Sequence[int] = (0, 1), numerics: str = "eager") -> Plan:
     """The full study, or a smoke version on ``seeds`` with a few epochs."""
     if not quick:
-        return FULL
+        return replace(FULL, numerics=numerics)
     s = tuple(seeds)
-    return Plan(s, s, s, s[:1], s[:1], QUICK_TRAIN, quick=True)
+    return Plan(s, s, s, s[:1], s[:1], QUICK_TRAIN, quick=True, numerics=numerics)
 
 
 def basin_specs(datasets: Sequence[UCRData], p: Plan) -> list[tuple[UCRData, UCRRunSpec]]:
     """(data set, SPT-only tracked spec) per data set and seed."""
-    return [(d, ucr_spec("spt_only", d, seed=s, train=p.train, trackers=BASIN_TRACKERS, evaluate="peak"))
+    return [(d, ucr_spec("spt_only", d, seed=s, train=p.train, trackers=BASIN_TRACKERS, evaluate="peak",
+                          numerics=p.numerics))
             for d in datasets for s in p.seeds]
 
 
@@ -80,7 +82,7 @@ def label_specs(datasets: Sequence[UCRData], p: Plan) -> list[tuple[UCRData, str
     theirs; scratch and spt at the all-eval seeds evaluated every epoch."""
     out = []
     for d in datasets:
-        base = ucr_spec("scratch", d, train=p.train, evaluate="peak")
+        base = ucr_spec("scratch", d, train=p.train, evaluate="peak", numerics=p.numerics)
         for arm in ARMS + BASELINES:
             for s in {"qk_transfer": p.qk_seeds}.get(arm, p.baseline_seeds if arm in BASELINES else p.pair_seeds):
                 ev = "all" if arm in ALL_EVAL_ARMS and s in p.all_eval_seeds else "peak"
