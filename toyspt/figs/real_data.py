@@ -1,9 +1,9 @@
 """Figure: the mechanism on real data (the four UCR sets, z-normalised series).
 
 Top: which basin SPT lands in per run (SPT-only runs, :mod:`toyspt.ucr.study`), against the
-training-free basin predictor (:func:`toyspt.probe.basin.init_beta`: the recon gain of the
-seed's initial model on the uniform visible mean, computed on the training inputs without
-training), and how often each predictor names the basin against what it costs (a fraction
+training-free basin predictor (:func:`toyspt.probe.basin.basin_predictor`; on these zero-sum
+series :func:`~toyspt.probe.basin.init_beta`, the recon gain of the seed's initial model on
+the uniform visible mean, computed on the training inputs without training), and how often each predictor names the basin against what it costs (a fraction
 of one SPT run: 0 for statistics of the data or the init, k/E_pre for a reading after k SPT
 epochs). Middle: does proximity carry SPT's gain? SPT - scratch (paired by seed) against the
 proximity index after SPT and after fine-tuning, and the gain of proximity-basin runs
@@ -27,7 +27,7 @@ import torch
 from toyspt.data import directions as dr
 from toyspt.figs import ucr as ucr_fig
 from toyspt.nn.model import build_model
-from toyspt.probe.basin import beta_unif, init_beta, uniform_share
+from toyspt.probe.basin import basin_predictor, beta_unif, uniform_share
 from toyspt.probe.engine import blindness
 from toyspt.probe.losses import make_batch
 from toyspt.util.plots import color
@@ -64,8 +64,8 @@ def basin_frame(ctx, runs) -> pd.DataFrame:
         res = runs["basin", d.config.name, spec.seed]
         row = study.basin_row(d, spec, res)
         t = time.perf_counter()
-        row["basin_predictor"] = init_beta(spec.model, spec.seed, d.train.x, spec.train.mask_rate,
-                                           n=QUICK_INIT_N if ctx.quick else len(d.train))
+        row["basin_predictor"] = basin_predictor(d.train.x, spec.model, spec.seed, spec.train.mask_rate,
+                                                 n=QUICK_INIT_N if ctx.quick else len(d.train))
         row["predictor_seconds"] = time.perf_counter() - t
         row["run_seconds"] = res.seconds if res.seconds is not None else float("nan")
         row["beta_unif"] = beta_unif(d.train.x, spec.train.mask_rate)

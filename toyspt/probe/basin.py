@@ -177,6 +177,31 @@ def init_beta(model_cfg: ModelConfig, seed: int, x_NxTxD: torch.Tensor, mask_rat
     return model_beta(build_model(model_cfg, seed), x, mask)
 
 
+ZERO_SUM_TOL = 1e-4  # |mean_t x| / rms_t x below this for every sequence: the series sum to zero
+
+
+def zero_sum(x_NxTxD: torch.Tensor, tol: float = ZERO_SUM_TOL) -> bool:
+    """Whether every sequence sums to zero over time in every coordinate (per-series
+    z-normalisation does this), up to ``tol`` relative to its root mean square: then
+    :func:`beta_unif` is a constant of T and the mask rate and says nothing of the data."""
+    x = x_NxTxD.double()
+    rms = x.pow(2).mean(1).sqrt().clamp_min(torch.finfo(torch.float64).tiny)
+    return bool((x.mean(1).abs() / rms).max() < tol)
+
+
+def basin_predictor(x_train: torch.Tensor, model_cfg: ModelConfig, seed: int, mask_rate: float = 0.5,
+                    **init_kw) -> float:
+    """> 0 predicts the proximity basin after SPT, < 0 the anti-local one, computed without
+    training. Where the series are free to have a per-sequence level (not zero-sum), the
+    data decide: :func:`beta_unif` (the toy: 48/50 clear runs). Where every series sums to
+    zero (:func:`zero_sum`), beta_unif is a constant and the data's pull on the gain is ~1/T
+    (:func:`uniform_share`), so the seed's own init gain decides: :func:`init_beta`. See
+    docs/basin.md for its share on the UCR sets (below the 90% goal) and where it fails."""
+    if zero_sum(x_train):
+        return init_beta(model_cfg, seed, x_train, mask_rate, **init_kw)
+    return beta_unif(x_train, mask_rate)
+
+
 def peak_offset(A_HxTxT: torch.Tensor) -> torch.Tensor:
     """(H,) the offset |delta| >= 1 with the largest mean attention weight (mean of the
     diagonals +delta and -delta). (No import of toyspt.probe.tracking: it may register this module.)"""
@@ -219,4 +244,5 @@ class BetaTracker:
 
 
 __all__ = ["mask_moments", "uniform_moments", "beta_unif", "uniform_share", "model_beta", "init_beta",
+           "zero_sum", "basin_predictor", "ZERO_SUM_TOL",
            "peak_offset", "BetaTracker", "BETA_BATCH", "INIT_MASKS", "INIT_BATCH"]

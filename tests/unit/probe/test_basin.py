@@ -203,3 +203,20 @@ def test_beta_tracker_honours_the_runs_mask_rate():
                    train=TrainConfig(pre_epochs=1, batch_size=32, mask_rate=0.3), trackers=("beta",))
     (bu,) = [r["value"] for r in spec.execute().records if r["metric"] == "beta_unif"]
     assert bu == beta_unif(data, 0.3)
+
+
+def test_basin_predictor_reads_the_data_unless_the_series_sum_to_zero():
+    """Free per-sequence levels: beta_unif (the data decide). Zero-sum series (z-normalised):
+    beta_unif is a constant, so the seed's init gain, which differs between seeds."""
+    from toyspt.probe.basin import basin_predictor, init_beta, zero_sum
+
+    cfg = ModelConfig(d_in=1, d_model=16, d_mlp=32)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 12, 1, generator=g).cumsum(1) + 2.0
+    assert not zero_sum(x)
+    assert basin_predictor(x, cfg, 0) == beta_unif(x, 0.5)
+    z = (x - x.mean(1, keepdim=True)) / x.std(1, unbiased=False, keepdim=True)
+    assert zero_sum(z) and not zero_sum(z + 1e-3)
+    got = [basin_predictor(z, cfg, s) for s in range(4)]
+    assert got == [init_beta(cfg, s, z, 0.5) for s in range(4)]
+    assert len({v > 0 for v in got}) == 2  # the sign depends on the seed's init, not on the data
