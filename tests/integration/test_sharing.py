@@ -19,7 +19,8 @@ SHARING = tuple(n for n, r in TABLE.items() if r.starts_from)
 
 
 def test_every_sharing_recipe_is_covered():
-    assert set(SHARING) == {"spt", "qk_transfer", "all_but_qk_transfer", "scratch_matched"}
+    assert set(SHARING) == {"spt", "qk_transfer", "all_but_qk_transfer", "vo_transfer", "embed_transfer",
+                            "mlp_transfer", "norm_transfer", "spt_norms", "spt_permuted", "scratch_matched"}
     for name in SHARING:  # the prefix is a run of its own, with no label phase or the plain length
         prefix = get_recipe(TABLE[name].starts_from)
         assert prefix.starts_from is None
@@ -78,13 +79,14 @@ def test_peak_policy_measures_less_and_summarises_the_same(recipe, small_data):
             assert torch.equal(v, peak.states[w][n])
     ft_full = [h for h in full.history if h["phase"] == "finetune"]
     ft_peak = [h for h in peak.history if h["phase"] == "finetune"]
-    last, best = len(ft_full), float("-inf")
+    last, best, low = len(ft_full), float("-inf"), float("inf")
     for a, b in zip(ft_full, ft_peak, strict=True):
-        want = {"val"} | set(extra_splits("peak", a["epoch"], last, tc.epochs, a["val_acc"], best))
+        want = {"val"} | set(extra_splits("peak", a["epoch"], last, tc.epochs, a["val_acc"], best, a["val_loss"], low))
         assert {k[:-4] for k in b if k.endswith("_acc")} == want, a["epoch"]
-        assert all(b[f"{s}_acc"] == a[f"{s}_acc"] for s in want)
-        assert "test" in want or a["val_acc"] <= best  # test is measured whenever val improves
-        best = max(best, a["val_acc"])
+        assert all(b[f"{s}_acc"] == a[f"{s}_acc"] for s in want) and b["val_loss"] == a["val_loss"]
+        # test is measured whenever validation accuracy improves or validation loss falls
+        assert "test" in want or (a["val_acc"] <= best and a["val_loss"] >= low)
+        best, low = max(best, a["val_acc"]), min(low, a["val_loss"])
     assert sum("test_acc" in h for h in ft_peak) < len(ft_peak) or len(ft_peak) <= 2
 
 
@@ -94,6 +96,13 @@ def test_extra_splits_rule():
     assert extra_splits("peak", 2, 10, 5, 0.4, 0.4) == ()  # a tie is not a new peak (first max counts)
     assert extra_splits("peak", 10, 10, 5, 0.1, 0.9) == ("train", "test")
     assert extra_splits("peak", 5, 10, 5, 0.1, 0.9) == ("train", "test")
+    assert extra_splits("peak", 2, 10, 5, 0.4, 0.4, 0.3, 0.5) == ("test",)  # a new lowest validation loss
+    assert extra_splits("peak", 2, 10, 5, 0.4, 0.4, 0.5, 0.5) == ()  # a tie is not (first min counts)
+    assert extra_splits("peak", 9, 10, 5, 0.1, 0.9, 1.0, 0.5) == ("test",)  # last fifth of 10 epochs: 9, 10
+    assert extra_splits("peak", 8, 10, 5, 0.1, 0.9, 1.0, 0.5) == ()
+    assert extra_splits("peak", 4, 10, 5, 0.1, 0.9, 1.0, 0.5) == ()  # last fifth of the plain 5: epoch 5 only
+    assert extra_splits("peak", 48, 100, 60, 0.1, 0.9, 1.0, 0.5) == ()  # plain 60: epochs 49-60
+    assert extra_splits("peak", 49, 100, 60, 0.1, 0.9, 1.0, 0.5) == ("test",)
     with pytest.raises(ValueError, match="evaluate: choose one of"):
         extra_splits("sometimes", 2, 10, 5, 0.1, 0.9)
     with pytest.raises(ValueError, match="evaluate: choose one of"):

@@ -9,6 +9,7 @@ Parameter names are stable and used by the recipes: ``embed``, ``pe.table`` (lea
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass
 
 import torch
@@ -172,9 +173,35 @@ def build_model(cfg: ModelConfig | None = None, seed: int = 0) -> ToyTransformer
         return ToyTransformer(cfg or ModelConfig())
 
 
+# weight groups: regular expressions over ToyTransformer's parameter names (what a transfer recipe copies)
+GROUPS = {
+    "qk": r"blocks\.\d+\.attn\.W_[QK]\.",  # query and key maps, weights and biases
+    "vo": r"blocks\.\d+\.attn\.W_[VO]\.",  # value and output maps
+    "embed": r"embed\.|pe\.table$",  # input embedding and the absolute positional table
+    "mlp": r"blocks\.\d+\.mlp\.",  # every block's MLP (not FIRE's bias MLP)
+    "norm": r"blocks\.\d+\.ln[12]\.|ln_f\.",  # every LayerNorm
+}
+
+
+def group_param_names(model: nn.Module, group: str) -> list[str]:
+    """Names of the parameters of weight group ``group`` (:data:`GROUPS`), state-dict order."""
+    if group not in GROUPS:
+        raise ValueError(f"weight group: choose one of {tuple(GROUPS)}, got {group!r}")
+    return [n for n, _ in model.named_parameters() if re.match(GROUPS[group], n)]
+
+
+def missing_group(cfg: ModelConfig, group: str) -> str | None:
+    """Why a model of ``cfg`` lacks (part of) weight group ``group``, or None if it has it."""
+    if group == "mlp" and cfg.d_mlp == 0:
+        return "it has no MLP (d_mlp=0)"
+    if group == "embed" and cfg.pos not in ABSOLUTE:
+        return f"it has no positional table (pos={cfg.pos}; tables: {ABSOLUTE})"
+    return None
+
+
 def qk_param_names(model: nn.Module) -> list[str]:
     """Names of every W_Q, W_K weight and bias."""
-    return [n for n, _ in model.named_parameters() if ".attn.W_Q." in n or ".attn.W_K." in n]
+    return group_param_names(model, "qk")
 
 
 def head_param_names(model: nn.Module) -> list[str]:

@@ -25,7 +25,7 @@ from toyspt.train.recipes import TrainConfig, get_recipe
 from toyspt.data.tasks import TaskConfig, make_task
 from toyspt.train.loop import RunResult, run_recipe, run_recipe_seeds
 
-FORMAT_VERSION = 2  # bump when the meaning of a cached toy entry changes (2: resume state, evaluate)
+FORMAT_VERSION = 3  # bump when the meaning of a cached entry changes (2: resume state, evaluate; 3: val loss)
 
 
 def jsonable(obj):
@@ -115,6 +115,7 @@ class RecipeSpec(Spec):
     def __post_init__(self):  # the subclasses' dataclass __init__ calls this
         check_policy(self.evaluate)
         check_numerics(self.numerics)
+        get_recipe(self.recipe).check_model(self.model)
 
     @classmethod
     def identity_of(cls, d: dict[str, Any]) -> dict[str, Any]:

@@ -20,7 +20,8 @@ import torch.nn.functional as F
 
 from toyspt.data.tasks import Split, TaskData, recon_loss, sample_mask
 from toyspt.nn.model import ModelConfig, ToyTransformer, build_model
-from toyspt.train.evaluation import EVAL_CHUNK, accuracy, best_val, check_policy, extra_splits, record
+from toyspt.train.evaluation import (EVAL_TOKENS, best_loss, best_val, check_policy, eval_rows, extra_splits,
+                                     label_summary, record, scores)
 from toyspt.train.lockstep import Lockstep, Objective, RunContext, clone_state
 from toyspt.train.compiled import check_numerics
 from toyspt.train.recipes import Recipe, TrainConfig, get_recipe, make_optimizer
@@ -45,8 +46,9 @@ class RunResult:
     seconds: float | None = None
 
 
-def _accuracy(model: ToyTransformer, split: Split, chunk: int) -> float:
-    return accuracy(lambda rows: model.classify(split.x[rows]), split.y, chunk)
+def _scores(model: ToyTransformer, split: Split, tokens: int) -> tuple[float, float]:
+    """(accuracy, cross-entropy) of ``model`` on ``split``, ``tokens`` tokens per forward."""
+    return scores(lambda rows: model.classify(split.x[rows]), split.y, eval_rows(split.x.shape[1], tokens))
 
 
 def recon_objective(model: ToyTransformer, xb, mb, attend: str, kind: str) -> torch.Tensor:
@@ -101,7 +103,7 @@ def pretrain(lock: Lockstep, data: TaskData, cfg: TrainConfig, gens: Sequence[to
 
 def finetune(lock: Lockstep, data: TaskData, cfg: TrainConfig, epochs: int, gens: Sequence[torch.Generator],
              histories: Sequence[list[dict]], evaluate: str = "all", done: int = 0,
-             opt_states: Sequence[dict[str, torch.Tensor]] | None = None, eval_chunk: int = EVAL_CHUNK,
+             opt_states: Sequence[dict[str, torch.Tensor]] | None = None, eval_tokens: int = EVAL_TOKENS,
              progress: bool = False) -> None:
     """Label phase: cross-entropy of the mean-pooled classifier, ``epochs`` epochs after
     ``done`` earlier ones (those of a run this one continues, whose optimizer states are
@@ -110,7 +112,7 @@ def finetune(lock: Lockstep, data: TaskData, cfg: TrainConfig, epochs: int, gens
     x, y = data.train.x, data.train.y
     lock.start_phase("finetune", lambda ps: make_optimizer(ps, cfg, cfg.lr, lock.template is not None), done,
                      opt_states)
-    best, last = [best_val(h) for h in histories], done + epochs
+    best, low, last = [best_val(h) for h in histories], [best_loss(h) for h in histories], done + epochs
     loss = Objective(lambda rows, gen: (x[rows], y[rows]), label_objective)
 
     for _ in lock.epochs(epochs, progress):
@@ -118,11 +120,12 @@ def finetune(lock: Lockstep, data: TaskData, cfg: TrainConfig, epochs: int, gens
         recs = []
         for k, ctx in enumerate(lock.ctxs):
             ctx.model.eval()
-            acc = dict(val=_accuracy(ctx.model, data.val, eval_chunk))
-            for split in extra_splits(evaluate, ctx.epoch, last, cfg.epochs, acc["val"], best[k]):
-                acc[split] = _accuracy(ctx.model, getattr(data, split), eval_chunk)
-            best[k] = max(best[k], acc["val"])
-            recs.append(record(ctx.epoch, ctx.step, sum(losses[k]) / len(losses[k]), acc))
+            acc = {}
+            acc["val"], val_loss = _scores(ctx.model, data.val, eval_tokens)
+            for split in extra_splits(evaluate, ctx.epoch, last, cfg.epochs, acc["val"], best[k], val_loss, low[k]):
+                acc[split] = _scores(ctx.model, getattr(data, split), eval_tokens)[0]
+            best[k], low[k] = max(best[k], acc["val"]), min(low[k], val_loss)
+            recs.append(record(ctx.epoch, ctx.step, sum(losses[k]) / len(losses[k]), acc, val_loss))
         for h, r in zip(histories, recs):
             h.append(r)
         lock.report(recs)
@@ -130,32 +133,46 @@ def finetune(lock: Lockstep, data: TaskData, cfg: TrainConfig, epochs: int, gens
 
 
 def summarize(history: list[dict]) -> dict[str, float]:
-    """Peak validation accuracy, test accuracy at that (first) epoch, final accuracies; for a
-    run without label phase, the final SPT losses."""
+    """What a label phase measured (:func:`toyspt.train.evaluation.label_summary`); for a run
+    without label phase, the final SPT losses."""
     ft = [h for h in history if h["phase"] == "finetune"]
     if not ft:
         pre = [h for h in history if h["phase"] == "pretrain"]
         if not pre:
             raise ValueError("history has no epochs to summarise")
         return dict(final_recon_train_loss=pre[-1]["train_loss"], final_recon_val_loss=pre[-1]["val_loss"])
-    best = max(ft, key=lambda h: h["val_acc"])  # max keeps the first epoch among ties
-    return dict(peak_val_acc=best["val_acc"], test_at_peak=best["test_acc"], peak_epoch=best["epoch"],
-                final_train_acc=ft[-1]["train_acc"], final_val_acc=ft[-1]["val_acc"],
-                final_test_acc=ft[-1]["test_acc"])
+    return label_summary(history)
 
 
-def transfer(target: ToyTransformer, source_state: dict[str, torch.Tensor], names: Sequence[str]) -> None:
-    """Copy the named tensors of ``source_state`` into ``target`` (in place)."""
+def transfer(target: ToyTransformer, source_state: dict[str, torch.Tensor], names: Sequence[str],
+             transform: str | None = None, seed: int = 0) -> None:
+    """Copy the named tensors of ``source_state`` into ``target`` (in place); ``transform``
+    (:data:`toyspt.train.recipes.TRANSFORMS`): "norms" keeps ``target``'s own tensors and
+    rescales each to the norm of its source (a zero tensor takes a Gaussian direction first),
+    "permute" copies each source tensor with its entries permuted. The random draws come from
+    a generator of their own (:func:`transform_stream`), so data order and masks are untouched."""
+    gen = torch.Generator().manual_seed(transform_stream(seed))
     with torch.no_grad():
         params = dict(target.named_parameters())
         for n in names:
-            params[n].copy_(source_state[n])
+            src, p = source_state[n], params[n]
+            if transform is None:
+                p.copy_(src)
+            elif transform == "permute":
+                p.copy_(src.reshape(-1)[torch.randperm(src.numel(), generator=gen)].view_as(src))
+            elif transform == "norms":
+                d = p.detach().clone()
+                if float(d.norm()) == 0.0:
+                    d = torch.randn(d.shape, generator=gen, dtype=d.dtype)
+                p.copy_(d * (src.norm() / d.norm()))
+            else:
+                raise ValueError(f"transform: unknown {transform!r}")
 
 
 def run_recipe_seeds(recipe: str, data: TaskData, model_cfg: ModelConfig | None = None,
                      train_cfg: TrainConfig | None = None, seeds: Sequence[int] = (0,),
                      pretrain_data: TaskData | None = None, progress: bool = False,
-                     eval_chunk: int = EVAL_CHUNK, evaluate: str = "all",
+                     eval_tokens: int = EVAL_TOKENS, evaluate: str = "all",
                      starts: Sequence[RunResult] | None = None,
                      callbacks: Sequence[Sequence] | None = None, numerics: str = "eager") -> list[RunResult]:
     """Train one recipe on each of ``seeds`` (together, step for step). ``pretrain_data``:
@@ -171,11 +188,11 @@ def run_recipe_seeds(recipe: str, data: TaskData, model_cfg: ModelConfig | None 
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("seeds: need at least one seed")
-    if eval_chunk <= 0:
-        raise ValueError(f"eval_chunk: must be positive, got {eval_chunk}")
+    eval_rows(1, eval_tokens)  # refuses a non-positive budget before any training
     check_policy(evaluate)
     model_cfg, train_cfg = model_cfg or ModelConfig(), train_cfg or TrainConfig()
     spt_data = check_inputs(rec, data, model_cfg, pretrain_data)
+    rec.check_model(model_cfg)
     config = dict(model=asdict(model_cfg), train=asdict(train_cfg), evaluate=evaluate)
     if check_numerics(numerics) == "compiled":
         from toyspt.train.compiled import available
@@ -206,11 +223,11 @@ def run_recipe_seeds(recipe: str, data: TaskData, model_cfg: ModelConfig | None 
         for k, ctx in enumerate(ctxs):
             if rec.pretrains:
                 ctx.model.load_state_dict(ctx.init_state)
-                transfer(ctx.model, pretrained[k], rec.transferred(ctx.model))
+                transfer(ctx.model, pretrained[k], rec.transferred(ctx.model), rec.transform, ctx.seed)
             for n, p in ctx.model.named_parameters():
                 p.requires_grad_(n not in frozen)
         finetune(lock, data, train_cfg, rec.label_epochs(train_cfg) - done, gens, histories, evaluate, done,
-                 opt_states, eval_chunk, progress)
+                 opt_states, eval_tokens, progress)
         for ctx in ctxs:
             ctx.model.requires_grad_(True)
     out = []
@@ -293,6 +310,11 @@ def seed_stream(seed: int) -> int:
     return 10_007 * seed + 1
 
 
+def transform_stream(seed: int) -> int:
+    """The seed of the generator a transfer's transform draws from (never the data order's)."""
+    return 10_007 * seed + 2
+
+
 def check_inputs(rec: Recipe, data: TaskData, model_cfg: ModelConfig, pretrain_data: TaskData | None) -> TaskData | None:
     """Refuse data that does not fit the recipe or model; returns the data whose validation
     split the SPT phase reports (pretrain_data for data_swap, else the task's)."""
@@ -315,4 +337,5 @@ def load_model(result: RunResult, which: str = "final", cfg: ModelConfig | None 
 
 
 __all__ = ["RunResult", "run_recipe", "run_recipe_seeds", "pretrain", "finetune", "resume",
-           "summarize", "transfer", "load_model", "check_start", "check_inputs", "seed_stream"]
+           "summarize", "transfer", "load_model", "check_start", "check_inputs", "seed_stream",
+           "transform_stream"]

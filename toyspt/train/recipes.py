@@ -16,6 +16,15 @@ adding a recipe is one row here (plus its test).
 * ``qk_transfer``: only W_Q, W_K (weights and biases) from the SPT run of the same seed,
   every other weight the seed's scratch init; then labels for E epochs.
 * ``all_but_qk_transfer``: the complement: everything from SPT but W_Q, W_K and the heads.
+* ``vo_transfer``, ``embed_transfer``, ``mlp_transfer``, ``norm_transfer``: only one weight group
+  (:data:`toyspt.nn.model.GROUPS`: W_V and W_O; the embedding and the absolute positional
+  table; the blocks' MLPs; the LayerNorms) from SPT, the rest the seed's scratch init. A model
+  without the group (no MLP, no positional table) is refused by name.
+* ``spt_norms``: the seed's scratch init with every non-head tensor rescaled to the norm of its
+  SPT counterpart (SPT's scale, random directions; a tensor whose init is zero takes a seeded
+  Gaussian direction); ``spt_permuted``: SPT's weights with each tensor's entries permuted
+  (SPT's scale and values, content destroyed). Controls that separate what SPT's weights
+  carry from the scale they have.
 * ``frozen_attention``: W_Q, W_K fixed at their random init; labels for E epochs.
 * ``data_swap``: SPT on ``pretrain_data`` (another family or seed), then as ``spt``.
 * ``spt_only``: the SPT phase alone (E_pre epochs, no label phase): what the basin of SPT
@@ -26,7 +35,7 @@ adding a recipe is one row here (plus its test).
   does SPT stay there on the task's own data?
 
 Recipes whose run begins with another recipe's entire run name it in ``starts_from``:
-``spt``, ``qk_transfer`` and ``all_but_qk_transfer`` begin with the SPT phase of
+``spt`` and every transfer recipe begin with the SPT phase of
 ``spt_only`` (same seed and configs: same weights, masks and data order), and
 ``scratch_matched`` with the E label epochs of ``scratch`` (then E_pre more, same
 optimizer). A run may continue from that run's stored end state (weights, optimizer state,
@@ -41,7 +50,7 @@ from typing import Iterable
 import torch
 from torch import nn
 
-from toyspt.nn.model import SPT_ATTENTION, head_param_names, qk_param_names
+from toyspt.nn.model import GROUPS, SPT_ATTENTION, ModelConfig, group_param_names, head_param_names, missing_group
 from toyspt.util.validation import MAX_COUNT, Float, Int, Text, validate, validated
 
 # largest learning rate / weight decay: an AdamW step moves each weight by about lr, so at 100
@@ -50,7 +59,14 @@ MAX_LR = 100.0
 
 # no SPT phase / the task's own inputs / pretrain_data / pretrain_data first, then the task's inputs
 PRETRAIN_ON = (None, "task", "swap", "swap_then_task")
-KEEP = ("none", "all", "qk", "all_but_qk")  # what the label phase keeps from SPT (heads never)
+# what the label phase keeps from SPT (heads never): nothing, everything, one weight group of
+# toyspt.nn.model.GROUPS, or everything but W_Q, W_K
+KEEP = ("none", "all", *GROUPS, "all_but_qk")
+# what is done to the kept SPT weights before the label phase: nothing; "norms": the seed's
+# scratch init rescaled, tensor by tensor, to the SPT weights' Frobenius norms (SPT's scale,
+# random directions); "permute": each SPT tensor's entries permuted at random (SPT's scale and
+# values, their arrangement destroyed)
+TRANSFORMS = (None, "norms", "permute")
 OPTIMIZERS = ("adamw", "sgd")
 
 
@@ -86,6 +102,7 @@ class Recipe:
     pretrain_on: str | None = None  # SPT data: None (no SPT), "task" or "swap" (pretrain_data)
     keep: str = "none"  # parameters taken from the SPT weights: none | all | qk | all_but_qk
     freeze_qk: bool = False  # W_Q, W_K (weights and biases) fixed during the label phase
+    transform: str | None = None  # what is done to the kept SPT weights: one of TRANSFORMS
     matched_budget: bool = False  # label phase trains pre_epochs + epochs (SPT's total budget)
     label_phase: bool = True  # False: the run ends after SPT (its final weights = pretrained)
     starts_from: str | None = None  # the recipe whose whole run is this one's beginning
@@ -97,6 +114,10 @@ class Recipe:
             raise ValueError(f"recipe {self.name}: keep must be one of {KEEP}")
         if (self.pretrain_on is None) != (self.keep == "none"):
             raise ValueError(f"recipe {self.name}: keep={self.keep!r} needs an SPT phase and vice versa")
+        if self.transform not in TRANSFORMS:
+            raise ValueError(f"recipe {self.name}: transform must be one of {TRANSFORMS}")
+        if self.transform is not None and self.keep == "none":
+            raise ValueError(f"recipe {self.name}: transform {self.transform!r} needs kept SPT weights")
         if not self.label_phase and self.pretrain_on is None:
             raise ValueError(f"recipe {self.name}: a recipe without label phase needs an SPT phase")
 
@@ -126,21 +147,26 @@ class Recipe:
             return 0
         return cfg.epochs + (cfg.pre_epochs if self.matched_budget else 0)
 
+    def check_model(self, cfg: ModelConfig) -> None:
+        """Refuse, by name, a model that lacks the weight group this recipe transfers."""
+        if self.keep in GROUPS and (why := missing_group(cfg, self.keep)) is not None:
+            raise ValueError(f"recipe {self.name} transfers weight group {self.keep!r}, but {why}")
+
     def transferred(self, model: nn.Module) -> list[str]:
         """Parameters the label phase takes from the SPT weights (state-dict order)."""
         if self.keep == "none":
             return []
-        qk, heads = set(qk_param_names(model)), set(head_param_names(model))
+        if self.keep in GROUPS:
+            return group_param_names(model, self.keep)
+        qk, heads = set(group_param_names(model, "qk")), set(head_param_names(model))
         names = [n for n, _ in model.named_parameters() if n not in heads]
-        if self.keep == "qk":
-            return [n for n in names if n in qk]
         if self.keep == "all_but_qk":
             return [n for n in names if n not in qk]
         return names
 
     def frozen(self, model: nn.Module) -> set[str]:
         """Parameters fixed during the label phase."""
-        return set(qk_param_names(model)) if self.freeze_qk else set()
+        return set(group_param_names(model, "qk")) if self.freeze_qk else set()
 
 
 TABLE: dict[str, Recipe] = {r.name: r for r in (
@@ -149,6 +175,12 @@ TABLE: dict[str, Recipe] = {r.name: r for r in (
     Recipe("scratch_matched", matched_budget=True, starts_from="scratch"),
     Recipe("qk_transfer", pretrain_on="task", keep="qk", starts_from="spt_only"),
     Recipe("all_but_qk_transfer", pretrain_on="task", keep="all_but_qk", starts_from="spt_only"),
+    Recipe("vo_transfer", pretrain_on="task", keep="vo", starts_from="spt_only"),
+    Recipe("embed_transfer", pretrain_on="task", keep="embed", starts_from="spt_only"),
+    Recipe("mlp_transfer", pretrain_on="task", keep="mlp", starts_from="spt_only"),
+    Recipe("norm_transfer", pretrain_on="task", keep="norm", starts_from="spt_only"),
+    Recipe("spt_norms", pretrain_on="task", keep="all", transform="norms", starts_from="spt_only"),
+    Recipe("spt_permuted", pretrain_on="task", keep="all", transform="permute", starts_from="spt_only"),
     Recipe("frozen_attention", freeze_qk=True),
     Recipe("data_swap", pretrain_on="swap", keep="all"),
     Recipe("spt_only", pretrain_on="task", keep="all", label_phase=False),
@@ -210,5 +242,6 @@ def load_optimizer_state(opt: torch.optim.Optimizer, named: Iterable[tuple[str, 
         raise ValueError(f"optimizer state names parameters this model lacks: {extra[:4]}")
 
 
-__all__ = ["TrainConfig", "Recipe", "TABLE", "RECIPES", "PRETRAINED", "OPTIMIZERS", "get_recipe", "make_optimizer",
+__all__ = ["TrainConfig", "Recipe", "TABLE", "RECIPES", "PRETRAINED", "OPTIMIZERS", "KEEP", "TRANSFORMS", "get_recipe",
+           "make_optimizer",
            "optimizer_state", "load_optimizer_state"]

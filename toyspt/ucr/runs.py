@@ -29,7 +29,7 @@ from toyspt.train.recipes import TrainConfig
 from toyspt.train.loop import RunResult
 from toyspt.ucr.data import UCRConfig, UCRData, load_ucr
 
-FORMAT_VERSION = 2  # bump when the meaning of a cached UCR entry changes (2: resume state, evaluate)
+FORMAT_VERSION = 3  # bump when the meaning of a cached UCR entry changes (2: resume state, evaluate; 3: val loss)
 # 40 training series (GunPoint after the validation split) give 5 steps per epoch at batch 8:
 # 200 label epochs = 1000 steps (scratch reaches ~100% train accuracy well before), 300 SPT
 # epochs (the reconstruction loss on validation still falls slowly after 200)

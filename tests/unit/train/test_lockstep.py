@@ -30,10 +30,10 @@ def reference(recipe, data, swap, model=ModelConfig(), tc=TC, seeds=SEEDS):
 
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_lockstep_is_bitwise_run_recipe(recipe, small_data, swap_data):
-    # eval_chunk 48 splits the 64/128-sequence evaluations unevenly: rows of a matrix
-    # product do not depend on the rows beside them, so the accuracies stay exact
+    # 48 rows of 16 tokens per evaluation forward split the 64/128-sequence evaluations unevenly:
+    # rows of a matrix product do not depend on the rows beside them, so the scores stay exact
     out = run_recipe_seeds(recipe, small_data, ModelConfig(), TC, SEEDS, pretrain_data=swap_data,
-                           eval_chunk=48)
+                           eval_tokens=48 * SMALL_TASK.T)
     assert_bitwise(reference(recipe, small_data, swap_data), out)
 
 
@@ -122,8 +122,8 @@ def test_bad_arguments(small_data):
         run_recipe_seeds("data_swap", small_data)
     with pytest.raises(ValueError, match="features per token"):
         run_recipe_seeds("scratch", small_data, ModelConfig(d_in=3))
-    with pytest.raises(ValueError, match="eval_chunk"):
-        run_recipe_seeds("scratch", small_data, eval_chunk=0)
+    with pytest.raises(ValueError, match="eval_tokens"):
+        run_recipe_seeds("scratch", small_data, eval_tokens=0)
 
 
 def test_non_finite_loss_names_the_seed():

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from toyspt.nn.model import ModelConfig, build_model, head_param_names, qk_param_names
+from toyspt.nn.model import ModelConfig, build_model, group_param_names, head_param_names, qk_param_names
 from toyspt.data.tasks import Split, TaskConfig, TaskData, make_task
 from toyspt.train.recipes import RECIPES, TrainConfig, get_recipe
 from toyspt.train.loop import run_recipe
@@ -23,7 +23,11 @@ def test_same_seed_same_history(small_data):
     assert c.history != a.history
 
 
-@pytest.mark.parametrize("recipe", ["spt", "qk_transfer", "all_but_qk_transfer"])
+GROUP_RECIPES = {"qk_transfer": "qk", "vo_transfer": "vo", "embed_transfer": "embed", "mlp_transfer": "mlp",
+                 "norm_transfer": "norm"}
+
+
+@pytest.mark.parametrize("recipe", ["spt", "all_but_qk_transfer", *GROUP_RECIPES])
 def test_transfer_recipes_take_exactly_what_they_claim(small_data, recipe):
     """Right after the transfer (0 label epochs are not allowed, so check the transfer map
     and reproduce it): every tensor equals the SPT weights or the seed's init, as claimed."""
@@ -34,8 +38,12 @@ def test_transfer_recipes_take_exactly_what_they_claim(small_data, recipe):
     every = [n for n, _ in model.named_parameters()]
     expected = {"spt": [n for n in every if n not in heads],
                 "qk_transfer": [n for n in every if n in qk],
+                "vo_transfer": [n for n in every if ".attn.W_V." in n or ".attn.W_O." in n],
+                "embed_transfer": ["embed.weight", "embed.bias"],  # sinusoidal PE: a fixed table, no parameter
+                "mlp_transfer": [n for n in every if ".mlp." in n],
+                "norm_transfer": [n for n in every if ".ln1." in n or ".ln2." in n or n.startswith("ln_f.")],
                 "all_but_qk_transfer": [n for n in every if n not in qk and n not in heads]}[recipe]
-    assert names == expected
+    assert names == expected and names
     # the pretrained weights differ from init for every transferred tensor, so the transfer matters
     init, pre = res.states["init"], res.states["pretrained"]
     for n in names:
@@ -54,13 +62,95 @@ def test_transfer_state_is_exact(small_data, monkeypatch):
         return real(lock, *a, **k)
 
     monkeypatch.setattr(tr, "finetune", spy)
-    for recipe in ("spt", "qk_transfer", "all_but_qk_transfer"):
+    for recipe in ("spt", "all_but_qk_transfer", *GROUP_RECIPES):
         res = tr.run_recipe(recipe, small_data, train_cfg=TINY, seed=0)
         init, pre, start = res.states["init"], res.states["pretrained"], seen["state"]
         names = set(get_recipe(recipe).transferred(tr.build_model(ModelConfig(), 0)))
         for n, v in start.items():
             src = pre if n in names else init
             assert torch.equal(v, src[n]), (recipe, n)
+
+
+def test_weight_groups_partition_the_non_head_parameters():
+    """qk, vo, embed, mlp and norm cover every parameter but the heads exactly once (a learned
+    table belongs to embed; FIRE's bias MLP to no group, not to mlp)."""
+    for cfg in (ModelConfig(pos="learned", n_layers=2), ModelConfig(pos="fire")):
+        model = build_model(cfg, 0)
+        groups = [group_param_names(model, g) for g in ("qk", "vo", "embed", "mlp", "norm")]
+        flat = [n for g in groups for n in g]
+        assert len(flat) == len(set(flat))
+        rest = {n for n, _ in model.named_parameters()} - set(flat) - set(head_param_names(model))
+        assert rest == ({"pos_bias.log_c", "pos_bias.L", "pos_bias.mlp.0.weight", "pos_bias.mlp.0.bias",
+                         "pos_bias.mlp.2.weight", "pos_bias.mlp.2.bias"} if cfg.pos == "fire" else set())
+    with pytest.raises(ValueError, match="weight group"):
+        group_param_names(build_model(ModelConfig(), 0), "attention")
+
+
+@pytest.mark.parametrize("recipe,model,why", [
+    ("mlp_transfer", ModelConfig(d_mlp=0), "no MLP"),
+    ("embed_transfer", ModelConfig(pos="fire"), "no positional table"),
+    ("embed_transfer", ModelConfig(pos="alibi"), "no positional table"),
+])
+def test_a_group_the_model_lacks_is_refused_by_name(small_data, recipe, model, why):
+    from toyspt.runs import RunSpec
+
+    with pytest.raises(ValueError, match=f"{recipe} transfers weight group .*{why}"):
+        run_recipe(recipe, small_data, model, TINY, 0)
+    with pytest.raises(ValueError, match=f"{recipe} transfers weight group .*{why}"):
+        RunSpec(recipe, model=model)  # refused when the spec is made, before any training
+
+
+def _label_start(small_data, monkeypatch, recipe, seed=0):
+    """(the run, the model's state at the start of its label phase)."""
+    import toyspt.train.loop as tr
+
+    seen, real = {}, tr.finetune
+
+    def spy(lock, *a, **k):
+        seen["state"] = {n: v.clone() for n, v in lock.ctxs[0].model.state_dict().items()}
+        return real(lock, *a, **k)
+
+    monkeypatch.setattr(tr, "finetune", spy)
+    return tr.run_recipe(recipe, small_data, train_cfg=TINY, seed=seed), seen["state"]
+
+
+def test_spt_norms_has_spt_scale_and_init_directions(small_data, monkeypatch):
+    res, start = _label_start(small_data, monkeypatch, "spt_norms")
+    init, pre = res.states["init"], res.states["pretrained"]
+    names = get_recipe("spt_norms").transferred(build_model(ModelConfig(), 0))
+    eps = torch.finfo(torch.float32).eps
+    zero_init = 0
+    for n, v in start.items():
+        if n not in names:
+            assert torch.equal(v, init[n]), n
+            continue
+        # the norm is SPT's up to a few roundings per entry (a rescale: one product, one norm)
+        assert abs(v.norm() - pre[n].norm()) <= 4 * eps * pre[n].norm() * max(1.0, v.numel() ** 0.5), n
+        if init[n].norm() > 0:  # the direction is the init's
+            cos = torch.nn.functional.cosine_similarity(v.reshape(-1), init[n].reshape(-1), dim=0)
+            assert 1 - cos <= 8 * eps, n
+        else:
+            zero_init += 1
+            assert (v != 0).all(), n  # a Gaussian direction, not zeros
+    assert zero_init > 0  # biases of W_Q, W_K, W_V, W_O start at zero: the Gaussian branch is exercised
+    assert not torch.equal(start["blocks.0.attn.W_Q.weight"], pre["blocks.0.attn.W_Q.weight"])
+
+
+def test_spt_permuted_has_spt_values_in_another_order(small_data, monkeypatch):
+    res, start = _label_start(small_data, monkeypatch, "spt_permuted")
+    init, pre = res.states["init"], res.states["pretrained"]
+    names = get_recipe("spt_permuted").transferred(build_model(ModelConfig(), 0))
+    for n, v in start.items():
+        if n not in names:
+            assert torch.equal(v, init[n]), n
+            continue
+        assert torch.equal(v.reshape(-1).sort().values, pre[n].reshape(-1).sort().values), n
+        if pre[n].unique().numel() > 1:
+            assert not torch.equal(v, pre[n]), n
+    # the permutation draws from a generator of its own: the SPT phase is spt's, batch for batch
+    spt = run_recipe("spt", small_data, train_cfg=TINY, seed=0)
+    assert [h for h in spt.history if h["phase"] == "pretrain"] == \
+        [h for h in res.history if h["phase"] == "pretrain"]
 
 
 def test_frozen_attention_keeps_qk_at_init(small_data):
@@ -159,7 +249,8 @@ def test_unknown_recipe_and_feature_mismatch(small_data):
 
 def test_all_recipes_listed():
     assert set(RECIPES) == {"scratch", "spt", "scratch_matched", "qk_transfer", "all_but_qk_transfer",
-                            "frozen_attention", "data_swap", "spt_only", "spt_swap_start"}
+                            "vo_transfer", "embed_transfer", "mlp_transfer", "norm_transfer", "spt_norms",
+                            "spt_permuted", "frozen_attention", "data_swap", "spt_only", "spt_swap_start"}
 
 
 def _same_states(a, b):
