@@ -43,8 +43,8 @@ from toyspt.probe import tracking
 from toyspt.probe.basin import BETA_BATCH, BetaTracker, beta_unif, model_beta, peak_offset
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.data.tasks import TaskConfig, make_task
-from toyspt.train.lockstep import Lockstep, RunContext, clone_state
-from toyspt.train.loop import finetune, load_model, pretrain, run_recipe, seed_stream, summarize, transfer
+from toyspt.train.loop import Lockstep, RunContext, clone_state
+from toyspt.train.run import finetune, load_model, pretrain, run_recipe, seed_stream, summarize, transfer
 from toyspt.train.recipes import TrainConfig, get_recipe
 
 OFFSETS = (0.0, 0.05, 0.1, 0.15, 0.25, 0.5)

@@ -148,8 +148,8 @@ def compiled_step(cfg: ModelConfig, x: torch.Tensor, y: torch.Tensor):
     call; None (with the one line of toyspt.train.compiled.available) where inductor
     cannot compile."""
     from toyspt.train.compiled import available
-    from toyspt.train.lockstep import Lockstep, Objective, RunContext
-    from toyspt.train.loop import label_objective, template
+    from toyspt.train.loop import Lockstep, Objective, RunContext
+    from toyspt.train.run import label_objective, template
     from toyspt.train.recipes import TrainConfig, make_optimizer
 
     if not available():

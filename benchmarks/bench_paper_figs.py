@@ -7,11 +7,11 @@ Modes (``--modes``, comma-separated, run in the order given, each in a fresh pro
   trained every phase of every run and evaluated every split every epoch), checked out into
   a temporary git worktree and run from there;
 * ``after``: this checkout;
-* ``one-at-a-time`` / ``vectorized``: this checkout with ``--no-vectorize`` / without.
+* ``one-at-a-time`` / ``lockstep``: this checkout with ``--no-lockstep`` / without.
 
     python benchmarks/bench_paper_figs.py --quick                         # before vs after, ~2 min
     python benchmarks/bench_paper_figs.py --workers 2                     # the full default: ~1.5 h here
-    python benchmarks/bench_paper_figs.py --modes one-at-a-time,vectorized --quick --only accuracy
+    python benchmarks/bench_paper_figs.py --modes one-at-a-time,lockstep --quick --only accuracy
 
 Arguments other than the ones below go to paper_figs.py unchanged (--out and --cache are
 set here). Everything is written under a temporary directory, removed afterwards, except
@@ -31,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BEFORE = "c1e5f0e"  # every run trained in full, every split evaluated every epoch
-MODES = {"before": [], "after": [], "one-at-a-time": ["--no-vectorize"], "vectorized": []}
+MODES = {"before": [], "after": [], "one-at-a-time": ["--no-lockstep"], "lockstep": []}
 # runs a command and prints the peak resident memory of its whole process tree (kB): the
 # maximum over the command and every descendant it waited for (getrusage RUSAGE_CHILDREN)
 WRAP = ("import resource, subprocess, sys; rc = subprocess.run(sys.argv[1:]).returncode; "

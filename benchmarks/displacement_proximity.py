@@ -22,7 +22,7 @@ from toyspt.runs.arms import arm_spec
 from toyspt.cli.flags import add_config_flags, base_spec, parse_seeds
 from toyspt.runs import DEFAULT_CACHE, RunCache, get_run
 from toyspt.data.tasks import make_task
-from toyspt.train.loop import load_model
+from toyspt.train.run import load_model
 
 
 def _pi(result, which, x) -> float:

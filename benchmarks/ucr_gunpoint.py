@@ -24,7 +24,7 @@ import torch
 from toyspt.probe import tracking as tr
 from toyspt.cli.flags import parse_seeds
 from toyspt.runs import DEFAULT_CACHE, RunCache, sweep
-from toyspt.train.loop import load_model
+from toyspt.train.run import load_model
 from toyspt.ucr.data import UCRConfig, load_ucr
 from toyspt.ucr.runs import arm_spec, ucr_spec
 

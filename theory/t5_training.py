@@ -37,9 +37,9 @@ from toyspt.probe import engine as probes, tracking
 from toyspt.probe import losses
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.runs import RunCache, RunSpec, get_run, load_answer
-from toyspt.data.tasks import TaskConfig, make_task
+from toyspt.data.tasks import TaskConfig
 from toyspt.train.recipes import TrainConfig
-from toyspt.train.loop import load_model
+from toyspt.train.run import load_model
 
 from . import toy
 from .result import Result, checked_result, measured_result
@@ -62,7 +62,7 @@ FULL = T5Config(TaskConfig(), ModelConfig(), TrainConfig(), (0, 1, 2, 3, 4),
 
 
 def specs(cfg: T5Config) -> list[RunSpec]:
-    return [RunSpec(r, s, task=cfg.task, model=cfg.model, train=cfg.train, evaluate="peak")
+    return [RunSpec(r, s, data=cfg.task, model=cfg.model, train=cfg.train, evaluate="peak")
             for r in cfg.recipes for s in cfg.seeds]
 
 
@@ -102,8 +102,7 @@ def _proximity(result, which: str, x: torch.Tensor) -> tuple[float, float, float
     off = np.array(tracking.offsets(T))
     p = prof.double().numpy()
     contrast = p[np.abs(off) == 1].mean() - p[off != 0].mean()
-    return (tracking.proximity_index(A)[0].item(), tracking.self_index(A)[0].item(),
-            float(contrast))
+    return tracking.proximity_of(result, which, x), tracking.self_index(A)[0].item(), float(contrast)
 
 
 # T5.1: under AdamW scratch moves W_Q, W_K at least this fraction of what SPT moves them
@@ -125,7 +124,7 @@ def _checked_or_measured(cfg: T5Config, cid: str, claim: str, what: str, figure:
 
 
 def _val(cfg: T5Config) -> torch.Tensor:
-    return make_task(cfg.task).val.x[: tracking.PROFILE_BATCH]
+    return cfg.task.probe_inputs()
 
 
 def measure_displacement(quick: bool = False, cache: str | None = None) -> Result:
@@ -201,10 +200,10 @@ def _phase(quick: bool, cache: str | None):
     its runs are cached, else the quick configuration's."""
     store = RunCache(Path(cache)) if cache is not None else None
     cfg = FULL
-    pairs = basin_runs.phase_specs(RunSpec("scratch", task=cfg.task, model=cfg.model, train=cfg.train, evaluate="peak"), cfg.seeds)
+    pairs = basin_runs.phase_specs(RunSpec("scratch", data=cfg.task, model=cfg.model, train=cfg.train, evaluate="peak"), cfg.seeds)
     if quick and (store is None or not all(load_answer(store, sp) is not None for _, sp in pairs)):
         cfg = QUICK
-        pairs = basin_runs.phase_specs(RunSpec("scratch", task=cfg.task, model=cfg.model, train=cfg.train, evaluate="peak"),
+        pairs = basin_runs.phase_specs(RunSpec("scratch", data=cfg.task, model=cfg.model, train=cfg.train, evaluate="peak"),
                                        cfg.seeds)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -220,10 +219,10 @@ def _phase(quick: bool, cache: str | None):
 def _init_sign(cfg: T5Config, spec: RunSpec) -> float:
     """T3's first-order quantity at init: dL_rec[N] (the SPT loss along the neighbour
     direction) of the seed's initial model on 64 training sequences of the spec's task."""
-    data = make_task(spec.task)
+    data = spec.data.load()
     batch = losses.make_batch(data.train.x[:64].double(), data.train.y[:64], spec.train.mask_rate, 0)
     model = build_model(spec.model, spec.seed).double().eval()
-    N = {"neighbours": neighbour_direction(spec.task.T)}
+    N = {"neighbours": neighbour_direction(spec.data.T)}
     return probes.probe(model, batch, losses.recon(spec.train.recon), N, per_example=False,
                         use_jvp=False)[toy.HOOK_S].deriv[0, 0].item()
 

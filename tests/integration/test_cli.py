@@ -31,7 +31,8 @@ def test_compare_writes_csv_and_json(tmp_path, capsys):
     table = pd.read_csv(out / "compare.csv")
     assert list(table.arm) == ["scratch", "alibi"] and (table.seeds == 2).all()
     blob = json.loads((out / "compare.json").read_text())
-    assert len(blob["alibi"]["test_at_peak"]["values"]) == 2
+    assert list(blob) == ["local_shuffle T=16"] and list(table.dataset.unique()) == ["local_shuffle T=16"]
+    assert len(blob["local_shuffle T=16"]["alibi"]["test_at_peak"]["values"]) == 2
     assert "±" in capsys.readouterr().out
 
 

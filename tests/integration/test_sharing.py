@@ -9,7 +9,7 @@ import torch
 from toyspt.train.evaluation import extra_splits
 from toyspt.nn.model import ModelConfig
 from toyspt.train.recipes import TABLE, TrainConfig, get_recipe
-from toyspt.train.loop import run_recipe, run_recipe_seeds
+from toyspt.train.run import run_recipe, run_recipe_seeds
 
 from checks import assert_bitwise
 
@@ -132,7 +132,7 @@ def test_start_refused_with_reason(small_data):
 
 # --- through the run cache and the sweep ---------------------------------------------------
 
-from toyspt.train import loop as train_mod  # noqa: E402
+from toyspt.train import run as train_mod  # noqa: E402
 from toyspt.runs import RunCache, RunSpec, get_run, sweep  # noqa: E402
 from toyspt.runs.sweeps import plan  # noqa: E402
 
@@ -140,7 +140,7 @@ from conftest import SMALL_TASK  # noqa: E402
 
 
 def small(recipe, seed=0, **kw):
-    return RunSpec(recipe, seed, task=SMALL_TASK, train=TC, **kw)
+    return RunSpec(recipe, seed, data=SMALL_TASK, train=TC, **kw)
 
 
 @pytest.fixture
@@ -156,8 +156,8 @@ def spt_phases(monkeypatch):
     return count
 
 
-@pytest.mark.parametrize("vectorize", [False, True])
-def test_sweep_trains_each_spt_phase_once(vectorize, tmp_path, spt_phases):
+@pytest.mark.parametrize("lockstep", [False, True])
+def test_sweep_trains_each_spt_phase_once(lockstep, tmp_path, spt_phases):
     specs = [small(r, s, evaluate=e) for r in ("spt", "qk_transfer", "all_but_qk_transfer")
              for s in (0, 1) for e in ("all", "peak")] + [small("scratch_matched", s, evaluate="peak") for s in (0, 1)]
     cache = RunCache(tmp_path)
@@ -166,7 +166,7 @@ def test_sweep_trains_each_spt_phase_once(vectorize, tmp_path, spt_phases):
     assert [(s.recipe, s.evaluate) for s in todo if s.seed == 0] == [
         ("spt_only", "all"), ("spt", "all"), ("qk_transfer", "all"), ("all_but_qk_transfer", "all"),
         ("scratch", "peak"), ("scratch_matched", "peak")]
-    got = sweep(specs, cache, progress=False, vectorize=vectorize)
+    got = sweep(specs, cache, progress=False, lockstep=lockstep)
     assert sorted(spt_phases) == [0, 1]  # one SPT phase per seed for all six SPT recipes x policies
     del spt_phases[:]
     assert_bitwise([answer[s.key()].execute() for s in specs], got)  # afresh: bitwise the same
@@ -177,7 +177,7 @@ def test_sweep_trains_each_spt_phase_once(vectorize, tmp_path, spt_phases):
 
 def test_sweep_with_workers_sends_children_after_parents(tmp_path):
     specs = [small("qk_transfer", s) for s in (0, 1, 2)] + [small("scratch", 3)]
-    got = sweep(specs, RunCache(tmp_path), workers=2, progress=False, vectorize=True)
+    got = sweep(specs, RunCache(tmp_path), workers=2, progress=False, lockstep=True)
     assert_bitwise([s.execute() for s in specs], got)
 
 

@@ -155,7 +155,7 @@ def make(args: argparse.Namespace) -> int:
     drawer = Drawer({label: (*where[label], planned[label]) for label in drawing}, draw, charges, start=t0)
     trained: dict[str, float] = {}
     sweep([s for label in drawing for s in planned[label].values()], cache, workers=args.workers, dask=args.dask,
-          recompute=args.recompute, desc=drawer.describe, vectorize=not args.no_vectorize, trained=trained,
+          recompute=args.recompute, desc=drawer.describe, lockstep=not args.no_lockstep, trained=trained,
           on_result=drawer.add)
     unwritten = [label for label in drawing if label not in drawer.written]
     if unwritten:
@@ -168,7 +168,7 @@ def make(args: argparse.Namespace) -> int:
         meta = {}  # never mix quick and full metadata
     meta.update(git_revision=git_revision(), torch=torch.__version__, python=platform.python_version(),
                 device="cpu", threads=torch.get_num_threads(), seeds=list(seeds), quick=args.quick,
-                workers=args.workers, dask=args.dask, vectorize=not args.no_vectorize, cache=str(args.cache))
+                workers=args.workers, dask=args.dask, lockstep=not args.no_lockstep, cache=str(args.cache))
     meta.setdefault("figures", {})
     for name in mods:
         meta["figures"][name] = dict(draw_seconds=timings[name], written_after_seconds=drawer.written[name],

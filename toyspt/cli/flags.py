@@ -75,13 +75,13 @@ def add_cache_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_sweep_flags(p: argparse.ArgumentParser, workers: int = 1) -> None:
-    """``--cache``, ``--recompute``, ``--workers``, ``--dask``, ``--no-vectorize``."""
+    """``--cache``, ``--recompute``, ``--workers``, ``--dask``, ``--no-lockstep``."""
     add_cache_flags(p)
     p.add_argument("--workers", type=positive_int, default=workers,
                    help=f"parallel training processes (default {workers})")
     p.add_argument("--dask", default=None, metavar="ADDRESS",
                    help="train on a dask.distributed scheduler (tcp://host:8786) or 'local' (dask extra)")
-    p.add_argument("--no-vectorize", action="store_true",
+    p.add_argument("--no-lockstep", action="store_true",
                    help="train seeds one at a time (results are bitwise identical, only slower)")
 
 
@@ -219,8 +219,8 @@ def make_config(part: str, cls, kw: dict[str, object]):
 def base_spec(args: argparse.Namespace, recipe: str = "scratch", seed: int = 0) -> RunSpec:
     """The spec the config flags describe (ValueError, one line naming the flag, when not)."""
     cfgs = {part: make_config(part, cls, config_values(args, part)) for part, cls in CONFIGS}
-    return RunSpec(recipe=recipe, seed=seed, evaluate=getattr(args, "evaluate", "all"), numerics=numerics_of(args),
-                   **cfgs)
+    return RunSpec(recipe=recipe, seed=seed, data=cfgs["task"], model=cfgs["model"], train=cfgs["train"],
+                   evaluate=getattr(args, "evaluate", "all"), numerics=numerics_of(args))
 
 
 def add_arms_flag(p: argparse.ArgumentParser, default: str) -> None:

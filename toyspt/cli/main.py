@@ -1,8 +1,8 @@
 """toyspt: train recipes, compare arms over seeds, probe blindness, bridge LRA, run UCR,
 make the figures, check the theory.
 
-Subcommands: ``train``, ``compare`` (here), ``probe`` (toyspt.cli.probe), ``lra``
-(toyspt.cli.lra), ``ucr`` (toyspt.cli.ucr), ``figs`` (toyspt.cli.figs, the same as
+Subcommands: ``train`` (here), ``compare`` (toyspt.cli.compare), ``probe`` (toyspt.cli.probe),
+``lra`` (toyspt.cli.lra), ``ucr`` (toyspt.cli.ucr, which forwards to compare), ``figs`` (toyspt.cli.figs, the same as
 ``python paper_figs.py``) and ``theory`` (the same as ``python -m theory``: ``toyspt theory
 --quick``; ``toyspt theory -- --quick`` works too).
 
@@ -26,7 +26,7 @@ from toyspt import __version__
 # tests/integration/test_cli.py holds each line equal to the help the function registers
 COMMANDS = {
     "train": ("toyspt.cli.main:register_train", "train one recipe (or arm) with one seed"),
-    "compare": ("toyspt.cli.main:register_compare", "compare arms over seeds: mean ± std table, CSV and JSON"),
+    "compare": ("toyspt.cli.compare:register", "compare arms over seeds on any data: mean ± std table, CSV and JSON"),
     "probe": ("toyspt.cli.probe:register", "label/recon gradient-blindness table of a run's weights"),
     "lra": ("toyspt.cli.lra:register", "LRA checkpoints: inspect, probe per layer/head, offline demo"),
     "ucr": ("toyspt.cli.ucr:register", "scratch vs SPT (and ablations) on UCR time-series data"),
@@ -49,23 +49,6 @@ def cmd_train(args) -> int:
     return 0
 
 
-def cmd_compare(args) -> int:
-    from toyspt.cli.flags import base_spec, split_arms
-    from toyspt.runs import RunCache, executor_scope
-    from toyspt.runs.tables import compare, write_table
-
-    arms = split_arms(args.arms)
-    base = base_spec(args)
-    with executor_scope(args.workers, args.dask) as ex:
-        table, per_seed = compare(arms, args.seeds, base, RunCache(args.cache), workers=args.workers,
-                                  recompute=args.recompute, executor=ex, vectorize=not args.no_vectorize)
-    print(table.to_string(index=False))
-    if args.out:
-        write_table(table, per_seed, Path(args.out))
-        print(f"wrote {args.out}/compare.csv, compare.json, per_seed.csv")
-    return 0
-
-
 def cmd_theory(args) -> int:
     from toyspt.theory.__main__ import main as theory_main
 
@@ -83,21 +66,6 @@ def register_train(sub) -> None:
     add_numerics_flag(t)
     add_config_flags(t)
     t.set_defaults(func=cmd_train)
-
-
-def register_compare(sub) -> None:
-    from toyspt.cli.flags import (add_arms_flag, add_config_flags, add_evaluate_flag, add_numerics_flag,
-                                  add_seeds, add_sweep_flags, out_dir)
-
-    c = sub.add_parser("compare", help=COMMANDS["compare"][1])
-    add_arms_flag(c, "scratch,spt,scratch_matched")
-    add_seeds(c)
-    add_sweep_flags(c)
-    add_evaluate_flag(c, "peak")
-    add_numerics_flag(c)
-    c.add_argument("--out", type=out_dir, default=None, help="directory for compare.csv / compare.json")
-    add_config_flags(c)
-    c.set_defaults(func=cmd_compare)
 
 
 def register_theory(sub) -> None:

@@ -27,7 +27,7 @@ def _model(args, spec):
     from toyspt.nn.model import build_model
     from toyspt.runs import RunCache, get_run
     from toyspt.train.recipes import PRETRAINED
-    from toyspt.train.loop import load_model
+    from toyspt.train.run import load_model
 
     if args.at == "init":
         return build_model(spec.model, spec.seed)
@@ -58,7 +58,7 @@ def cmd_probe(args) -> int:
     from toyspt.data.tasks import make_task
 
     spec = arm_spec(args.recipe, base_spec(args, seed=args.seed))
-    data = make_task(spec.task)
+    data = spec.data.load()
     if not 0 < args.n <= len(data.train):
         raise ValueError(f"--n must be in 1..{len(data.train)}, got {args.n}")
     batch = toy_losses.make_batch(data.train.x[:args.n], data.train.y[:args.n], spec.train.mask_rate, args.mask_seed)

@@ -29,12 +29,14 @@ features are standardised per channel with the train split's mean and std only.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import asdict, dataclass, fields
 from typing import Callable
 
 import numpy as np
 import torch
 
+from toyspt.data.source import register
 from toyspt.util.validation import (MAX_COUNT, MAX_LENGTH, MAX_SCALE, MAX_WIDTH, Float, Int, Text,
                                     Tuple, validate, validated, within_memory)
 
@@ -71,6 +73,39 @@ class TaskConfig:
             raise ValueError(f"band0/band1: frequency {max(self.band0 + self.band1)} is above the "
                              f"Nyquist frequency T/2 = {self.T / 2:g} of T = {self.T} points; it "
                              "would alias onto a lower frequency (possibly the other class's)")
+
+    # ------------------------------------------------------------------ a data source (toyspt.data.source)
+    kind = "toy"  # class attribute, not a field
+
+    @property
+    def name(self) -> str:
+        return f"{self.family} T={self.T}"
+
+    def load(self) -> "TaskData":
+        """The task's splits (drawn once per process and config: make_task is pure)."""
+        return _cached_task(self)
+
+    def fingerprint(self) -> str:
+        """The task's data are a pure function of its config: the config's hash names them."""
+        from toyspt.util.hashing import digest
+
+        return digest(asdict(self))
+
+    def key_fields(self, swap: "TaskConfig | None") -> dict:
+        """The run key's data part (the layout toy keys have always had)."""
+        if swap is not None and not isinstance(swap, TaskConfig):
+            raise ValueError(f"a toy task run pretrains on another toy task, got a {swap.kind} source")
+        return dict(task=asdict(self), swap_task=asdict(swap) if swap is not None else None)
+
+    def probe_inputs(self) -> torch.Tensor:
+        """The inputs probes of stored weights read (no labels): the first 256 validation sequences."""
+        return self.load().val.x[:256]
+
+    def fit(self, model):
+        """``model`` if it reads ``dim`` features per point (refused with both numbers otherwise)."""
+        if model.d_in != self.dim:
+            raise ValueError(f"task has {self.dim} features per point, model.d_in={model.d_in}")
+        return model
 
 
 @dataclass(frozen=True)
@@ -151,6 +186,21 @@ def _draw(cfg: TaskConfig, n: int, rng: np.random.Generator) -> tuple[np.ndarray
     return x_NxTxD, y
 
 
+def task_from_fields(d: dict) -> tuple[TaskConfig, TaskConfig | None]:
+    """(task, swap task) of a toy run from its key fields (lists become tuples again)."""
+    def build(sub):
+        if sub is None:
+            return None
+        names = {f.name for f in fields(TaskConfig)}
+        return TaskConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in sub.items() if k in names})
+    return build(d["task"]), build(d.get("swap_task"))
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_task(cfg: TaskConfig) -> TaskData:
+    return make_task(cfg)
+
+
 def make_task(cfg: TaskConfig | None = None) -> TaskData:
     """Generate the splits of ``cfg`` (default config when None)."""
     cfg = cfg or TaskConfig()
@@ -204,3 +254,6 @@ def recon_loss(pred_BxTxD: torch.Tensor, x_BxTxD: torch.Tensor, mask_BxT: torch.
         raise ValueError(f"recon loss kind must be 'l1' or 'mse', got {kind!r}")
     m = mask_BxT.to(err.dtype).unsqueeze(-1)
     return (err * m).sum() / (m.sum() * err.shape[-1]).clamp_min(1.0)
+
+
+register("toy", task_from_fields)

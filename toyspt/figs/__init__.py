@@ -67,14 +67,14 @@ class FigContext:
         for ``evaluate="all"``, and that run then answers the peak spec too."""
         task = replace(TaskConfig(), **REGIMES[self.regime])
         if not self.quick:
-            return RunSpec("scratch", task=task, evaluate="peak", numerics=self.numerics)
-        return RunSpec("scratch", task=replace(task, n_train=400, n_val=200, n_test=200),
+            return RunSpec("scratch", data=task, evaluate="peak", numerics=self.numerics)
+        return RunSpec("scratch", data=replace(task, n_train=400, n_val=200, n_test=200),
                        model=ModelConfig(), train=TrainConfig(epochs=4, pre_epochs=3), evaluate="peak",
                        numerics=self.numerics)
 
     def stamp_regime(self, fig):
         """Note the task regime below the axes of a toy figure (the bbox is tight); returns ``fig``."""
-        offset = self.base.task.offset
+        offset = self.base.data.offset
         fig.text(0.5, 0.0, f"task regime: {self.regime} (per-sequence offset std {offset:g})",
                  ha="center", va="top", fontsize=7, color="0.35")
         return fig

@@ -29,15 +29,12 @@ def specs(ctx):
 def headline(ctx, runs) -> dict:
     """SPT - scratch and qk_transfer - scratch over the headline seeds (test at peak
     validation, final train accuracy), and which basin SPT's attention is in after SPT."""
-    from toyspt.data.tasks import make_task
-    from toyspt.probe.tracking import attention_maps, proximity_index
-    from toyspt.train.loop import load_model
+    from toyspt.probe.tracking import proximity_of
 
     seeds = headline_seeds(ctx)
     summ = {a: [runs["headline", a, s].summary for s in seeds] for a in HEADLINE_ARMS}
-    x = make_task(ctx.base.task).val.x[:256]
-    pis = [proximity_index(next(iter(attention_maps(load_model(runs["headline", "spt", s], "pretrained"),
-                                                    x).values()))).mean().item() for s in seeds]
+    x = ctx.base.data.probe_inputs()
+    pis = [proximity_of(runs["headline", "spt", s], "pretrained", x) for s in seeds]
     out = dict(seeds=list(seeds), proximity_index_after_spt=pis, share_proximity=sum(p > 1 for p in pis) / len(pis))
     for m in ("test_at_peak", "final_train_acc"):
         mean = {a: sum(r[m] for r in summ[a]) / len(seeds) for a in HEADLINE_ARMS}

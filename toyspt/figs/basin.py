@@ -16,11 +16,9 @@ import pandas as pd
 
 from dataclasses import replace
 
-from toyspt.runs.basin_grid import phase_specs, phase_table, predictor_shares
+from toyspt.runs.basin_grid import phase_specs, predictor_shares, run_row
 from toyspt.util.plots import color
-from toyspt.data.tasks import make_task
-from toyspt.probe.tracking import attention_maps, proximity_index, records_frame
-from toyspt.train.loop import load_model
+from toyspt.probe.tracking import proximity_of, records_frame
 
 NAME = "basin"
 TITLE = "The SPT basin follows the sign of the reconstruction gain on the uniform mean"
@@ -31,28 +29,27 @@ TRAP_ARMS = ("spt", "spt_swap_start")  # on the zero-mean task
 
 def _zero_mean(ctx):
     """The trap's task: the figure's task without the per-sequence offset."""
-    return replace(ctx.base.task, offset=0.0)
+    return replace(ctx.base.data, offset=0.0)
 
 
 def specs(ctx):
-    """``("cell", i)``: the i-th (grid setting, seed) SPT-only run of
-    :func:`toyspt.runs.basin_grid.phase_specs`; ``("trap", arm, seed)``: the trap runs."""
-    cells = {("cell", i): s for i, (_, s) in enumerate(phase_specs(ctx.base, ctx.seeds))}
-    return cells | {("trap", a, s): ctx.spec(a, s, task=_zero_mean(ctx)) for a in TRAP_ARMS for s in ctx.seeds}
+    """``("cell", setting items, seed, task)``: the SPT-only run of one grid setting and seed
+    (:func:`toyspt.runs.basin_grid.phase_specs`); ``("trap", arm, seed)``: the trap runs."""
+    cells = {("cell", tuple(st.items()), s.seed, s.data): s for st, s in phase_specs(ctx.base, ctx.seeds)}
+    return cells | {("trap", a, s): ctx.spec(a, s, data=_zero_mean(ctx)) for a in TRAP_ARMS for s in ctx.seeds}
 
 
 def trap_rows(ctx, runs) -> list[dict]:
     """Per trap arm and seed: recon loss at the end of SPT (the task's validation data),
     proximity index after SPT, test accuracy at peak validation, final train accuracy."""
-    x = make_task(_zero_mean(ctx)).val.x[:256]
+    x = _zero_mean(ctx).probe_inputs()
     rows = []
     for label, res in runs.items():
         if label[0] != "trap":
             continue
         _, arm, seed = label
         pre = [h for h in res.history if h["phase"] == "pretrain"]
-        A = next(iter(attention_maps(load_model(res, "pretrained"), x).values()))
-        pi = proximity_index(A).mean().item()
+        pi = proximity_of(res, "pretrained", x)
         for m, v in (("recon_val_loss_after_spt", pre[-1]["val_loss"]), ("proximity_index", pi),
                      ("test_at_peak", res.summary["test_at_peak"]), ("final_train_acc", res.summary["final_train_acc"])):
             rows.append(dict(panel="trap", sweep=arm, offset=0.0, seed=seed, metric=m, value=float(v),
@@ -98,8 +95,8 @@ def _panel(ax, t: pd.DataFrame, xcol: str, labels, title: str) -> None:
 
 
 def draw(ctx, runs):
-    pairs = phase_specs(ctx.base, ctx.seeds)  # the grid: which setting and seed each cell is
-    table = phase_table(pairs, [runs["cell", i] for i in range(len(pairs))])
+    cells = [(label, res) for label, res in runs.items() if label[0] == "cell"]
+    table = pd.DataFrame([run_row(dict(items), task, seed, res) for (_, items, seed, task), res in cells])
     ctx.meta[NAME] = dict(predicted=predictor_shares(table), predicted_all=predictor_shares(table, clear_only=False),
                           cells=len(table) // max(1, len(ctx.seeds)), seeds=list(ctx.seeds))
     rows = []
@@ -109,8 +106,8 @@ def draw(ctx, runs):
         for m in ("proximity_index", "beta_unif", "beta_init", "beta_epoch1", "beta_epoch2", "beta_epoch3",
                   "beta_final"):
             rows.append(dict(panel="cell", metric=m, value=r[m], **common))
-    for i, (_, r) in enumerate(table.iterrows()):
-        f = records_frame(runs["cell", i].records)
+    for (_, r), (_, res) in zip(table.iterrows(), cells):
+        f = records_frame(res.records)
         for _, e in f[f.metric == "beta"].iterrows():
             rows.append(dict(panel="trajectory", sweep=r.sweep, offset=r.offset, freq_lo=r.freq_lo,
                              freq_hi=r.freq_hi, seed=r.seed, epoch=int(e.epoch), metric="beta",

@@ -31,7 +31,7 @@ def specs(ctx):
 
 
 def draw(ctx, runs):
-    data = make_task(ctx.base.task)
+    data = ctx.base.data.load()
     batch = make_batch(data.train.x[:128], data.train.y[:128], 0.5, seed=0)
     rows = []
     for setting, kw in SETTINGS.items():

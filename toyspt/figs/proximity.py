@@ -10,9 +10,8 @@ import numpy as np
 import pandas as pd
 
 from toyspt.util.plots import color
-from toyspt.data.tasks import make_task
-from toyspt.probe.tracking import attention_maps, profile_rows, proximity_index
-from toyspt.train.loop import load_model
+from toyspt.probe.tracking import attention_maps, profile_rows, proximity_of
+from toyspt.train.run import load_model
 
 NAME = "proximity"
 TITLE = "SPT turns absolute positions into an offset-structured attention pattern"
@@ -33,15 +32,13 @@ def specs(ctx):
 
 
 def draw(ctx, runs):
-    x = make_task(ctx.base.task).val.x[:256]
+    x = ctx.base.data.probe_inputs()
     rows = []
     # basins: proximity index of the pretrained model, per SPT option and seed
     basins = {}
     for a in SPT_OPTIONS:
         for s in ctx.seeds:
-            res = runs[a, s]
-            A = next(iter(attention_maps(load_model(res, "pretrained"), x).values()))
-            pi = proximity_index(A).mean().item()
+            pi = proximity_of(runs[a, s], "pretrained", x)
             basins[a, s] = basin(pi)
             rows.append(dict(panel="basin_index", state="SPT pretrained", arm=a, basin=basins[a, s], seed=s, value=pi))
     for arm, which, label in STATES:

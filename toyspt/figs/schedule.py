@@ -10,50 +10,17 @@ sweep's ``on_result``) draws a figure the moment its last result arrives, while 
 trains; its :meth:`Drawer.describe` names the figure in training and its ETA for the
 progress bar.
 
-The cost of a run (:func:`run_cost`) is a rough estimate for ordering only: tokens it
-trains on (examples x positions x its own epochs, a continued run only its own phases)
-times layers x width. The theory figure's numbers and other specs without a training
-loop count as nothing.
+The cost of a spec (:meth:`toyspt.runs.specs.Spec.cost`) is a rough estimate for ordering
+only: for a run, tokens it trains on (examples x positions x its own epochs, a continued run
+only its own phases) times layers x width.
 """
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from toyspt.runs.specs import RecipeSpec, Spec
-from toyspt.train.recipes import get_recipe
-
-
-def _epochs(spec: RecipeSpec) -> int:
-    """Epochs of the whole recipe (SPT and label phases)."""
-    rec, tr = get_recipe(spec.recipe), spec.train
-    pre = tr.pre_epochs if rec.pretrain_on is not None else 0
-    label = (tr.epochs + (tr.pre_epochs if rec.matched_budget else 0)) if rec.label_phase else 0
-    return pre + label
-
-
-@functools.lru_cache(maxsize=64)
-def _ucr_size(data) -> tuple[int, int]:
-    from toyspt.ucr.data import load_ucr
-
-    d = load_ucr(data)
-    return len(d.train), d.length
-
-
-def run_cost(spec: Spec) -> float:
-    """Estimated training cost of ``spec``'s own run (see the module docstring)."""
-    if isinstance(spec, RecipeSpec):
-        n, T = (spec.task.n_train, spec.task.T) if hasattr(spec, "task") else _ucr_size(spec.data)
-        parent = spec.parent()
-        epochs = _epochs(spec) - (_epochs(parent) if parent is not None else 0)
-        return float(n * T * max(epochs, 0) * spec.model.n_layers * spec.model.d_model)
-    cfg = getattr(spec, "config", None)
-    if spec.kind == "lra_demo" and cfg is not None:  # scratch, SPT and fine-tuning, same epochs
-        T = (cfg.listops.min_len + cfg.listops.max_len) / 2
-        return float(cfg.n_train * T * 3 * cfg.epochs * cfg.model.n_layers * cfg.model.d_model)
-    return 0.0
+from toyspt.runs.specs import Spec
 
 
 def order(planned: dict[str, dict], is_cached: Callable[[Spec], bool]) -> tuple[list[str], dict[str, dict]]:
@@ -67,7 +34,7 @@ def order(planned: dict[str, dict], is_cached: Callable[[Spec], bool]) -> tuple[
         for s in specs.values():
             chain, x = [], s
             while x is not None and not is_cached(x):
-                cost.setdefault(x.key(), run_cost(x))
+                cost.setdefault(x.key(), x.cost())
                 chain.append(x.key())
                 x = x.parent()
             chains[label][s.key()] = chain
@@ -140,4 +107,4 @@ class Drawer:
         return f"training {label} ({k}/{len(self.figures)} figures, ETA {eta})"
 
 
-__all__ = ["run_cost", "order", "Drawer"]
+__all__ = ["order", "Drawer"]

@@ -18,7 +18,7 @@ def specs(ctx):
 
 
 def draw(ctx, runs):
-    data = make_task(ctx.base.task)
+    data = ctx.base.data.load()
     x, y = data.train.x.numpy(), data.train.y.numpy()
     T = x.shape[1]
     rows = []

@@ -16,16 +16,12 @@ from toyspt.nn.model import ModelConfig, build_model
 from toyspt.util.plots import color
 from toyspt.probe.engine import probe
 from toyspt.probe.losses import make_batch
-from toyspt.runs.specs import Spec, jsonable, single_thread
+from toyspt.runs.specs import FORMAT_VERSION, Spec, Table, single_thread
 from toyspt.data.tasks import TaskConfig, make_task
-from toyspt.train.loop import RunResult
 
 NAME = "theory"
 TITLE = "The blindness theory, checked numerically"
 COLUMNS = ["panel", "series", "x", "value", "err"]
-
-
-FORMAT_VERSION = 1  # bump when what the figure computes changes
 
 
 @dataclass(frozen=True)
@@ -35,6 +31,7 @@ class TheoryFigSpec(Spec):
     on one thread (the same bits whichever process computes it)."""
 
     kind: ClassVar[str] = "theory_fig"
+    result_type: ClassVar[type] = Table
 
     quick: bool  # the checks' quick grids
     task: TaskConfig = field(default_factory=TaskConfig)  # T4's batch comes from this task
@@ -46,16 +43,14 @@ class TheoryFigSpec(Spec):
     def label(self) -> str:
         return f"theory figure numbers {self.key()} ({'quick' if self.quick else 'full'})"
 
-    def execute(self, progress: bool = False, start: RunResult | None = None) -> RunResult:
+    def execute(self, progress: bool = False, start=None) -> Table:
         if start is not None:
             raise ValueError(f"{self.label()}: has no parent run to continue")
-        rows, details = single_thread(_compute, self)
-        records = [dict(section="row", **r) for r in rows] + [dict(section="details", **details)]
-        return RunResult(self.kind, self.seed, [], {}, jsonable(records), {}, dict(quick=self.quick))
+        return Table(*single_thread(_compute, self))
 
 
 def specs(ctx):
-    return {"numbers": TheoryFigSpec(quick=ctx.quick, task=ctx.base.task, seed=ctx.seeds[0])}
+    return {"numbers": TheoryFigSpec(quick=ctx.quick, task=ctx.base.data, seed=ctx.seeds[0])}
 
 
 def _t4_rows(spec: TheoryFigSpec):
@@ -108,11 +103,8 @@ def _compute(spec: TheoryFigSpec) -> tuple[list[dict], dict]:
 
 
 def draw(ctx, runs):
-    records = runs["numbers"].records
-    rows = [{k: (np.nan if v == "nan" else v) for k, v in r.items() if k != "section"}
-            for r in records if r["section"] == "row"]
-    d = next(r for r in records if r["section"] == "details")
-    frame = pd.DataFrame(rows, columns=COLUMNS)
+    d = runs["numbers"].details
+    frame = pd.DataFrame(runs["numbers"].rows, columns=COLUMNS)
     part = {p: g for p, g in frame.groupby("panel", sort=False)}
     dec = part["T2_decay"]
     Ts = dec[dec.series == "measured rms |cos|"].x.to_numpy()

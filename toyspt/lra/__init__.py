@@ -8,7 +8,7 @@ inputs, and run the same probes per layer and head.
 * :mod:`.model`: the LRA Transformer on :class:`toyspt.nn.attention.Attention`;
 * :mod:`.checkpoint`: architecture inference and the key map (``load_lra``, ``save_lra``);
 * :mod:`.listops`, :mod:`.inputs`: ListOps generator/vocabulary, pixel arrays, SPT masking, losses;
-* :mod:`.report`, :mod:`.figure`: the per-layer/head probe report; :mod:`.cli`: ``toyspt lra``;
+* :mod:`.report`, :mod:`.figure`: the per-layer/head probe report (``toyspt lra`` is :mod:`toyspt.cli.lra`);
 * :mod:`.demo`: small scratch/SPT models trained offline, saved in the checkpoint format.
 
 Facts checked against that public code (design/lra.md was written from it; where this list

@@ -30,10 +30,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from toyspt.runs.cache import RunCache
-from toyspt.runs.specs import Spec, digest, single_thread
+from toyspt.runs.specs import FORMAT_VERSION, Spec, single_thread
+from toyspt.util.hashing import digest
 from toyspt.train.evaluation import accuracy
-from toyspt.train.lockstep import Lockstep, RunContext
-from toyspt.train.loop import RunResult
+from toyspt.train.loop import Lockstep, RunContext
 from toyspt.util.validation import Float, Instance, Int, validate, validated
 from toyspt.lra import listops as lo
 from toyspt.lra.checkpoint import load_lra, save_lra
@@ -42,7 +42,6 @@ from toyspt.lra.model import LRAConfig, build_lra
 from toyspt.lra.report import ReportConfig, lra_report
 
 MODELS = ("scratch", "spt_pretrained", "spt_finetuned")
-FORMAT_VERSION = 1  # bump when the meaning of a cached demo entry changes
 
 
 @dataclass(frozen=True)
@@ -131,7 +130,7 @@ def masked_token_accuracy(model, data, p: float, seed: int) -> float:
 def train_phase(model: nn.Module, data: dict, cfg: DemoConfig, seed: int, spt: bool,
                 progress: str | None = None) -> list[float]:
     """AdamW over ``cfg.epochs`` epochs through the one training loop
-    (:class:`toyspt.train.lockstep.Lockstep`, one model; a batch without a masked token is
+    (:class:`toyspt.train.loop.Lockstep`, one model; a batch without a masked token is
     skipped); returns the mean training loss of each epoch."""
     lock = Lockstep([RunContext(model, "lra_demo", seed)])
     lock.start_phase("spt" if spt else "labels",
@@ -235,11 +234,36 @@ def _probe_all(cfg: DemoConfig, seed: int, out: Path) -> tuple[pd.DataFrame, lis
 
 # --------------------------------------------------------------------------- the run spec
 
+@dataclass
+class DemoRun:
+    """One seed of the demo, a cache entry of its own: the four models' weights, the tidy
+    probe records, one summary row per model (accuracies, losses, seconds, probe medians)."""
+
+    seed: int
+    records: list[dict]  # tidy probe records (toyspt.lra.report)
+    models: list[dict]  # one summary row per model
+    states: dict[str, dict[str, torch.Tensor]]  # init, scratch, spt_pretrained, spt_finetuned
+    config: dict[str, Any]  # the demo config (asdict) and the generated vocabulary
+    seconds: float | None = None  # wall seconds the seed took
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(seed=self.seed, records=self.records, models=self.models, config=self.config,
+                    seconds=self.seconds)
+
+    def tensors(self) -> dict[str, dict[str, torch.Tensor]]:
+        return self.states
+
+    @classmethod
+    def from_stored(cls, blob: dict[str, Any], tensors: dict) -> "DemoRun":
+        return cls(blob["seed"], blob["records"], blob["models"], tensors, blob["config"], blob.get("seconds"))
+
+
 @dataclass(frozen=True)
 class DemoSpec(Spec):
     """One seed of the demo: train, save, load back, probe (see the module docstring)."""
 
     kind: ClassVar[str] = "lra_demo"
+    result_type: ClassVar[type] = DemoRun
 
     seed: int  # data, initialisation and data order
     config: DemoConfig = field(default_factory=DemoConfig)  # sizes and training settings
@@ -250,21 +274,26 @@ class DemoSpec(Spec):
     def label(self) -> str:
         return f"LRA demo run {self.key()} (seed {self.seed})"
 
-    def execute(self, progress: bool = False) -> RunResult:
+    def cost(self) -> float:
+        """Token-steps of its three phases (scratch, SPT, fine-tuning; the same epochs each)."""
+        cfg = self.config
+        T = (cfg.listops.min_len + cfg.listops.max_len) / 2
+        return float(cfg.n_train * T * 3 * cfg.epochs * cfg.model.n_layers * cfg.model.d_model)
+
+    def execute(self, progress: bool = False, start=None) -> DemoRun:
+        if start is not None:
+            raise ValueError(f"{self.label()}: has no parent run to continue")
         return single_thread(self._execute, progress)
 
-    def _execute(self, progress: bool) -> RunResult:
+    def _execute(self, progress: bool) -> DemoRun:
         cfg, seed = self.config, self.seed
         with tempfile.TemporaryDirectory(prefix="toyspt-lra-demo-") as d:
             info, states = _train_models(cfg, seed, Path(d), progress)
             recs, rows = _probe_all(cfg, seed, Path(d))
             vocab = (Path(d) / "vocab.txt").read_text().splitlines()
-        summary = {f"{m}.{k}": float(v) for m, kv in info.items() for k, v in kv.items()}
         for r in rows:
             r.update({k: v for k, v in info[r["model"]].items() if not math.isnan(v)})
-        records = _plain(recs) + [dict(section="model_summary", **r) for r in _plain(pd.DataFrame(rows))]
-        return RunResult("lra_demo", seed, [], summary, records, states,
-                         dict(demo=asdict(cfg), vocab=vocab))
+        return DemoRun(seed, _plain(recs), _plain(pd.DataFrame(rows)), states, dict(demo=asdict(cfg), vocab=vocab))
 
 
 def _plain(frame: pd.DataFrame) -> list[dict]:
@@ -284,17 +313,13 @@ def _frame(rows: Sequence[dict]) -> pd.DataFrame:
     return f
 
 
-def demo_frames(results: Sequence[RunResult]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def demo_frames(results: Sequence[DemoRun]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(tidy probe records, one summary row per model and seed) of finished demo runs."""
-    recs, summ = [], []
-    for res in results:
-        recs.append(_frame([r for r in res.records if r.get("section") != "model_summary"]))
-        summ.append(_frame([{k: v for k, v in r.items() if k != "section"}
-                            for r in res.records if r.get("section") == "model_summary"]))
-    return pd.concat(recs, ignore_index=True), pd.concat(summ, ignore_index=True)
+    return (pd.concat([_frame(r.records) for r in results], ignore_index=True),
+            pd.concat([_frame(r.models) for r in results], ignore_index=True))
 
 
-def write_checkpoints(result: RunResult, out: Path) -> dict[str, Path]:
+def write_checkpoints(result: DemoRun, out: Path) -> dict[str, Path]:
     """The four checkpoints (and ``vocab.txt``) of a demo run, written from its weights."""
     cfg = _config_of(result.config["demo"])
     vocab = result.config["vocab"]
@@ -345,5 +370,5 @@ def run_demo(cfg: DemoConfig = DemoConfig(), out: Path | str | None = "lra_demo"
     return DemoResult(records, summary, paths)
 
 
-__all__ = ["DemoConfig", "DemoSpec", "DemoResult", "run_demo", "demo_frames", "write_checkpoints", "train_phase",
+__all__ = ["DemoConfig", "DemoSpec", "DemoRun", "DemoResult", "run_demo", "demo_frames", "write_checkpoints", "train_phase",
            "label_accuracy", "masked_token_accuracy", "MODELS"]

@@ -1,7 +1,7 @@
 """Trackers: what training does to the attention, as tidy records (theory.md T5).
 
 Three quantities, each available as a training callback (protocol of
-:mod:`toyspt.train.loop`; records go through ``ctx.record``) and as a function of stored weights
+:mod:`toyspt.train.run`; records go through ``ctx.record``) and as a function of stored weights
 (``RunResult.states``), so figures can be made from cached runs:
 
 * **Frobenius displacement** ``||W_t - W_ref||_F`` and ``/ ||W_ref||_F`` of every named
@@ -27,11 +27,12 @@ Three quantities, each available as a training callback (protocol of
 The ``probes`` tracker records :func:`toyspt.probe.engine.blindness` quantities (label and recon
 cosines per direction and their ratio, row heterogeneity, column-only share) every k steps
 on a fixed probe batch. :func:`make_trackers` builds trackers by name for ``RunSpec.trackers``;
-:data:`COMPARE_COLUMNS` are the per-run columns of ``toyspt compare``.
+:data:`PROBE_COLUMNS` are the per-run columns of ``toyspt compare`` (any data), with the
+blindness columns of :func:`blindness_columns` on request; :func:`proximity_of` is the
+proximity index of stored weights that every figure reads.
 """
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
@@ -45,7 +46,7 @@ from toyspt.probe import instrument
 from toyspt.nn.attention import hooks
 from toyspt.probe.basin import BetaTracker
 from toyspt.data.directions import offsets
-from toyspt.data.tasks import TaskData, make_task
+from toyspt.data.tasks import TaskData
 
 PROXIMITY_WINDOW = 2  # the proximity index counts neighbours with 1 <= |i - j| <= this
 TOP_SV = 3  # singular values of W_t - W_0 recorded per matrix
@@ -337,38 +338,58 @@ def state_displacement_frame(result, which: str = "final", ref: str = "init", to
     return pd.DataFrame(rows).assign(recipe=result.recipe, seed=result.seed, state=which)
 
 
-def state_profile_frame(result, x: torch.Tensor, which: str = "final", profiles: bool = True
-                        ) -> pd.DataFrame:
-    """Proximity/self index and profiles of a stored model on inputs ``x`` (B, T, d_in)."""
-    from toyspt.train.loop import load_model
+def proximity_of(result, which: str, x: torch.Tensor) -> float:
+    """Proximity index (:func:`proximity_index`, layer 0, mean over heads) of a run's stored
+    weights ``which`` ("init", "pretrained", "final") on inputs ``x`` (B, T, d_in): > 1
+    proximity, < 1 anti-local."""
+    from toyspt.train.run import load_model
 
-    rows = profile_rows(load_model(result, which), x, profiles)
-    return pd.DataFrame(rows).assign(recipe=result.recipe, seed=result.seed, state=which)
-
-
-@functools.lru_cache(maxsize=8)
-def _val_inputs(task) -> torch.Tensor:
-    return make_task(task).val.x[:PROFILE_BATCH]
+    return proximity_index(next(iter(attention_maps(load_model(result, which), x).values()))).mean().item()
 
 
-def final_proximity_index(spec, result) -> float:
-    """Proximity index of the final model (layer 0, mean over heads) on the spec's task."""
-    from toyspt.train.loop import load_model
-
-    A = attention_maps(load_model(result, "final"), _val_inputs(spec.task))
-    return proximity_index(next(iter(A.values()))).mean().item()
+PROBE_BATCH = 256  # training examples the blindness column probes (every one of a small UCR set)
 
 
-# per-run columns of ``toyspt compare`` (toyspt.runs.tables): name -> fn(spec, result) -> float
-COMPARE_COLUMNS: dict[str, Callable[[Any, Any], float]] = {
+def blindness_columns(spec, result) -> dict[str, float]:
+    """Label vs recon blindness of the final weights (float64) along the width-1 circulant
+    proximity direction, on the first :data:`PROBE_BATCH` training examples with a seeded
+    mask: ``blind_ratio_circ_w1`` = |cos_label| / |cos_recon| (0: the label loss is blind to
+    it, ~1: both see it) and ``column_share_label`` (share of the label gradient in
+    column-only directions)."""
+    from toyspt.data.directions import PROXIMITY_W1
+    from toyspt.probe.engine import blindness
+    from toyspt.probe.losses import make_batch
+    from toyspt.train.run import load_model
+
+    d = spec.data.load()
+    batch = make_batch(d.train.x[:PROBE_BATCH], d.train.y[:PROBE_BATCH], spec.train.mask_rate, seed=0)
+    bl = blindness(load_model(result, "final"), batch, [PROXIMITY_W1[0]], per_example=False, use_jvp=False)
+    site = bl.label.layers[0].site
+    return dict(blind_ratio_circ_w1=bl.ratio[site][:, 0].mean().item(),
+                column_share_label=bl.label.layers[0].column_share.mean().item())
+
+
+def _index(fn):
+    """A per-run column: ``fn`` (an index of attention maps) of the final weights on the data's probe inputs."""
+    from toyspt.train.run import load_model
+
+    def column(spec, res) -> float:
+        A = attention_maps(load_model(res, "final"), spec.data.probe_inputs())
+        return fn(next(iter(A.values()))).mean().item()
+    return column
+
+
+# per-run columns of ``toyspt compare`` (toyspt.runs.tables), any data: name -> fn(spec, result) -> float
+PROBE_COLUMNS: dict[str, Callable[[Any, Any], float]] = {
     "rel_disp_WQ": lambda spec, res: relative_displacement(res.states["final"], res.states["init"], "W_Q"),
     "rel_disp_WK": lambda spec, res: relative_displacement(res.states["final"], res.states["init"], "W_K"),
-    "proximity_index": final_proximity_index,
+    "proximity_index": _index(proximity_index),
+    "self_index": _index(self_index),
 }
 
 
 __all__ = ["matrices", "displacement", "relative_displacement", "diagonal_means", "offsets",
            "positional_profile", "attention_maps", "proximity_index", "self_index", "profile_rows",
            "probe_rows", "DisplacementTracker", "ProfileTracker", "ProbeTracker", "TRACKERS",
-           "make_trackers", "records_frame", "state_displacement_frame", "state_profile_frame",
-           "final_proximity_index", "COMPARE_COLUMNS"]
+           "make_trackers", "records_frame", "state_displacement_frame", "proximity_of", "blindness_columns",
+           "PROBE_COLUMNS", "PROBE_BATCH"]

@@ -83,34 +83,47 @@ def _field_default(cfg, name: str):
 
 
 def arm_spec(arm: str, base: RunSpec) -> RunSpec:
-    """The spec of one arm on top of ``base`` (whose recipe is replaced)."""
+    """The spec of one arm on top of ``base`` (whose recipe is replaced). ``task.*`` and
+    ``swap.*`` keys describe the toy task and are refused on other data; a recipe that
+    pretrains on other data takes the base's ``swap`` (on the toy task, by default another
+    family or offset: :func:`default_swap`), and every other arm drops it, so swap data never
+    changes the key of an arm that does not use it."""
     text = ALIASES.get(arm, arm)
     recipe, _, rest = text.partition(":")
     if recipe not in RECIPES:
         raise ValueError(f"arm {arm!r}: unknown recipe {recipe!r}; recipes are {RECIPES}, "
                          f"aliases {sorted(ALIASES)}")
-    spec = replace(base, recipe=recipe)
-    swap = {}
-    overrides = {}
+    toy = isinstance(base.data, TaskConfig)
+    swap, overrides = {}, {}
+    cfgs = dict(model=base.model, train=base.train, **({"task": base.data} if toy else {}))
     for item in filter(None, rest.split(",")):
         key, eq, value = item.partition("=")
         if not eq:
             raise ValueError(f"arm {arm!r}: expected key=value, got {item!r}")
+        if key.startswith(("swap.", "task.")) and not toy:
+            raise ValueError(f"arm {arm!r}: {key.split('.')[0]}.* keys describe the toy task, not "
+                             f"{base.data.name} (data_swap on other data takes their swap data)")
         if key.startswith("swap."):
             name = key[5:]
-            swap[name] = parse_value(value, _field_default(base.task, name))
+            swap[name] = parse_value(value, _field_default(base.data, name))
             continue
         part, dot, name = key.rpartition(".")
-        cfgs = dict(task=spec.task, model=spec.model, train=spec.train)
         owners = [part] if dot else [p for p, c in cfgs.items() if any(f.name == name for f in fields(c))]
+        if not toy and not owners and any(f.name == name for f in fields(TaskConfig)):
+            raise ValueError(f"arm {arm!r}: {name} is a field of the toy task; task.* keys do not apply "
+                             f"to {base.data.name}")
         if len(owners) != 1 or owners[0] not in cfgs:
-            raise ValueError(f"arm {arm!r}: cannot place key {key!r}; use task.X, model.X or train.X")
-        like = _field_default(cfgs[owners[0]], name)
-        overrides[f"{owners[0]}__{name}"] = parse_value(value, like)
-    spec = with_overrides(spec, **overrides)
-    if get_recipe(recipe).needs_swap:
-        spec = replace(spec, swap_task=replace(spec.swap_task or default_swap(spec.task, recipe), **swap))
-    elif swap:
-        raise ValueError(f"arm {arm!r}: swap.* keys only apply to recipes that pretrain on other data "
-                         "(data_swap, spt_swap_start)")
-    return spec
+            raise ValueError(f"arm {arm!r}: cannot place key {key!r}; use "
+                             f"{'task.X, ' if toy else ''}model.X or train.X")
+        overrides[f"{owners[0]}__{name}"] = parse_value(value, _field_default(cfgs[owners[0]], name))
+    spec = with_overrides(replace(base, recipe="scratch"), **overrides)  # the recipe's checks come last
+    if not get_recipe(recipe).needs_swap:
+        if swap:
+            raise ValueError(f"arm {arm!r}: swap.* keys only apply to recipes that pretrain on other data "
+                             "(data_swap, spt_swap_start)")
+        return replace(spec, recipe=recipe, swap=None)
+    if toy:
+        return replace(spec, recipe=recipe, swap=replace(spec.swap or default_swap(spec.data, recipe), **swap))
+    if spec.swap is None:
+        raise ValueError(f"arm {arm!r}: {recipe} on {base.data.name} needs swap data (--swap-dataset NAME)")
+    return replace(spec, recipe=recipe)

@@ -16,9 +16,8 @@ from typing import Sequence
 import pandas as pd
 
 from toyspt.runs.specs import RunSpec
-from toyspt.data.tasks import make_task
-from toyspt.probe.tracking import attention_maps, proximity_index
-from toyspt.train.loop import RunResult, load_model
+from toyspt.probe.tracking import proximity_of
+from toyspt.train.run import RunResult
 
 OFFSETS = (0.0, 0.05, 0.1, 0.15, 0.25, 0.5)  # per-sequence offset std, at 1-3 cycles per sequence
 FREQ_RANGES = ((0.25, 0.75), (0.5, 1.5), (1.0, 2.0), (1.0, 3.0), (2.0, 4.0))  # cycles per sequence, no offset
@@ -35,32 +34,30 @@ def settings() -> list[dict]:
 
 def setting_spec(base: RunSpec, setting: dict, seed: int) -> RunSpec:
     """The SPT-only run of one grid cell and seed."""
-    task = replace(base.task, **{k: v for k, v in setting.items() if k != "sweep"})
-    return replace(base, recipe="spt_only", seed=seed, task=task, trackers=TRACKERS)
+    task = replace(base.data, **{k: v for k, v in setting.items() if k != "sweep"})
+    return replace(base, recipe="spt_only", seed=seed, data=task, trackers=TRACKERS)
 
 
 def phase_specs(base: RunSpec, seeds: Sequence[int]) -> list[tuple[dict, RunSpec]]:
     return [(st, setting_spec(base, st, s)) for st in settings() for s in seeds]
 
 
-def run_row(setting: dict, spec: RunSpec, res: RunResult) -> dict:
-    """One (setting, seed) row: beta_unif, the model's beta by epoch (NaN past the run's
-    SPT epochs), the basin after SPT."""
+def run_row(setting: dict, task, seed: int, res: RunResult) -> dict:
+    """One (setting, seed) row of the run ``res`` on ``task``: beta_unif, the model's beta by
+    epoch (NaN past the run's SPT epochs), the basin after SPT."""
     recs = [r for r in res.records if r["name"] in ("recon", "data")]
     beta = {r["epoch"]: float(r["value"]) for r in recs if r["metric"] == "beta"}
     bu = next(float(r["value"]) for r in recs if r["metric"] == "beta_unif")
-    x = make_task(spec.task).val.x[:256]
-    A = next(iter(attention_maps(load_model(res, "pretrained"), x).values()))
-    pi = proximity_index(A).mean().item()
-    row = dict(sweep=setting["sweep"], offset=spec.task.offset, freq_lo=spec.task.freq_range[0],
-               freq_hi=spec.task.freq_range[1], seed=spec.seed, beta_unif=bu, beta_init=beta[0],
+    pi = proximity_of(res, "pretrained", task.probe_inputs())
+    row = dict(sweep=setting["sweep"], offset=task.offset, freq_lo=task.freq_range[0],
+               freq_hi=task.freq_range[1], seed=seed, beta_unif=bu, beta_init=beta[0],
                **{f"beta_epoch{e}": beta.get(e, float("nan")) for e in EARLY_EPOCHS}, beta_final=beta[max(beta)],
                proximity_index=pi, basin="proximity" if pi > 1 else "anti-local")
     return row
 
 
 def phase_table(pairs: Sequence[tuple[dict, RunSpec]], results: Sequence[RunResult]) -> pd.DataFrame:
-    return pd.DataFrame([run_row(st, sp, r) for (st, sp), r in zip(pairs, results)])
+    return pd.DataFrame([run_row(st, sp.data, sp.seed, r) for (st, sp), r in zip(pairs, results)])
 
 
 def predictor_shares(table: pd.DataFrame, clear_only: bool = True) -> dict[str, dict]:

@@ -1,7 +1,9 @@
-"""The run cache: finished runs on disk, keyed by spec hash.
+"""The run cache: finished entries on disk (training runs, and whatever else a spec
+computes: :class:`toyspt.runs.specs.Entry`), keyed by spec hash.
 
 An entry ``<root>/<key[:2]>/<key>/`` holds ``spec.json`` (the spec's ``to_dict``),
-``result.json`` (history, summary, tracker records, configs), ``weights.pt`` (tensors only)
+``result.json`` (the entry's JSON: a run's history, summary, tracker records, configs),
+``weights.pt`` (its tensors only)
 and ``manifest.json``: for each of those three, an HMAC-SHA256, under the cache's own secret
 key (``<root>/.key``, random, made on first use, mode 0600), of the entry's key, the file's
 name and its sha256 -- so a manifest recomputed by anyone without the key does not validate,
@@ -32,8 +34,8 @@ from pathlib import Path
 
 import torch
 
-from toyspt.train.loop import RunResult
-from toyspt.runs.specs import Spec, digest, jsonable
+from toyspt.runs.specs import Entry, Spec
+from toyspt.util.hashing import digest, jsonable
 from toyspt.util import safeload
 
 DEFAULT_CACHE = Path(os.environ.get("TOYSPT_CACHE", ".cache/toyspt"))
@@ -105,7 +107,7 @@ class RunCache:
         except OSError as e:
             raise CacheError(f"run cache {self.root} is not writable: {e.strerror or e}") from None
 
-    def _read(self, d: Path, spec: Spec) -> RunResult:
+    def _read(self, d: Path, spec: Spec) -> Entry:
         """Read and verify one entry; :class:`Damaged` for damage, OSError for I/O trouble."""
         if d.is_symlink() or not d.is_dir():
             raise Damaged(f"{d} is not a directory")
@@ -140,16 +142,15 @@ class RunCache:
         if not isinstance(res, dict) or not isinstance(stored, dict):
             raise Damaged("spec.json or result.json is not an object")
         for field in ("recipe", "seed"):
-            if field in stored and res.get(field) != stored[field]:
+            if field in stored and field in res and res[field] != stored[field]:
                 raise Damaged(f"its result.json says {field} {res.get(field)!r} but its spec says "
                               f"{stored[field]!r}")
         try:
-            return RunResult(res["recipe"], res["seed"], res["history"], res["summary"], res["records"],
-                             states, res["config"], res.get("seconds"))
+            return spec.result_type.from_stored(res, states)
         except (KeyError, TypeError) as e:
             raise Damaged(f"result.json lacks {e}") from None
 
-    def load(self, spec: Spec) -> RunResult | None:
+    def load(self, spec: Spec) -> Entry | None:
         """The cached result, or None when missing or damaged (a damaged entry is reported on
         stderr and removed; an unreadable one raises :class:`CacheError`)."""
         d = self.path(spec)
@@ -175,7 +176,7 @@ class RunCache:
         except OSError as e:
             raise CacheError(f"cannot read cache entry {d} ({spec.label()}): {e.strerror or e}") from None
 
-    def store(self, spec: Spec, result: RunResult) -> Path:
+    def store(self, spec: Spec, result: Entry) -> Path:
         """Write an entry atomically (temp dir + rename); a concurrent writer of the same
         spec loses the race harmlessly."""
         final = self.path(spec)
@@ -184,11 +185,8 @@ class RunCache:
         tmp = Path(tempfile.mkdtemp(prefix=_tmp_prefix(), dir=final.parent))
         try:
             (tmp / "spec.json").write_text(json.dumps(jsonable(spec.to_dict()), indent=1))
-            res = dict(recipe=result.recipe, seed=result.seed, history=result.history,
-                       summary=result.summary, records=result.records, config=result.config,
-                       seconds=result.seconds)
-            (tmp / "result.json").write_text(json.dumps(jsonable(res)))
-            torch.save(result.states, tmp / "weights.pt")
+            (tmp / "result.json").write_text(json.dumps(jsonable(result.to_json())))
+            torch.save(result.tensors(), tmp / "weights.pt")
             key, secret = spec.key(), self.secret()
             manifest = {n: _mac(secret, key, n, _sha256(tmp / n)) for n in FILES}
             (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))

@@ -1,54 +1,77 @@
-"""Run specs: everything that determines one run, hashed to a stable key.
+"""Specs: everything that determines one cache entry, hashed to a stable key.
 
-Every kind of run (toy task, UCR data set, LRA demo, the theory figure's numbers) is a
-:class:`Spec`: it says what it is (``to_dict``), what its cache key hashes (``identity``,
-by default the whole dict), and how it trains (``execute``). Specs whose ``group()``
-agree may train together (``execute_group``; toy runs that differ only by seed train in
-lockstep, bitwise equal to one at a time). A spec may name a ``parent()``: the run whose stored end state its own run
-continues (:mod:`toyspt.train.recipes`, ``starts_from``), and ``alternatives()``: specs whose
-results answer it exactly (the same run evaluated more often). The cache and the sweep see
-nothing else of a spec.
+Every kind of entry is a :class:`Spec`: it says what it is (``to_dict``), what its cache key
+hashes (``identity``, by default the whole dict), what it produces (``result_type``, an
+:class:`Entry`), how it computes it (``execute``) and roughly what that costs (``cost``). A
+training run is a :class:`RunSpec`, whatever its data (a data source of
+:mod:`toyspt.data.source`: the toy task, a UCR set, ...); the theory figure's numbers and the
+LRA demo are specs of their own kinds beside their code. Specs whose ``group()`` agree may
+train together (``execute_group``; runs that differ only by seed train in lockstep, bitwise
+equal to one at a time). A spec may name a ``parent()``: the run whose stored end state its
+own run continues (:mod:`toyspt.train.recipes`, ``starts_from``), and ``alternatives()``:
+specs whose results answer it exactly (the same run evaluated more often). The cache and
+the sweep see nothing else of a spec.
 """
 from __future__ import annotations
 
-import hashlib
-import json
+import functools
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Protocol, Sequence
 
 import torch
 
+from toyspt.data import source
+from toyspt.data.source import DataSource
+from toyspt.data.tasks import TaskConfig
+from toyspt.nn.model import ModelConfig
 from toyspt.train.compiled import check_numerics
 from toyspt.train.evaluation import check_policy
-from toyspt.nn.model import ModelConfig
 from toyspt.train.recipes import TrainConfig, get_recipe
-from toyspt.data.tasks import TaskConfig, make_task
-from toyspt.train.loop import RunResult, run_recipe, run_recipe_seeds
+from toyspt.train.run import RunResult, run_recipe, run_recipe_seeds
+from toyspt.util.hashing import digest, jsonable
 
-FORMAT_VERSION = 3  # bump when the meaning of a cached entry changes (2: resume state, evaluate; 3: val loss)
-
-
-def jsonable(obj):
-    """``obj`` with tuples as lists, keys as strings and NaN as ``"nan"`` (stable JSON)."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, float) and obj != obj:
-        return "nan"
-    return obj
+FORMAT_VERSION = 3  # bump when the meaning of a cached run changes (2: resume state, evaluate; 3: val loss)
 
 
-def digest(d: dict[str, Any]) -> str:
-    """24 hex digits of the sha256 of ``d`` as canonical JSON."""
-    blob = json.dumps(jsonable(d), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+class Entry(Protocol):
+    """What a spec produces and the cache stores: JSON (``result.json``) and tensors (``weights.pt``)."""
+
+    seconds: float | None  # wall seconds its computation took (set by the sweep)
+
+    def to_json(self) -> dict[str, Any]: ...
+
+    def tensors(self) -> dict[str, Any]: ...
+
+    @classmethod
+    def from_stored(cls, blob: dict[str, Any], tensors: dict[str, Any]) -> "Entry": ...
+
+
+@dataclass
+class Table:
+    """An entry that is a table of numbers: rows (JSON values; NaN read back as NaN) and the
+    few facts (``details``) that titles and metadata need. Weights-free."""
+
+    rows: list[dict]
+    details: dict = field(default_factory=dict)
+    seconds: float | None = None  # wall seconds the computation took
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(rows=self.rows, details=self.details, seconds=self.seconds)
+
+    def tensors(self) -> dict:
+        return {}
+
+    @classmethod
+    def from_stored(cls, blob: dict[str, Any], tensors: dict) -> "Table":
+        rows = [{k: (float("nan") if v == "nan" else v) for k, v in r.items()} for r in blob["rows"]]
+        return cls(rows, blob["details"], blob.get("seconds"))
 
 
 class Spec:
-    """What the cache and the sweep need of a run spec (subclasses are frozen dataclasses)."""
+    """What the cache and the sweep need of a spec (subclasses are frozen dataclasses)."""
 
     kind: ClassVar[str] = "spec"  # short name of the spec kind, in messages and spec.json
+    result_type: ClassVar[type] = RunResult  # the Entry class it produces
 
     def to_dict(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -62,9 +85,13 @@ class Spec:
         """Stable content hash of the spec."""
         return digest(self.identity_of(self.to_dict()))
 
-    def execute(self, progress: bool = False, start: RunResult | None = None) -> RunResult:
-        """Train the run (no cache); ``start``: the result of ``parent()``, continued."""
+    def execute(self, progress: bool = False, start: Entry | None = None) -> Entry:
+        """Compute the entry (no cache); ``start``: the result of ``parent()``, continued."""
         raise NotImplementedError
+
+    def cost(self) -> float:
+        """Rough cost of ``execute`` in token-steps (for ordering and estimates; 0 = negligible)."""
+        return 0.0
 
     def parent(self) -> "Spec | None":
         """The spec whose run this run continues from its stored end state (default: none)."""
@@ -79,13 +106,13 @@ class Spec:
         return None
 
     @classmethod
-    def execute_group(cls, specs: Sequence["Spec"], starts: Sequence[RunResult] | None = None) -> list[RunResult]:
+    def execute_group(cls, specs: Sequence["Spec"], starts: Sequence[Entry] | None = None) -> list[Entry]:
         """Train specs of one group (``starts``: their parents' results); default: one at a time."""
         return [s.execute(start=None if starts is None else st) for s, st in zip(specs, starts or [None] * len(specs))]
 
     def label(self) -> str:
         """A short description for messages."""
-        return f"{self.kind} run {self.key()}"
+        return f"{self.kind} entry {self.key()}"
 
 
 def single_thread(fn, *args, **kwargs):
@@ -99,31 +126,69 @@ def single_thread(fn, *args, **kwargs):
         torch.set_num_threads(threads)
 
 
-class RecipeSpec(Spec):
-    """What toy and UCR run specs share: a recipe of :mod:`toyspt.train.recipes` applied to a seed
-    (fields ``recipe``, ``seed``, ``model``, ``train``, ``trackers``, ``evaluate``,
-    ``numerics``), data loaded by ``load_data()``. Runs without trackers continue their prefix run
+@functools.lru_cache(maxsize=256)
+def data_size(data: DataSource) -> tuple[int, int]:
+    """(training examples, positions per example) of a data source (loaded once per process)."""
+    d = data.load()
+    return len(d.train), int(d.train.x.shape[1])
+
+
+@dataclass(frozen=True)
+class RunSpec(Spec):
+    """Everything that determines one training run: a recipe of :mod:`toyspt.train.recipes`
+    applied to a seed and a data source. Runs without trackers continue their prefix run
     (``Recipe.starts_from``) and train seeds in lockstep; ``peak`` runs are answered by the
     same run evaluated with ``all``."""
 
-    def load_data(self):
-        """(the labelled data, the data SPT pretrains on where the recipe says so, or None)."""
-        raise NotImplementedError
+    recipe: str  # one of toyspt.train.recipes.RECIPES
+    seed: int = 0  # model init and data order
+    data: DataSource = field(default_factory=TaskConfig)  # the labelled data (toyspt.data.source)
+    model: ModelConfig = field(default_factory=ModelConfig)  # architecture
+    train: TrainConfig = field(default_factory=TrainConfig)  # optimisation and SPT settings
+    swap: DataSource | None = None  # data_swap, spt_swap_start: the data SPT (first) runs on
+    trackers: tuple[str, ...] = ()  # names of tracker callbacks (toyspt.probe.tracking)
+    evaluate: str = "all"  # what the label phase measures: all | peak (toyspt.train.evaluation)
+    numerics: str = "eager"  # eager (bitwise) | compiled (toyspt.train.compiled); keyed unless eager
 
-    swap_name: ClassVar[str] = "swap data"  # what the swap data is called in messages
-
-    def __post_init__(self):  # the subclasses' dataclass __init__ calls this
+    def __post_init__(self):
+        if not isinstance(self.data, DataSource):
+            raise TypeError(f"data: expected a data source (toyspt.data.source), got {type(self.data).__name__}")
         check_policy(self.evaluate)
         check_numerics(self.numerics)
         get_recipe(self.recipe).check_model(self.model)
 
+    @property
+    def kind(self) -> str:  # type: ignore[override]
+        return self.data.kind
+
+    def to_dict(self) -> dict[str, Any]:
+        """The run as JSON values: the layout toy and UCR keys have always had (the data
+        source names its own part), so cached runs keep their keys."""
+        d = dict(recipe=self.recipe, seed=self.seed, model=asdict(self.model), train=asdict(self.train),
+                 trackers=list(self.trackers), evaluate=self.evaluate, numerics=self.numerics, format=FORMAT_VERSION)
+        d.update(self.data.key_fields(self.swap))
+        return d
+
     @classmethod
     def identity_of(cls, d: dict[str, Any]) -> dict[str, Any]:
-        """The key names the numerics path only off the default: eager runs keep the keys
-        they had before there was a choice (toyspt.train.compiled)."""
+        """The key names the numerics path only off the default (eager runs keep the keys they
+        had before there was a choice), and a data set by its content, not where it was read."""
         if d.get("numerics", "eager") == "eager":
             d = {k: v for k, v in d.items() if k != "numerics"}
+        for part in ("data", "swap_data"):  # where a UCR set was read from: its fingerprint names it
+            if isinstance(d.get(part), dict):
+                d = {**d, part: {k: v for k, v in d[part].items() if k not in ("root", "source")}}
         return d
+
+    def label(self) -> str:
+        return f"{self.kind} run {self.key()} ({self.data.name}, {self.recipe}, seed {self.seed})"
+
+    def cost(self) -> float:
+        """Token-steps of this run's own phases (a continued run: only what it adds), x layers x width."""
+        n, T = data_size(self.data)
+        parent = self.parent()
+        epochs = _epochs(self) - (_epochs(parent) if parent is not None else 0)
+        return float(n * T * max(epochs, 0) * self.model.n_layers * self.model.d_model)
 
     def parent(self):
         rec = get_recipe(self.recipe)
@@ -139,12 +204,16 @@ class RecipeSpec(Spec):
         """Specs without trackers that differ only by seed train in lockstep."""
         return None if self.trackers else f"{self.kind}-{replace(self, seed=0).key()}"
 
+    def load_data(self):
+        """(the labelled data, the data SPT pretrains on where the recipe says so, or None)."""
+        return self.data.load(), self.swap.load() if self.swap is not None else None
+
     def execute(self, progress: bool = False, start: RunResult | None = None) -> RunResult:
-        return single_thread(lambda: train_recipe(self, *self.load_data(), self.swap_name, progress, start))
+        return single_thread(lambda: train_spec(self, *self.load_data(), progress, start))
 
     @classmethod
     def execute_group(cls, specs, starts=None) -> list[RunResult]:
-        """Seeds of one spec together (:func:`toyspt.train.loop.run_recipe_seeds`, bitwise equal
+        """Seeds of one spec together (:func:`toyspt.train.run.run_recipe_seeds`, bitwise equal
         to ``execute`` one at a time); results in the order of ``specs``."""
         specs = list(specs)
         if not specs:
@@ -163,42 +232,17 @@ class RecipeSpec(Spec):
         return single_thread(run)
 
 
-@dataclass(frozen=True)
-class RunSpec(RecipeSpec):
-    """Everything that determines one toy-task run."""
-
-    kind: ClassVar[str] = "toy"
-    swap_name: ClassVar[str] = "swap_task"
-
-    recipe: str  # one of toyspt.train.recipes.RECIPES
-    seed: int = 0  # model init and data order
-    task: TaskConfig = field(default_factory=TaskConfig)  # the labelled task
-    model: ModelConfig = field(default_factory=ModelConfig)  # architecture
-    train: TrainConfig = field(default_factory=TrainConfig)  # optimisation and SPT settings
-    swap_task: TaskConfig | None = None  # data_swap: the task SPT runs on
-    trackers: tuple[str, ...] = ()  # names of tracker callbacks (toyspt.probe.tracking)
-    evaluate: str = "all"  # what the label phase measures: all | peak (toyspt.train.evaluation)
-    numerics: str = "eager"  # eager (bitwise) | compiled (toyspt.train.compiled); keyed unless eager
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["format"] = FORMAT_VERSION
-        return d
-
-    def label(self) -> str:
-        return f"run {self.key()} ({self.recipe}, seed {self.seed})"
-
-    def load_data(self):
-        return make_task(self.task), make_task(self.swap_task) if self.swap_task is not None else None
+def _epochs(spec: RunSpec) -> int:
+    """Epochs of the whole recipe (SPT and label phases)."""
+    rec = get_recipe(spec.recipe)
+    return (spec.train.pre_epochs if rec.pretrains else 0) + rec.label_epochs(spec.train)
 
 
-def train_recipe(spec, data, swap, swap_name: str, progress: bool = False,
-                 start: RunResult | None = None) -> RunResult:
-    """Train ``spec``'s recipe (a toy or UCR spec: recipe, seed, model, train, trackers,
-    evaluate) on loaded ``data`` (and ``swap``, the data it pretrains on where the recipe
-    says so), continuing ``start`` (the result of ``spec.parent()``) if given."""
+def train_spec(spec: RunSpec, data, swap, progress: bool = False, start: RunResult | None = None) -> RunResult:
+    """Train ``spec``'s recipe on loaded ``data`` (and ``swap``, the data it pretrains on where
+    the recipe says so), continuing ``start`` (the result of ``spec.parent()``) if given."""
     if get_recipe(spec.recipe).needs_swap and swap is None:
-        raise ValueError(f"a {spec.recipe} run needs {swap_name} (the data SPT pretrains on)")
+        raise ValueError(f"a {spec.recipe} run needs swap data (the data SPT pretrains on)")
     callbacks = ()
     if spec.trackers:
         from toyspt.probe.tracking import make_trackers  # measurement modules load only when asked
@@ -209,36 +253,34 @@ def train_recipe(spec, data, swap, swap_name: str, progress: bool = False,
 
 
 def spec_from_dict(d: dict[str, Any]) -> RunSpec:
-    """Inverse of ``RunSpec.to_dict`` (lists become tuples again)."""
-
+    """Inverse of ``RunSpec.to_dict`` (lists become tuples again; the data source's kind
+    rebuilds its part)."""
     def build(cls, sub):
-        if sub is None:
-            return None
-        kw = {}
-        for f in fields(cls):
-            if f.name in sub:
-                v = sub[f.name]
-                kw[f.name] = tuple(v) if isinstance(v, list) else v
-        return cls(**kw)
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in sub.items() if k in names})
 
-    return RunSpec(recipe=d["recipe"], seed=d["seed"], task=build(TaskConfig, d["task"]),
-                   model=build(ModelConfig, d["model"]), train=build(TrainConfig, d["train"]),
-                   swap_task=build(TaskConfig, d.get("swap_task")),
-                   trackers=tuple(d.get("trackers", ())), evaluate=d.get("evaluate", "all"),
-                   numerics=d.get("numerics", "eager"))
+    data, swap = source.from_fields(d.get("kind", "toy"), d)
+    return RunSpec(recipe=d["recipe"], seed=d["seed"], data=data, model=build(ModelConfig, d["model"]),
+                   train=build(TrainConfig, d["train"]), swap=swap, trackers=tuple(d.get("trackers", ())),
+                   evaluate=d.get("evaluate", "all"), numerics=d.get("numerics", "eager"))
 
 
 def with_overrides(spec: RunSpec, **overrides) -> RunSpec:
     """A copy of ``spec`` with sub-config fields replaced; keys are ``part__name`` with part
-    in task, model, train (e.g. ``model__pos="alibi"``)."""
-    parts = dict(task=spec.task, model=spec.model, train=spec.train)
+    in task (the toy task: a TaskConfig data source), model, train (e.g. ``model__pos="alibi"``)."""
+    parts = dict(model=spec.model, train=spec.train)
+    if isinstance(spec.data, TaskConfig):
+        parts["task"] = spec.data
     for key, value in overrides.items():
         part, _, name = key.partition("__")
+        if part == "task" and part not in parts:
+            raise ValueError(f"task.{name}: task.* keys describe the toy task; this run's data is {spec.data.name}")
         if part not in parts or not any(f.name == name for f in fields(parts[part])):
             raise ValueError(f"unknown config field {part}.{name}")
         parts[part] = replace(parts[part], **{name: value})
-    return replace(spec, **parts)
+    data = parts.pop("task", spec.data)
+    return replace(spec, data=data, **parts)
 
 
-__all__ = ["Spec", "RecipeSpec", "RunSpec", "FORMAT_VERSION", "jsonable", "digest", "single_thread", "train_recipe", "spec_from_dict",
-           "with_overrides"]
+__all__ = ["Spec", "Entry", "Table", "RunSpec", "FORMAT_VERSION", "jsonable", "digest", "single_thread", "train_spec",
+           "spec_from_dict", "with_overrides", "data_size"]

@@ -20,10 +20,10 @@ from typing import Callable, Sequence
 
 from tqdm.auto import tqdm
 
-from toyspt.train.loop import RunResult
 from toyspt.runs.cache import RunCache
 from toyspt.runs.executors import make_executor, slots
-from toyspt.runs.specs import Spec, jsonable
+from toyspt.runs.specs import Entry, Spec
+from toyspt.util.hashing import jsonable
 
 MAX_GROUP = 8  # seeds per lockstep job; more only delays the first stored result
 
@@ -54,17 +54,14 @@ def plan_jobs(specs: Sequence[Spec], max_group: int = MAX_GROUP, min_jobs: int =
     return jobs
 
 
-def as_stored(result: RunResult) -> RunResult:
+def as_stored(result: Entry) -> Entry:
     """``result`` as the cache gives it back (JSON's types: lists for tuples, string keys,
-    ``"nan"``), so a run trained in this process reads exactly as its stored entry."""
-    blob = dict(history=result.history, summary=result.summary, records=result.records, config=result.config)
-    b = json.loads(json.dumps(jsonable(blob)))
-    return RunResult(result.recipe, result.seed, b["history"], b["summary"], b["records"], result.states,
-                     b["config"], result.seconds)
+    ``"nan"``), so an entry computed in this process reads exactly as its stored one."""
+    return type(result).from_stored(json.loads(json.dumps(jsonable(result.to_json()))), result.tensors())
 
 
 def train_job(specs: Sequence[Spec], cache: RunCache, together: bool = False,
-              known: dict[str, RunResult] | None = None) -> list[RunResult]:
+              known: dict[str, Entry] | None = None) -> list[Entry]:
     """Train a job (one spec, or with ``together`` specs of one group through the group's
     engine, even a single one: the lockstep engine is the faster), store every run in
     ``cache`` and return the results as stored; specs with a parent continue its run, taken
@@ -99,7 +96,7 @@ def run_job(specs: Sequence[Spec], root: str | Path, together: bool = False) -> 
     return [s.key() for s in specs]
 
 
-def load_answer(cache: RunCache, spec: Spec) -> RunResult | None:
+def load_answer(cache: RunCache, spec: Spec) -> Entry | None:
     """The cached run of ``spec`` or of one of its alternatives."""
     for s in (spec, *spec.alternatives()):
         if (hit := cache.load(s)) is not None:
@@ -116,7 +113,7 @@ def _lineage(spec: Spec) -> list[Spec]:
 
 
 def get_run(spec: Spec, cache: RunCache | None = None, recompute: bool = False,
-            progress: bool = False) -> RunResult:
+            progress: bool = False) -> Entry:
     """One run through the cache (its parent run first, if it has one)."""
     cache = cache or RunCache()
     if recompute:
@@ -162,14 +159,14 @@ def plan(specs: Sequence[Spec], cache: RunCache, recompute: bool = False) -> tup
 
 def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1,
           executor: cf.Executor | None = None, recompute: bool = False, progress: bool = True,
-          desc: str | Callable[[], str] = "runs", vectorize: bool = False, dask: str | None = None,
+          desc: str | Callable[[], str] = "runs", lockstep: bool = False, dask: str | None = None,
           trained: dict[str, float] | None = None,
-          on_result: Callable[[str, RunResult], None] | None = None) -> list[RunResult]:
+          on_result: Callable[[str, Entry], None] | None = None) -> list[Entry]:
     """All ``specs`` through the cache, results in the order of ``specs``. Missing runs go to
     ``executor`` (any concurrent.futures.Executor), else to one made here only when something
     must train (:func:`toyspt.runs.executors.make_executor` of ``workers`` and ``dask``; in
     this process for one worker); a run whose parent trains in the same sweep is sent when
-    the parent is stored. ``vectorize``: specs of one group train together (bitwise equal to
+    the parent is stored. ``lockstep``: specs of one group train together (bitwise equal to
     one at a time, so the cache never depends on it). ``trained``: filled with the key and
     training seconds of every run this sweep trained (parents included).
 
@@ -186,13 +183,13 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
     for k, a in answer.items():
         askers.setdefault(a.key(), []).append(k)
 
-    def report(key: str, result: RunResult) -> None:
+    def report(key: str, result: Entry) -> None:
         for k in askers.get(key, ()) if on_result is not None else ():
             on_result(k, result)
 
     for key, res in list(done.items()):
         report(key, res)
-    got: dict[str, RunResult] = {}  # trained in this sweep, as stored
+    got: dict[str, Entry] = {}  # trained in this sweep, as stored
     if todo:
         cache.check_writable()
         own = executor is None
@@ -203,7 +200,7 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
         pending: list[list[Spec]] = []  # jobs ready to start, first-asked first
 
         def queue(batch: list[Spec]) -> None:
-            jobs = plan_jobs(batch, min_jobs=n_slots) if vectorize else [[s] for s in batch]
+            jobs = plan_jobs(batch, min_jobs=n_slots) if lockstep else [[s] for s in batch]
             pending.extend(jobs)
             pending.sort(key=lambda job: min(rank[s.key()] for s in job))
 
@@ -226,7 +223,7 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
             if ex is None:  # in this process: results stay in memory, parents included
                 while pending:
                     job = pending.pop(0)
-                    results = train_job(job, cache, vectorize, got)
+                    results = train_job(job, cache, lockstep, got)
                     stored(job, results)
                     announce(job, results)
             else:
@@ -235,7 +232,7 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
                 def fill() -> None:
                     while pending and len(futures) < 2 * n_slots:
                         job = pending.pop(0)
-                        futures[ex.submit(run_job, job, str(cache.root), vectorize)] = job
+                        futures[ex.submit(run_job, job, str(cache.root), lockstep)] = job
                 fill()
                 while futures:
                     fut = next(cf.as_completed(futures))

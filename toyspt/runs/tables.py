@@ -1,66 +1,79 @@
-"""Comparison tables: per-seed summaries of swept runs, mean ± std per arm, CSV and JSON.
+"""Comparison tables: per-seed summaries of swept runs, mean ± std per data set and arm, CSV
+and JSON. One set of tables whatever the data (``toyspt compare``, and ``toyspt ucr``, which
+forwards to it).
 
-Used by ``toyspt compare`` (toy arms) and ``toyspt ucr`` (one table per data set). The
-per-run columns beyond the run summary are functions ``fn(spec, result) -> float``; the
-toy's default set is :data:`toyspt.probe.tracking.COMPARE_COLUMNS` (displacement of W_Q/W_K,
-proximity index of the final model).
+The per-run columns beyond the run summary are functions ``fn(spec, result) -> float`` (or
+``-> dict`` of several columns); the default set is
+:data:`toyspt.probe.tracking.PROBE_COLUMNS` (displacement of W_Q/W_K, proximity and self
+index of the final model on the data's probe inputs).
 """
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import pandas as pd
 
+from toyspt.data.source import DataSource
+from toyspt.runs.specs import Entry, RunSpec, Spec
 from toyspt.util.atomic import write_text
-from toyspt.train.loop import RunResult
-from toyspt.runs.specs import RunSpec, Spec
 
-METRICS = ("test_at_peak", "peak_val_acc", "final_train_acc", "final_test_acc")
-Column = Callable[[Spec, RunResult], float]
-
-
-def default_columns() -> dict[str, Column]:
-    """The toy comparison's extra columns (tracking is imported only when asked)."""
-    from toyspt.probe.tracking import COMPARE_COLUMNS
-
-    return dict(COMPARE_COLUMNS)
+# what a label run's summary reports (toyspt.train.evaluation.label_summary), in table order:
+# the mean test accuracy over the last fifth of the label epochs (no selection) first
+METRICS = ("mean_test_last20", "test_at_min_val_loss", "final_test_acc", "test_at_peak", "peak_val_acc",
+           "final_train_acc")
+Column = Callable[[Spec, Entry], "float | dict[str, float]"]
 
 
-def toy_specs(arms: Sequence[str], seeds: Sequence[int], base: RunSpec) -> list[tuple[str, RunSpec]]:
-    """(arm, spec) for every arm and seed on top of ``base``."""
+def default_columns(blindness: bool = False) -> dict[str, Column]:
+    """The comparison's probe columns (tracking is imported only when asked); ``blindness``
+    adds the label/recon blindness columns (a float64 probe per run)."""
+    from toyspt.probe.tracking import PROBE_COLUMNS, blindness_columns
+
+    return dict(PROBE_COLUMNS, **({"blindness": blindness_columns} if blindness else {}))
+
+
+def arm_specs(arms: Sequence[str], seeds: Sequence[int], base: RunSpec,
+              data: Sequence[DataSource] | None = None) -> list[tuple[dict, RunSpec]]:
+    """(labels, spec) for every data source (default: the base's), arm and seed on top of
+    ``base``; the model is fitted to each data source (e.g. its class count)."""
     from toyspt.runs.arms import arm_spec
-    from dataclasses import replace
 
-    return [(arm, arm_spec(arm, replace(base, seed=s))) for arm in arms for s in seeds]
+    out = []
+    for d in data if data is not None else [base.data]:
+        b = replace(base, data=d, model=d.fit(base.model))
+        out += [(dict(dataset=d.name, arm=arm, seed=s), arm_spec(arm, replace(b, seed=s))) for arm in arms
+                for s in seeds]
+    return out
 
 
-def rows(labelled: Sequence[tuple[dict, Spec]], results: Sequence[RunResult],
-         metrics: Sequence[str] = METRICS, columns: Mapping[str, Column] | None = None) -> pd.DataFrame:
-    """One row per run: its labels (e.g. arm, seed), the summary ``metrics`` and ``columns``."""
+def rows(labelled: Sequence[tuple[dict, Spec]], results: Sequence[Entry], metrics: Sequence[str] = METRICS,
+         columns: Mapping[str, Column] | None = None) -> pd.DataFrame:
+    """One row per run: its labels (e.g. dataset, arm, seed), the summary ``metrics`` and ``columns``."""
     out = []
     for (labels, spec), res in zip(labelled, results):
         row = dict(labels, **{k: res.summary[k] for k in metrics})
         for name, fn in (columns or {}).items():
-            row[name] = fn(spec, res)
+            v = fn(spec, res)
+            row.update(v if isinstance(v, dict) else {name: v})
         out.append(row)
     return pd.DataFrame(out)
 
 
 def per_seed_frame(arms: Sequence[str], seeds: Sequence[int], base: RunSpec, cache,
-                   workers: int = 1, recompute: bool = False, progress: bool = True,
-                   executor=None, vectorize: bool = True, dask: str | None = None,
+                   data: Sequence[DataSource] | None = None, workers: int = 1, recompute: bool = False,
+                   progress: bool = True, executor=None, lockstep: bool = True, dask: str | None = None,
                    columns: Mapping[str, Column] | None = None) -> pd.DataFrame:
-    """One row per (arm, seed) with the run summary and the extra columns (default
+    """One row per (dataset, arm, seed) with the run summary and the extra columns (default
     :func:`default_columns`); runs go through :func:`toyspt.runs.sweeps.sweep`."""
     from toyspt.runs.sweeps import sweep
 
-    specs = toy_specs(arms, seeds, base)
+    specs = arm_specs(arms, seeds, base, data)
     results = sweep([s for _, s in specs], cache, workers=workers, executor=executor, recompute=recompute,
-                    progress=progress, desc="compare", vectorize=vectorize, dask=dask)
-    labelled = [(dict(arm=arm, seed=spec.seed), spec) for arm, spec in specs]
-    return rows(labelled, results, columns=default_columns() if columns is None else columns)
+                    progress=progress, desc="compare", lockstep=lockstep, dask=dask)
+    return rows(specs, results, columns=default_columns() if columns is None else columns)
 
 
 def _spread(values: pd.Series) -> float | None:
@@ -68,11 +81,12 @@ def _spread(values: pd.Series) -> float | None:
     return float(values.std(ddof=1)) if len(values) > 1 else None
 
 
-def summary_table(per_seed: pd.DataFrame, by: Sequence[str] = ("arm",)) -> pd.DataFrame:
+def summary_table(per_seed: pd.DataFrame, by: Sequence[str] = ("dataset", "arm")) -> pd.DataFrame:
     """Mean ± std over seeds per group (order kept), as strings; one seed shows the mean alone."""
+    by = [b for b in by if b in per_seed.columns]
     cols = [c for c in per_seed.columns if c not in (*by, "seed")]
     out = []
-    for key, g in per_seed.groupby(list(by), sort=False):
+    for key, g in per_seed.groupby(by, sort=False):
         row = dict(zip(by, key if isinstance(key, tuple) else (key,)), seeds=len(g))
         for c in cols:
             sd = _spread(g[c])
@@ -81,24 +95,28 @@ def summary_table(per_seed: pd.DataFrame, by: Sequence[str] = ("arm",)) -> pd.Da
     return pd.DataFrame(out)
 
 
-def write_table(table: pd.DataFrame, per_seed: pd.DataFrame, out: Path) -> None:
-    """compare.csv (mean ± std), compare.json (means, stds and per-seed values), per_seed.csv."""
+def write_tables(per_seed: pd.DataFrame, out: Path) -> list[Path]:
+    """compare.csv (mean ± std per data set and arm), per_seed.csv, and compare.json
+    ({dataset: {arm: {column: mean, std, per-seed values}, seeds}})."""
     out = Path(out)
-    write_text(out / "compare.csv", table.to_csv(index=False))
-    write_text(out / "per_seed.csv", per_seed.to_csv(index=False))
-    cols = [c for c in per_seed.columns if c not in ("arm", "seed")]
-    blob = {arm: {c: dict(mean=float(g[c].mean()), std=_spread(g[c]),
-                          values=[float(v) for v in g[c]]) for c in cols} | {"seeds": [int(s) for s in g.seed]}
-            for arm, g in per_seed.groupby("arm", sort=False)}
-    write_text(out / "compare.json", json.dumps(blob, indent=1))
+    cols = [c for c in per_seed.columns if c not in ("dataset", "arm", "seed")]
+    blob: dict = {}
+    for (name, arm), g in per_seed.groupby(["dataset", "arm"], sort=False):
+        blob.setdefault(name, {})[arm] = {c: dict(mean=float(g[c].mean()), std=_spread(g[c]),
+                                                  values=[float(v) for v in g[c]]) for c in cols}
+        blob[name][arm]["seeds"] = [int(s) for s in g.seed]
+    paths = [out / "compare.csv", out / "per_seed.csv", out / "compare.json"]
+    write_text(paths[0], summary_table(per_seed).to_csv(index=False))
+    write_text(paths[1], per_seed.to_csv(index=False))
+    write_text(paths[2], json.dumps(blob, indent=1))
+    return paths
 
 
-def compare(arms, seeds, base, cache, workers=1, recompute=False, progress=True, executor=None,
-            vectorize=True, dask=None):
-    """(mean ± std table, per-seed frame) of ``arms`` over ``seeds``."""
-    per_seed = per_seed_frame(arms, seeds, base, cache, workers, recompute, progress, executor, vectorize, dask)
+def compare(arms, seeds, base, cache, data=None, **kw) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(mean ± std table, per-seed frame) of ``arms`` over ``seeds`` (keywords: :func:`per_seed_frame`'s)."""
+    per_seed = per_seed_frame(arms, seeds, base, cache, data, **kw)
     return summary_table(per_seed), per_seed
 
 
-__all__ = ["METRICS", "default_columns", "toy_specs", "rows", "per_seed_frame", "summary_table",
-           "write_table", "compare"]
+__all__ = ["METRICS", "Column", "default_columns", "arm_specs", "rows", "per_seed_frame", "summary_table",
+           "write_tables", "compare"]

@@ -16,7 +16,7 @@ after every label epoch under every policy.
   validation and test accuracy at the last epoch and at epoch ``TrainConfig.epochs`` (where
   a matched-budget run passes the plain run's length, so a ``scratch_matched`` run continued
   from ``scratch`` holds the same entries as one trained afresh; the last fifth of the plain
-  length is measured for the same reason). Every summary (:func:`toyspt.train.loop.summarize`)
+  length is measured for the same reason). Every summary (:func:`toyspt.train.run.summarize`)
   is exactly that of ``all``; a history entry lacks ``train_acc``/``test_acc`` where they were
   not measured.
 

@@ -1,341 +1,270 @@
-"""A recipe of :mod:`toyspt.train.recipes` trained on K >= 1 seeds: the SPT phase, the label
-phase, and continuing a stored run, through the one training loop
-(:class:`toyspt.train.lockstep.Lockstep`). One run (:func:`run_recipe`) is the case K = 1.
+"""The training loop: K >= 1 models trained together, step for step; one run is K = 1.
 
-Every run is a pure function of its configs and seed, whatever ran beside it: each seed
-keeps its own initialisation, data order, masks and optimizer state, and the one optimizer
-step over all seeds is elementwise. Callbacks (trackers) see each live model through its
-:class:`RunContext`.
+Each model keeps its own data order and masks (one ``torch.Generator`` per model, consumed
+as a run alone consumes it). A step is, per model, the forward, the loss and its backward
+(each graph freed while its tensors are still in cache); then one optimizer step over one
+flat buffer that holds every model's trainable parameters. AdamW and SGD are elementwise,
+so that is K independent optimizers, bitwise: a run's numbers do not depend on which runs
+trained beside it (tests/unit/train/test_loop.py), and a cached run never depends on how
+it was computed. What K > 1 saves is what a run spends outside its arithmetic (the
+per-parameter optimizer loop, per-run set-up); a default toy step is ~70% kernel work that
+batching cannot shrink (benchmarks/bench_flops.py, benchmarks/bench_lockstep.py).
+
+Callbacks (trackers) see each model live through its :class:`RunContext`: ``on_phase_start``,
+``on_step`` after every optimizer step, ``on_epoch`` with the epoch's history record.
+
+The loop knows nothing of recipes or data sets: a phase is ``start_phase`` (an optimizer
+factory), ``epoch(n, batch_size, gens, loss)`` per epoch with ``loss(k, model, rows, gen)`` the
+loss of model ``k`` on the examples ``rows`` (``gen`` for further draws, e.g. masks), and
+``report`` with the epoch's records. The toy and UCR recipes (:mod:`toyspt.train.run`)
+and the LRA demo (:mod:`toyspt.lra.demo`) train through it.
 """
 from __future__ import annotations
 
-import copy
-import functools
-import json
-from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
 
 import torch
-import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
 
-from toyspt.data.tasks import Split, TaskData, recon_loss, sample_mask
-from toyspt.nn.model import ModelConfig, ToyTransformer, build_model
-from toyspt.train.evaluation import (EVAL_TOKENS, best_loss, best_val, check_policy, eval_rows, extra_splits,
-                                     label_summary, record, scores)
-from toyspt.train.lockstep import Lockstep, Objective, RunContext, clone_state
-from toyspt.train.compiled import check_numerics
-from toyspt.train.recipes import Recipe, TrainConfig, get_recipe, make_optimizer
+# loss(k, model, rows, gen): model k's loss on the examples ``rows``; None skips the step
+Loss = Callable[[int, nn.Module, torch.Tensor, torch.Generator], "torch.Tensor | None"]
+OptimizerFactory = Callable[[list[torch.Tensor]], torch.optim.Optimizer]
+
+
+@dataclass(frozen=True)
+class Objective:
+    """A loss in two parts, as the compiled path needs it: ``draw(rows, gen)`` makes the
+    batch's tensors (every random draw happens here), ``value(model, *batch, *static)`` is
+    a pure function of the model and the batch (module-level, so it can be compiled once
+    for every run). Called like any :data:`Loss`."""
+
+    draw: Callable[[torch.Tensor, torch.Generator], tuple]
+    value: Callable[..., torch.Tensor]
+    static: tuple = ()  # hashable extra arguments of value (e.g. the SPT loss kind)
+
+    def __call__(self, k: int, model: nn.Module, rows: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        return self.value(model, *self.draw(rows, gen), *self.static)
 
 
 @dataclass
-class RunResult:
-    """History (one dict per epoch and phase), summary, tracker records and weights."""
+class RunContext:
+    """What callbacks see: the live model and where its run is."""
 
-    recipe: str
+    model: nn.Module
+    recipe: str  # what the run trains (a recipe name, or e.g. "lra_demo")
     seed: int
-    history: list[dict[str, Any]]
-    summary: dict[str, float]
-    records: list[dict[str, Any]]
-    # "init", "pretrained" (if any), "final"; "resume": what continuing the run needs
-    # ("generator": the data-order/mask generator's state; "<param>/<slot>": the optimizer
-    # state of the label phase; see toyspt.train.recipes.optimizer_state)
-    states: dict[str, dict[str, torch.Tensor]]
-    config: dict[str, Any]  # asdict of the model and train configs, and the evaluation policy
-    # wall seconds its training took (a lockstep job's time split evenly over its seeds; only
-    # this run's own phases, not a run it continued); None where not measured
-    seconds: float | None = None
+    init_state: dict[str, torch.Tensor] = field(default_factory=dict)  # the seed's initialisation
+    phase: str = ""  # e.g. "pretrain" (SPT) or "finetune" (labels)
+    phase_start_state: dict[str, torch.Tensor] = field(default_factory=dict)  # (runs with callbacks)
+    step: int = 0  # optimizer steps so far, over all phases
+    epoch: int = 0  # epoch within the phase, 1-based once an epoch has finished
+    records: list[dict[str, Any]] = field(default_factory=list)  # tidy tracker records
+
+    def record(self, name: str, metric: str, value: float, **extra) -> None:
+        """Append one tidy record (recipe, seed, phase, step, epoch, name, metric, value)."""
+        self.records.append(dict(recipe=self.recipe, seed=self.seed, phase=self.phase,
+                                 step=self.step, epoch=self.epoch, name=name, metric=metric,
+                                 value=float(value), **extra))
 
 
-def _scores(model: ToyTransformer, split: Split, tokens: int) -> tuple[float, float]:
-    """(accuracy, cross-entropy) of ``model`` on ``split``, ``tokens`` tokens per forward."""
-    return scores(lambda rows: model.classify(split.x[rows]), split.y, eval_rows(split.x.shape[1], tokens))
+def clone_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def recon_objective(model: ToyTransformer, xb, mb, attend: str, kind: str) -> torch.Tensor:
-    """The SPT loss of a batch ``xb`` with mask ``mb``."""
-    return recon_loss(model.reconstruct(xb, mb, attend), xb, mb, kind)
+def _checked(loss: torch.Tensor, ctx: RunContext) -> float:
+    """The loss's value; FloatingPointError naming the run and step where it is not finite."""
+    value = loss.item()
+    if not math.isfinite(value):
+        raise FloatingPointError(f"non-finite loss ({value}) in recipe {ctx.recipe!r}, seed {ctx.seed}, "
+                                 f"phase {ctx.phase}, epoch {ctx.epoch + 1}, step {ctx.step}")
+    return value
 
 
-def label_objective(model: ToyTransformer, xb, yb) -> torch.Tensor:
-    """The label loss: cross-entropy of the mean-pooled classifier."""
-    return F.cross_entropy(model.classify(xb), yb)
+def _call(callbacks: Iterable, hook: str, *args) -> None:
+    for cb in callbacks:
+        fn = getattr(cb, hook, None)
+        if fn is not None:
+            fn(*args)
 
 
-@functools.cache
-def template(cfg: ModelConfig) -> ToyTransformer:
-    """A model of architecture ``cfg`` kept for the process: what compiled steps are traced
-    on (its own weights are never used)."""
-    return build_model(cfg, 0)
+class Lockstep:
+    """K models (their contexts) stepping together; one optimizer over flat buffers of their
+    trainable parameters. ``callbacks``: one sequence per model. ``template``: a model of
+    the same architecture kept for the process; given, steps whose loss is an
+    :class:`Objective` run compiled (:mod:`toyspt.train.compiled`: one flat buffer per
+    model, the objective's forward and backward compiled, the optimizer's own kernels)."""
 
+    def __init__(self, contexts: Sequence[RunContext], callbacks: Sequence[Sequence] | None = None,
+                 template: nn.Module | None = None):
+        self.ctxs = list(contexts)
+        if not self.ctxs:
+            raise ValueError("seeds: need at least one seed")
+        self.callbacks = [list(c) for c in callbacks] if callbacks is not None else [[] for _ in self.ctxs]
+        if len(self.callbacks) != len(self.ctxs):
+            raise ValueError(f"callbacks: one list per seed, got {len(self.callbacks)} for {len(self.ctxs)}")
+        self.template = template
+        self.opt, self.live, self.slices, self.flats = None, [], [], []
 
-def pretrain(lock: Lockstep, data: TaskData, cfg: TrainConfig, gens: Sequence[torch.Generator],
-             schedule: Sequence[str], swap: TaskData | None = None, progress: bool = False) -> list[list[dict]]:
-    """SPT phase: masked reconstruction of the training inputs (labels unused). ``schedule``
-    says per epoch whether it trains on ``data`` ("task") or on ``swap`` ("swap"); the
-    validation loss is always that of ``data``. Returns each seed's history records."""
-    lock.start_phase("pretrain", lambda ps: make_optimizer(ps, cfg, cfg.pre_lr or cfg.lr, lock.template is not None))
-    xv = data.val.x
-    val_masks = [sample_mask(len(data.val), xv.shape[1], cfg.mask_rate,
-                             torch.Generator().manual_seed(c.seed + 7919)) for c in lock.ctxs]
-    histories: list[list[dict]] = [[] for _ in lock.ctxs]
-    for e in lock.epochs(len(schedule), progress):
-        x = (swap if schedule[e] == "swap" else data).train.x
+    @property
+    def models(self) -> list[nn.Module]:
+        return [c.model for c in self.ctxs]
 
-        def draw(rows, gen, x=x):
-            xb = x[rows]
-            return xb, sample_mask(len(xb), xb.shape[1], cfg.mask_rate, gen)
+    def epochs(self, n: int, progress: bool = False):
+        """range(n) for a phase's epochs, with a progress bar if asked."""
+        c = self.ctxs[0]
+        who = f"s{c.seed}" if len(self.ctxs) == 1 else f"x{len(self.ctxs)}"
+        return tqdm(range(n), desc=f"{c.recipe} {who} {c.phase}", leave=False, disable=not progress)
 
-        loss = Objective(draw, recon_objective, (cfg.spt_attention, cfg.recon))
-        losses = lock.epoch(len(x), cfg.batch_size, gens, loss)
-        recs = []
-        for ctx, mb, ls in zip(lock.ctxs, val_masks, losses):
-            ctx.model.eval()
-            with torch.no_grad():
-                val = recon_loss(ctx.model.reconstruct(xv, mb, cfg.spt_attention), xv, mb, cfg.recon)
-            recs.append(dict(phase="pretrain", epoch=ctx.epoch, step=ctx.step,
-                             train_loss=sum(ls) / len(ls), val_loss=val.item()))
-        for h, r in zip(histories, recs):
-            h.append(r)
-        lock.report(recs)
-    lock.release()
-    return histories
+    def start_phase(self, phase: str, make_optimizer: OptimizerFactory, epoch: int = 0,
+                    opt_states: Sequence[dict[str, torch.Tensor]] | None = None) -> None:
+        """A new phase with a new optimizer (made at its first step, over the parameters that
+        got a gradient); ``opt_states``: per model, the optimizer state it continues
+        (:func:`toyspt.train.recipes.optimizer_state`); ``epoch``: epochs already done."""
+        for ctx, cbs in zip(self.ctxs, self.callbacks):
+            ctx.phase, ctx.epoch = phase, epoch
+            if cbs:
+                ctx.phase_start_state = clone_state(ctx.model)
+            _call(cbs, "on_phase_start", ctx)
+        self.make_optimizer, self.pending, self.opt, self.live = make_optimizer, opt_states, None, []
 
-
-def finetune(lock: Lockstep, data: TaskData, cfg: TrainConfig, epochs: int, gens: Sequence[torch.Generator],
-             histories: Sequence[list[dict]], evaluate: str = "all", done: int = 0,
-             opt_states: Sequence[dict[str, torch.Tensor]] | None = None, eval_tokens: int = EVAL_TOKENS,
-             progress: bool = False) -> None:
-    """Label phase: cross-entropy of the mean-pooled classifier, ``epochs`` epochs after
-    ``done`` earlier ones (those of a run this one continues, whose optimizer states are
-    ``opt_states``); appends to each seed's history. ``evaluate``: the evaluation policy
-    (:mod:`toyspt.train.evaluation`)."""
-    x, y = data.train.x, data.train.y
-    lock.start_phase("finetune", lambda ps: make_optimizer(ps, cfg, cfg.lr, lock.template is not None), done,
-                     opt_states)
-    best, low, last = [best_val(h) for h in histories], [best_loss(h) for h in histories], done + epochs
-    loss = Objective(lambda rows, gen: (x[rows], y[rows]), label_objective)
-
-    for _ in lock.epochs(epochs, progress):
-        losses = lock.epoch(len(x), cfg.batch_size, gens, loss)
-        recs = []
-        for k, ctx in enumerate(lock.ctxs):
-            ctx.model.eval()
-            acc = {}
-            acc["val"], val_loss = _scores(ctx.model, data.val, eval_tokens)
-            for split in extra_splits(evaluate, ctx.epoch, last, cfg.epochs, acc["val"], best[k], val_loss, low[k]):
-                acc[split] = _scores(ctx.model, getattr(data, split), eval_tokens)[0]
-            best[k], low[k] = max(best[k], acc["val"]), min(low[k], val_loss)
-            recs.append(record(ctx.epoch, ctx.step, sum(losses[k]) / len(losses[k]), acc, val_loss))
-        for h, r in zip(histories, recs):
-            h.append(r)
-        lock.report(recs)
-    lock.release()
-
-
-def summarize(history: list[dict]) -> dict[str, float]:
-    """What a label phase measured (:func:`toyspt.train.evaluation.label_summary`); for a run
-    without label phase, the final SPT losses."""
-    ft = [h for h in history if h["phase"] == "finetune"]
-    if not ft:
-        pre = [h for h in history if h["phase"] == "pretrain"]
-        if not pre:
-            raise ValueError("history has no epochs to summarise")
-        return dict(final_recon_train_loss=pre[-1]["train_loss"], final_recon_val_loss=pre[-1]["val_loss"])
-    return label_summary(history)
-
-
-def transfer(target: ToyTransformer, source_state: dict[str, torch.Tensor], names: Sequence[str],
-             transform: str | None = None, seed: int = 0) -> None:
-    """Copy the named tensors of ``source_state`` into ``target`` (in place); ``transform``
-    (:data:`toyspt.train.recipes.TRANSFORMS`): "norms" keeps ``target``'s own tensors and
-    rescales each to the norm of its source (a zero tensor takes a Gaussian direction first),
-    "permute" copies each source tensor with its entries permuted. The random draws come from
-    a generator of their own (:func:`transform_stream`), so data order and masks are untouched."""
-    gen = torch.Generator().manual_seed(transform_stream(seed))
-    with torch.no_grad():
-        params = dict(target.named_parameters())
-        for n in names:
-            src, p = source_state[n], params[n]
-            if transform is None:
-                p.copy_(src)
-            elif transform == "permute":
-                p.copy_(src.reshape(-1)[torch.randperm(src.numel(), generator=gen)].view_as(src))
-            elif transform == "norms":
-                d = p.detach().clone()
-                if float(d.norm()) == 0.0:
-                    d = torch.randn(d.shape, generator=gen, dtype=d.dtype)
-                p.copy_(d * (src.norm() / d.norm()))
+    def epoch(self, n: int, batch_size: int, gens: Sequence[torch.Generator], loss: Loss) -> list[list[float]]:
+        """One pass over a fresh permutation of ``n`` examples per model; each model's step losses."""
+        for m in self.models:
+            m.train()
+        perms = [torch.randperm(n, generator=g) for g in gens]
+        losses: list[list[float]] = [[] for _ in self.ctxs]
+        compiled = self.template is not None and isinstance(loss, Objective)
+        for i in range(0, n, batch_size):
+            if compiled:
+                values = self.compiled_step(loss, [loss.draw(p[i:i + batch_size], g) for p, g in zip(perms, gens)])
             else:
-                raise ValueError(f"transform: unknown {transform!r}")
+                values = self.step([lambda k=k, m=m, p=p, g=g: loss(k, m, p[i:i + batch_size], g)
+                                    for k, (m, p, g) in enumerate(zip(self.models, perms, gens))])
+            if values is None:
+                continue
+            for ctx, cbs, ls, v in zip(self.ctxs, self.callbacks, losses, values):
+                ctx.step += 1
+                ls.append(v)
+                _call(cbs, "on_step", ctx, v)
+        for ctx in self.ctxs:
+            ctx.epoch += 1
+        return losses
+
+    def report(self, records: Sequence[dict]) -> None:
+        """The end of an epoch: each model's history record to its ``on_epoch`` callbacks."""
+        for ctx, cbs, rec in zip(self.ctxs, self.callbacks, records):
+            _call(cbs, "on_epoch", ctx, rec)
+
+    def step(self, losses: Sequence[Callable[[], torch.Tensor | None]]) -> list[float] | None:
+        """Per model: loss, finiteness check, backward; then one optimizer step for all.
+        None where every loss is None (a batch with nothing to learn: no step)."""
+        values = []
+        for ctx, fn in zip(self.ctxs, losses):
+            loss = fn()
+            if loss is None:
+                values.append(None)
+                continue
+            values.append(_checked(loss, ctx))
+            ctx.model.zero_grad(set_to_none=True)  # a callback's own backward leaves no gradient behind
+            loss.backward()
+        if all(v is None for v in values):
+            return None
+        if any(v is None for v in values):
+            raise ValueError("a step that some models skip and others take cannot run in lockstep")
+        if self.opt is None:  # the parameters that got a gradient are exactly those an optimizer
+            self._flatten()  # of the model alone would update (it skips grad-less ones)
+        self.flat.grad = torch.cat([p.grad.reshape(-1) for p in self.live])
+        for p in self.live:
+            p.grad = None
+        self.opt.step()
+        return values
+
+    def compiled_step(self, objective: Objective, batches: Sequence[tuple]) -> list[float]:
+        """:meth:`step` on the compiled path: per model the compiled loss and its backward
+        into the model's flat buffer, then one (fused) optimizer step over all buffers."""
+        if self.opt is None:
+            self._flatten_compiled(objective, batches[0])
+        values = []
+        for ctx, flat, rest, batch in zip(self.ctxs, self.flats, self.rests, batches):
+            loss = self.fn(flat, rest, *batch)
+            values.append(_checked(loss, ctx))
+            flat.grad = None
+            loss.backward()
+        self.opt.step()
+        return values
+
+    def _flatten_compiled(self, objective: Objective, batch: tuple) -> None:
+        from toyspt.train.compiled import step_function
+
+        m = self.models[0]  # which parameters the loss reaches: one eager gradient, as the eager path finds them
+        named = [(n, p) for n, p in m.named_parameters() if p.requires_grad]
+        grads = torch.autograd.grad(objective.value(m, *batch, *objective.static), [p for _, p in named],
+                                    allow_unused=True)
+        names = [n for (n, _), g in zip(named, grads) if g is not None]
+        self._lay_out([[(n, dict(mm.named_parameters())[n]) for n in names] for mm in self.models])
+        live = set(names)
+        self.rests = [{n: t for n, t in mm.state_dict().items() if n not in live} for mm in self.models]
+        self.fn = step_function(self.template, objective.value, objective.static,
+                                tuple((n, dict(m.named_parameters())[n].shape) for n in names))
+
+    def _flatten(self) -> None:
+        """The eager path: one flat buffer for every model's parameters that got a gradient."""
+        self._lay_out([[(n, p) for m in self.models for n, p in m.named_parameters() if p.grad is not None]],
+                      owners=[k for k, m in enumerate(self.models) for _, p in m.named_parameters()
+                              if p.grad is not None])
+
+    def _lay_out(self, groups: list[list[tuple[str, torch.Tensor]]], owners: list[int] | None = None) -> None:
+        """One flat leaf per group of (name, parameter); the parameters become views of it.
+        ``owners``: the model of each parameter (default: group j is model j). Then the
+        optimizer over the buffers, with the state it continues laid out the same way."""
+        self.flats, self.slices, self.live, i = [], [], [], 0
+        for j, group in enumerate(groups):
+            flat = nn.Parameter(torch.cat([p.detach().reshape(-1) for _, p in group]))
+            off = 0
+            for n, p in group:  # parameters become views of the flat buffer the optimizer updates
+                p.data = flat.data[off:off + p.numel()].view_as(p)
+                self.slices.append((owners[i] if owners is not None else j, n, j, off, p.shape))
+                self.live.append(p)
+                off, i = off + p.numel(), i + 1
+            self.flats.append(flat)
+        self.flat = self.flats[0]
+        self.opt = self.make_optimizer(self.flats)
+        if self.pending is None:
+            return
+        for j, flat in enumerate(self.flats):  # each buffer's state: its parameters' states end to end
+            mine = [(k, n) for k, n, jj, _, _ in self.slices if jj == j]
+            slots = dict.fromkeys(key.split("/", 1)[1] for k, _ in mine for key in self.pending[k])
+            state = {}
+            for slot in slots:  # in the order the optimizer made them
+                parts = [self.pending[k].get(f"{n}/{slot}") for k, n in mine]
+                if any(t is None for t in parts):
+                    raise ValueError(f"optimizer state: slot {slot!r} missing for some parameters")
+                if slot == "step":  # AdamW's step count, one for all
+                    if any(not torch.equal(t, parts[0]) for t in parts):
+                        raise ValueError(f"optimizer state: {slot!r} differs between parameters")
+                    state[slot] = parts[0].clone()
+                else:
+                    state[slot] = torch.cat([t.reshape(-1) for t in parts])
+            self.opt.state[flat] = state
+
+    def release(self) -> None:
+        """The end of a phase: every parameter owns its storage again (not a view of the flat
+        buffer), so the models save, load and copy as ordinary modules."""
+        for p in self.live:
+            p.data = p.data.clone()
+
+    def opt_state(self, k: int) -> dict[str, torch.Tensor]:
+        """Model k's optimizer state as :func:`toyspt.train.recipes.optimizer_state` gives it."""
+        out = {}
+        for kk, n, j, off, shape in self.slices if self.opt is not None else []:
+            if kk == k:
+                for slot, t in self.opt.state.get(self.flats[j], {}).items():
+                    out[f"{n}/{slot}"] = (t.clone() if slot == "step" else
+                                          t[off:off + shape.numel()].view(shape).clone())
+        return out
 
 
-def run_recipe_seeds(recipe: str, data: TaskData, model_cfg: ModelConfig | None = None,
-                     train_cfg: TrainConfig | None = None, seeds: Sequence[int] = (0,),
-                     pretrain_data: TaskData | None = None, progress: bool = False,
-                     eval_tokens: int = EVAL_TOKENS, evaluate: str = "all",
-                     starts: Sequence[RunResult] | None = None,
-                     callbacks: Sequence[Sequence] | None = None, numerics: str = "eager") -> list[RunResult]:
-    """Train one recipe on each of ``seeds`` (together, step for step). ``pretrain_data``:
-    the data SPT runs on for recipes that need it (``data_swap``); ``evaluate``: what the
-    label phase measures (:mod:`toyspt.train.evaluation`); ``starts``: per seed, a finished
-    run of the recipe this one starts from (``Recipe.starts_from``, same seed and configs),
-    continued from its stored end state instead of recomputing it (bitwise the same result);
-    ``callbacks``: per seed, the trackers that see its live model; ``numerics``: "eager"
-    (bitwise today's arithmetic) or "compiled" (:mod:`toyspt.train.compiled`; eager, with
-    one line on stderr, where inductor cannot compile; the result's config names the path
-    that ran)."""
-    rec = get_recipe(recipe)
-    seeds = [int(s) for s in seeds]
-    if not seeds:
-        raise ValueError("seeds: need at least one seed")
-    eval_rows(1, eval_tokens)  # refuses a non-positive budget before any training
-    check_policy(evaluate)
-    model_cfg, train_cfg = model_cfg or ModelConfig(), train_cfg or TrainConfig()
-    spt_data = check_inputs(rec, data, model_cfg, pretrain_data)
-    rec.check_model(model_cfg)
-    config = dict(model=asdict(model_cfg), train=asdict(train_cfg), evaluate=evaluate)
-    if check_numerics(numerics) == "compiled":
-        from toyspt.train.compiled import available
-
-        numerics = "compiled" if available() else "eager"
-    if numerics == "compiled":  # eager runs keep today's config (and the runs they continue)
-        config["numerics"] = numerics
-    callbacks = [list(c) for c in callbacks] if callbacks is not None else [[] for _ in seeds]
-    if starts is not None:
-        if len(starts) != len(seeds):
-            raise ValueError(f"starts: one run per seed, got {len(starts)} for {len(seeds)} seeds")
-        for st, s, cbs in zip(starts, seeds, callbacks):
-            check_start(rec, st, s, config, cbs)
-    ctxs = []
-    for s in seeds:
-        model = build_model(model_cfg, s)
-        ctxs.append(RunContext(model, recipe, s, init_state=clone_state(model)))
-    lock = Lockstep(ctxs, callbacks, template(model_cfg) if numerics == "compiled" else None)
-    gens = [torch.Generator().manual_seed(seed_stream(s)) for s in seeds]
-    histories, pretrained, done, opt_states = [[] for _ in seeds], None, 0, None
-    if starts is not None:
-        histories, pretrained, done, opt_states = resume(rec, ctxs, gens, starts)
-    elif rec.pretrains:
-        histories = pretrain(lock, spt_data, train_cfg, gens, rec.spt_schedule(train_cfg), pretrain_data, progress)
-        pretrained = [clone_state(c.model) for c in ctxs]
-    if rec.label_phase:
-        frozen = rec.frozen(ctxs[0].model)
-        for k, ctx in enumerate(ctxs):
-            if rec.pretrains:
-                ctx.model.load_state_dict(ctx.init_state)
-                transfer(ctx.model, pretrained[k], rec.transferred(ctx.model), rec.transform, ctx.seed)
-            for n, p in ctx.model.named_parameters():
-                p.requires_grad_(n not in frozen)
-        finetune(lock, data, train_cfg, rec.label_epochs(train_cfg) - done, gens, histories, evaluate, done,
-                 opt_states, eval_tokens, progress)
-        for ctx in ctxs:
-            ctx.model.requires_grad_(True)
-    out = []
-    for k, (ctx, gen, h) in enumerate(zip(ctxs, gens, histories)):
-        states = {"init": ctx.init_state}
-        if pretrained is not None:
-            states["pretrained"] = pretrained[k]
-        states["final"] = clone_state(ctx.model)
-        states["resume"] = {"generator": gen.get_state(), **(lock.opt_state(k) if rec.label_phase else {})}
-        out.append(RunResult(recipe, ctx.seed, h, summarize(h), ctx.records, states, config))
-    return out
-
-
-def run_recipe(recipe: str, data: TaskData, model_cfg: ModelConfig | None = None,
-               train_cfg: TrainConfig | None = None, seed: int = 0, callbacks: Sequence = (),
-               pretrain_data: TaskData | None = None, progress: bool = False, evaluate: str = "all",
-               start: RunResult | None = None, numerics: str = "eager") -> RunResult:
-    """One recipe, one seed: :func:`run_recipe_seeds` with K = 1 (``start``: the run it
-    continues; ``callbacks``: its trackers)."""
-    return run_recipe_seeds(recipe, data, model_cfg, train_cfg, [seed], pretrain_data, progress, evaluate=evaluate,
-                            starts=None if start is None else [start], callbacks=[callbacks], numerics=numerics)[0]
-
-
-def resume(rec: Recipe, ctxs: Sequence[RunContext], gens: Sequence[torch.Generator], starts: Sequence[RunResult]):
-    """Each seed takes up its prefix run's end: history, step count, generator state, and
-    after a label phase its weights and optimizer state. Returns (histories, pretrained
-    weights or None, label epochs done, optimizer states or None)."""
-    histories = [copy.deepcopy(st.history) for st in starts]
-    for ctx, gen, st, h in zip(ctxs, gens, starts, histories):
-        ctx.step = h[-1]["step"]
-        gen.set_state(st.states["resume"]["generator"])
-    if rec.pretrains:
-        return histories, [copy.deepcopy(st.states["final"]) for st in starts], 0, None
-    for ctx, st in zip(ctxs, starts):
-        ctx.model.load_state_dict(st.states["final"])
-    opt_states = [{k: v for k, v in st.states["resume"].items() if k != "generator"} for st in starts]
-    return histories, None, sum(h["phase"] == "finetune" for h in histories[0]), opt_states
-
-
-def _plain(config: dict) -> Any:
-    """``config`` as JSON would give it back (tuples as lists), to compare stored configs."""
-    return json.loads(json.dumps(config))
-
-
-def check_start(rec: Recipe, start: RunResult, seed: int, config: dict, callbacks: Sequence) -> None:
-    """Refuse a ``start`` run this recipe cannot continue from, naming what differs."""
-    if rec.starts_from is None:
-        raise ValueError(f"recipe {rec.name} does not start from another recipe's run")
-    if callbacks:
-        raise ValueError(f"a {rec.name} run continued from a {rec.starts_from} run takes no callbacks "
-                         "(trackers would miss the phase it skips)")
-    got = dict(recipe=start.recipe, seed=start.seed)
-    want = dict(recipe=rec.starts_from, seed=seed)
-    if got != want:
-        raise ValueError(f"a {rec.name} run (seed {seed}) starts from a {want['recipe']} run of seed {seed}, "
-                         f"got a {got['recipe']} run of seed {got['seed']}")
-    # an SPT-only run evaluates nothing: its policy does not matter to the runs it starts
-    parts = ("model", "train", "numerics") if rec.pretrains else ("model", "train", "evaluate", "numerics")
-    mine, theirs = _plain({p: config.get(p) for p in parts}), _plain({p: start.config.get(p) for p in parts})
-    if mine != theirs:
-        diff = []
-        for p in parts:
-            a, b = mine[p], theirs[p]
-            if isinstance(a, dict) and isinstance(b, dict):
-                diff += [f"{p}.{k}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
-            elif a != b:
-                diff.append(p)
-        raise ValueError(f"the {rec.starts_from} run to start from has other settings: {diff}")
-    if "resume" not in start.states or "generator" not in start.states["resume"]:
-        raise ValueError(f"the {rec.starts_from} run to start from stored no resume state")
-    if not rec.pretrains:
-        n = sum(h["phase"] == "finetune" for h in start.history)
-        want_n = get_recipe(rec.starts_from).label_epochs(TrainConfig(**config["train"]))
-        if n != want_n:
-            raise ValueError(f"the {rec.starts_from} run to start from has {n} label epochs, not {want_n}")
-
-
-def seed_stream(seed: int) -> int:
-    """The seed of a run's data-order and mask generator."""
-    return 10_007 * seed + 1
-
-
-def transform_stream(seed: int) -> int:
-    """The seed of the generator a transfer's transform draws from (never the data order's)."""
-    return 10_007 * seed + 2
-
-
-def check_inputs(rec: Recipe, data: TaskData, model_cfg: ModelConfig, pretrain_data: TaskData | None) -> TaskData | None:
-    """Refuse data that does not fit the recipe or model; returns the data whose validation
-    split the SPT phase reports (pretrain_data for data_swap, else the task's)."""
-    if rec.needs_swap and pretrain_data is None:
-        raise ValueError(f"recipe {rec.name} needs pretrain_data (the data set SPT runs on)")
-    for name, d in (("data", data), ("pretrain_data", pretrain_data if rec.needs_swap else None)):
-        if d is not None and d.train.x.shape[-1] != model_cfg.d_in:
-            raise ValueError(f"{name} has {d.train.x.shape[-1]} features per token, "
-                             f"ModelConfig.d_in={model_cfg.d_in}")
-    return pretrain_data if rec.pretrain_on == "swap" else data if rec.pretrains else None
-
-
-def load_model(result: RunResult, which: str = "final", cfg: ModelConfig | None = None) -> ToyTransformer:
-    """Rebuild a model from a run's stored weights (``init``, ``pretrained`` or ``final``)."""
-    if which not in result.states:
-        raise KeyError(f"run has no {which!r} weights; it has {sorted(result.states)}")
-    model = build_model(cfg or ModelConfig(**result.config["model"]), 0)
-    model.load_state_dict(copy.deepcopy(result.states[which]))
-    return model.eval()
-
-
-__all__ = ["RunResult", "run_recipe", "run_recipe_seeds", "pretrain", "finetune", "resume",
-           "summarize", "transfer", "load_model", "check_start", "check_inputs", "seed_stream",
-           "transform_stream"]
+__all__ = ["Lockstep", "Objective", "RunContext", "Loss", "OptimizerFactory", "clone_state"]

@@ -2,7 +2,7 @@
 
 A recipe is a row of :data:`TABLE`: whether it runs a self-pretraining (SPT) phase and on
 which data, which parameters the label phase takes from the SPT weights, whether W_Q/W_K
-are frozen, and how many label epochs it trains. :mod:`toyspt.train.loop` (a recipe on
+are frozen, and how many label epochs it trains. :mod:`toyspt.train.run` (a recipe on
 K >= 1 seeds) reads this table, :class:`TrainConfig` and the optimizer factory below, so
 adding a recipe is one row here (plus its test).
 
@@ -40,7 +40,7 @@ Recipes whose run begins with another recipe's entire run name it in ``starts_fr
 ``scratch_matched`` with the E label epochs of ``scratch`` (then E_pre more, same
 optimizer). A run may continue from that run's stored end state (weights, optimizer state,
 generator state) instead of recomputing it, with bitwise the same result
-(``toyspt.train.loop.run_recipe(start=...)``; the run cache does this by itself).
+(``toyspt.train.run.run_recipe(start=...)``; the run cache does this by itself).
 """
 from __future__ import annotations
 

@@ -30,12 +30,15 @@ A copy read from a package is checked against the archive's published sizes
 """
 from __future__ import annotations
 
+import functools
 import hashlib
-from dataclasses import dataclass, replace
+import os
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import torch
 
+from toyspt.data.source import register
 from toyspt.data.tasks import Split, TaskData
 from toyspt.ucr.read import UCRError, read_ucr_file
 from toyspt.ucr.sources import (ARCHIVE_SIZES, ENV_ROOT, PACKAGES, PAPER_DATASETS, SOURCES, DataPackage,
@@ -85,6 +88,79 @@ class UCRData(TaskData):
     @property
     def length(self) -> int:
         return int(self.train.x.shape[1])
+
+
+@dataclass(frozen=True)
+class UCRSource:
+    """A UCR set as a run's data source (:mod:`toyspt.data.source`): its config and the content
+    hash of its raw files, so a run names exactly the values it trained on. Build it from
+    loaded data (:meth:`of`, or :func:`ucr_source` by name); :meth:`load` refuses files that
+    have changed since."""
+
+    config: UCRConfig  # which data set and split rule (root and source say where it is read from)
+    content: str  # sha256 of the raw values and labels the run was specified on (UCRData.fingerprint)
+
+    kind = "ucr"  # class attribute, not a field
+
+    @classmethod
+    def of(cls, data: UCRData) -> "UCRSource":
+        return cls(data.config, data.fingerprint)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def fingerprint(self) -> str:
+        return self.content
+
+    def load(self) -> UCRData:
+        data = _load_cached(self.config)
+        if data.fingerprint != self.content:
+            raise ValueError(f"{self.config.name} at {data.source} has changed since the run was specified "
+                             f"(fingerprint {data.fingerprint[:12]} != {self.content[:12]})")
+        return data
+
+    def key_fields(self, swap: "UCRSource | None") -> dict:
+        """The run key's data part (the layout UCR keys have always had; the run spec's
+        identity drops ``root`` and ``source``: the fingerprint names the content)."""
+        if swap is not None and not isinstance(swap, UCRSource):
+            raise ValueError(f"a UCR run pretrains on another UCR set (--swap-dataset), got a {swap.kind} source")
+        return dict(kind="ucr", data=asdict(self.config), fingerprint=self.content,
+                    swap_data=asdict(swap.config) if swap is not None else None,
+                    swap_fingerprint=swap.content if swap is not None else "")
+
+    def fit(self, model):
+        """``model`` with d_in = 1 and the set's class count; refused when the series are longer
+        than its positional table."""
+        if model.d_in != 1:
+            raise ValueError(f"UCR series are univariate: model.d_in must be 1, got {model.d_in}")
+        n, length = self.size()
+        if length > model.max_len:
+            raise ValueError(f"{self.config.name}: series length {length} exceeds model.max_len="
+                             f"{model.max_len}; raise --model.max_len")
+        return replace(model, n_classes=len(self.load().label_map))
+
+    def probe_inputs(self) -> torch.Tensor:
+        """The inputs probes of stored weights read: every training and validation series (no
+        test data, no labels)."""
+        d = self.load()
+        return torch.cat([d.train.x, d.val.x])
+
+    def size(self) -> tuple[int, int]:
+        d = self.load()
+        return len(d.train), d.length
+
+
+def source_from_fields(d: dict) -> tuple[UCRSource, UCRSource | None]:
+    """(data, swap) of a UCR run from its key fields."""
+    data = UCRSource(UCRConfig(**d["data"]), d["fingerprint"])
+    swap = UCRSource(UCRConfig(**d["swap_data"]), d["swap_fingerprint"]) if d.get("swap_data") else None
+    return data, swap
+
+
+def ucr_source(cfg: "UCRConfig | str", **overrides) -> UCRSource:
+    """The data source of a UCR set, by name or config (loaded once, to fingerprint it)."""
+    return UCRSource.of(load_ucr(cfg, **overrides))
 
 
 # --------------------------------------------------------------------------------------
@@ -178,13 +254,27 @@ def load_ucr(cfg: UCRConfig | str | None = None, **overrides) -> UCRData:
     """Load one UCR data set as train/val/test splits of shape (N, T, 1).
 
     ``load_ucr("GunPoint")`` or ``load_ucr(UCRConfig(name=..., root=...))``; keyword
-    overrides replace fields of the config.
+    overrides replace fields of the config. Read once per process and config (the same files
+    give the same data; a changed file is caught by the fingerprint check of :class:`UCRSource`).
     """
     if cfg is None or isinstance(cfg, str):
         cfg = UCRConfig(**({"name": cfg} if cfg else {}), **overrides)
     elif overrides:
         cfg = replace(cfg, **overrides)
+    return _load_cached(cfg)
+
+
+def _load_cached(cfg: UCRConfig) -> UCRData:
+    """The set read once per config and per state of its two files (located anew at every
+    call, so another root or an edited file is read again)."""
     loc = locate(cfg.name, cfg.root, cfg.source)
+    stamp = tuple((str(p), st.st_ino, st.st_size, st.st_mtime_ns) for p in (loc.train, loc.test)
+                  for st in (os.stat(p),))
+    return _load(cfg, loc, stamp)
+
+
+@functools.lru_cache(maxsize=64)
+def _load(cfg: UCRConfig, loc: "Located", stamp: tuple) -> UCRData:
     lab_tr, x_tr = read_ucr_file(loc.train, loc.delimiter)
     lab_te, x_te = read_ucr_file(loc.test, loc.delimiter)
     if x_tr.shape[1] != x_te.shape[1]:
@@ -217,7 +307,9 @@ def load_ucr(cfg: UCRConfig | str | None = None, **overrides) -> UCRData:
                    label_map=tuple(classes), source=loc.source, fingerprint=fingerprint)
 
 
-__all__ = ["UCRConfig", "UCRData", "UCRError", "UCRNotFound", "Located", "SourceInfo", "DataPackage",
+register("ucr", source_from_fields)
+
+__all__ = ["UCRConfig", "UCRData", "UCRSource", "ucr_source", "source_from_fields", "UCRError", "UCRNotFound", "Located", "SourceInfo", "DataPackage",
            "ENV_ROOT", "SOURCES", "PACKAGES", "PAPER_DATASETS", "ARCHIVE_SIZES", "ZNORM_DDOF",
            "locate", "in_package", "is_available", "describe_sources", "format_sources",
            "read_ucr_file", "flat_series", "znormalize", "check_znormalizable", "check_split_sizes",

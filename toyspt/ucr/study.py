@@ -27,9 +27,11 @@ import pandas as pd
 import torch
 from scipy import stats
 
-from toyspt.train.loop import RunResult, TrainConfig, load_model
+from toyspt.train.run import RunResult, TrainConfig, load_model
 from toyspt.ucr.data import UCRData
-from toyspt.ucr.runs import UCRRunSpec, arm_spec, ucr_spec, ucr_train_config
+from toyspt.runs.arms import arm_spec
+from toyspt.runs.specs import RunSpec
+from toyspt.ucr.runs import ucr_spec, ucr_train_config
 
 ARMS = ("scratch", "spt", "qk_transfer")
 BASELINES = ("alibi", "fire", "rope")  # built-in locality, from scratch (toyspt.runs.arms aliases)
@@ -70,14 +72,14 @@ def plan(quick: bool, seeds: Sequence[int] = (0, 1), numerics: str = "eager") ->
     return Plan(s, s, s, s[:1], s[:1], QUICK_TRAIN, quick=True, numerics=numerics)
 
 
-def basin_specs(datasets: Sequence[UCRData], p: Plan) -> list[tuple[UCRData, UCRRunSpec]]:
+def basin_specs(datasets: Sequence[UCRData], p: Plan) -> list[tuple[UCRData, RunSpec]]:
     """(data set, SPT-only tracked spec) per data set and seed."""
     return [(d, ucr_spec("spt_only", d, seed=s, train=p.train, trackers=BASIN_TRACKERS, evaluate="peak",
                           numerics=p.numerics))
             for d in datasets for s in p.seeds]
 
 
-def label_specs(datasets: Sequence[UCRData], p: Plan) -> list[tuple[UCRData, str, UCRRunSpec]]:
+def label_specs(datasets: Sequence[UCRData], p: Plan) -> list[tuple[UCRData, str, RunSpec]]:
     """(data set, arm, spec): scratch and spt at every seed, qk_transfer and the baselines at
     theirs; scratch and spt at the all-eval seeds evaluated every epoch."""
     out = []
@@ -94,12 +96,10 @@ def label_specs(datasets: Sequence[UCRData], p: Plan) -> list[tuple[UCRData, str
 # per-run tables
 
 def proximity_of(data: UCRData, result: RunResult, which: str) -> float:
-    """Mean proximity index (layer 0, heads averaged) of stored weights on the train +
-    validation inputs (no test data, no labels): > 1 proximity, < 1 anti-local."""
-    from toyspt.probe.tracking import attention_maps, proximity_index
+    """Proximity index of stored weights on the set's probe inputs (train + validation)."""
+    from toyspt.probe.tracking import proximity_of as proximity
 
-    x = torch.cat([data.train.x, data.val.x])
-    return proximity_index(next(iter(attention_maps(load_model(result, which), x).values()))).mean().item()
+    return proximity(result, which, torch.cat([data.train.x, data.val.x]))
 
 
 def _series(result: RunResult, metric: str) -> dict[int, float]:
@@ -107,7 +107,7 @@ def _series(result: RunResult, metric: str) -> dict[int, float]:
             if r["metric"] == metric and r["phase"] == "pretrain" and r.get("head", 0) == 0}
 
 
-def basin_row(data: UCRData, spec: UCRRunSpec, result: RunResult) -> dict:
+def basin_row(data: UCRData, spec: RunSpec, result: RunResult) -> dict:
     """One basin run: the model's beta and proximity index at init and after the early SPT
     epochs (NaN past the run's epochs), the proximity index after SPT and the basin."""
     beta, pi = _series(result, "beta"), _series(result, "proximity_index")
@@ -123,12 +123,12 @@ def basin_row(data: UCRData, spec: UCRRunSpec, result: RunResult) -> dict:
     return row
 
 
-def label_row(data: UCRData, arm: str, spec: UCRRunSpec, result: RunResult) -> dict:
+def label_row(data: UCRData, arm: str, spec: RunSpec, result: RunResult) -> dict:
     """One label run: the summary metrics, the peak held-out accuracy (NaN unless test was
     measured every epoch), how often validation sat at its peak, and proximity indices
     (final weights: scratch, spt, qk_transfer; after SPT: spt, qk_transfer)."""
     ft = [h for h in result.history if h["phase"] == "finetune"]
-    every = all("test_acc" in h for h in ft)
+    every = spec.evaluate == "all"  # test measured every epoch (a peak run may, by chance, too)
     s = result.summary
     row = dict(dataset=data.config.name, arm=arm, seed=spec.seed, evaluate=spec.evaluate,
                peak_held_out=max(h["test_acc"] for h in ft) if every else float("nan"),

@@ -126,7 +126,7 @@ def test_families_are_a_registry_and_an_unknown_name_is_refused(monkeypatch):
     cfg = TaskConfig(family="flat", T=8, n_train=16, n_val=8, n_test=8)
     assert make_task(cfg).train.x.shape == (16, 8, 2)
     spec = arm_spec("data_swap", RunSpec("scratch", 0, cfg))  # arms.py knows no family by name
-    assert spec.swap_task.family == "local_shuffle"
+    assert spec.swap.family == "local_shuffle"
 
 
 def test_freq_band_above_nyquist_is_refused():

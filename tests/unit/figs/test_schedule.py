@@ -8,11 +8,11 @@ from typing import Any, ClassVar
 
 import pytest
 
-from toyspt.figs.schedule import Drawer, order, run_cost
+from toyspt.figs.schedule import Drawer, order
 from toyspt.runs import RunCache, sweep
 from toyspt.runs.executors import executor_scope
 from toyspt.runs.specs import Spec
-from toyspt.train.loop import RunResult
+from toyspt.train.run import RunResult
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def test_a_figure_is_written_before_the_last_run_of_another_ends(tmp_path, monke
 
     log = tmp_path / "events.log"
     planned = _figures(log)
-    monkeypatch.setattr(schedule, "run_cost", lambda s: s.sleep + 0.01)  # the fake runs' cost
+    monkeypatch.setattr(Step, "cost", lambda s: s.sleep + 0.01)  # the fake runs' cost
     labels, charges = order(planned, lambda s: False)
     assert labels == ["cheap", "dear"]
     drawn = []
@@ -98,27 +98,21 @@ def test_a_figure_is_written_before_the_last_run_of_another_ends(tmp_path, monke
     assert drawn == ["cheap", "dear"] and [w for _, w, _ in _events(log)] == ["draw", "draw"]
 
 
-def test_order_charges_shared_and_cached_runs_once():
+def test_order_charges_shared_and_cached_runs_once(monkeypatch):
     a, b, c, p = (Step(n) for n in "abcp")
     child = Step("x", after="p")
     costs = dict(a=5.0, b=1.0, c=2.0, p=4.0, x=1.0)
-    import toyspt.figs.schedule as schedule
-
-    real = schedule.run_cost
-    schedule.run_cost = lambda s: costs[s.name]
-    try:
-        planned = {"one": {"a": a, "b": b}, "two": {"b": b, "c": c}, "three": {"x": child}, "none": {}}
-        labels, charges = order(planned, lambda s: s.name == "c")  # c is cached
-        # one 6, two 1 (c cached) -> two first, then one costs 5 (b charged), three 5 (x + p)
-        assert labels == ["none", "two", "one", "three"]
-        assert charges["two"] == {b.key(): 1.0, c.key(): 0.0}
-        assert charges["one"] == {a.key(): 5.0, b.key(): 0.0}
-        assert charges["three"] == {child.key(): 5.0}  # its parent charged to the spec needing it
-    finally:
-        schedule.run_cost = real
+    monkeypatch.setattr(Step, "cost", lambda s: costs[s.name])
+    planned = {"one": {"a": a, "b": b}, "two": {"b": b, "c": c}, "three": {"x": child}, "none": {}}
+    labels, charges = order(planned, lambda s: s.name == "c")  # c is cached
+    # one 6, two 1 (c cached) -> two first, then one costs 5 (b charged), three 5 (x + p)
+    assert labels == ["none", "two", "one", "three"]
+    assert charges["two"] == {b.key(): 1.0, c.key(): 0.0}
+    assert charges["one"] == {a.key(): 5.0, b.key(): 0.0}
+    assert charges["three"] == {child.key(): 5.0}  # its parent charged to the spec needing it
 
 
-def test_run_cost_counts_own_phases_only():
+def test_run_cost_counts_own_phases_only():  # Spec.cost of a run
     from dataclasses import replace
 
     from toyspt.runs import RunSpec
@@ -127,8 +121,8 @@ def test_run_cost_counts_own_phases_only():
     base = RunSpec("scratch", train=TrainConfig(epochs=6, pre_epochs=2))
     scratch, spt_only, spt = (replace(base, recipe=r) for r in ("scratch", "spt_only", "spt"))
     assert spt.parent() == replace(spt_only, evaluate="all")
-    unit = base.task.n_train * base.task.T * base.model.n_layers * base.model.d_model
-    assert (run_cost(scratch), run_cost(spt_only), run_cost(spt)) == (6 * unit, 2 * unit, 6 * unit)
+    unit = base.data.n_train * base.data.T * base.model.n_layers * base.model.d_model
+    assert (scratch.cost(), spt_only.cost(), spt.cost()) == (6 * unit, 2 * unit, 6 * unit)
     matched = replace(base, recipe="scratch_matched")  # 8 label epochs, continuing scratch's 6
-    assert matched.parent() == scratch and run_cost(matched) == 2 * unit
-    assert run_cost(Step("z")) == 0.0  # no training loop known: nothing
+    assert matched.parent() == scratch and matched.cost() == 2 * unit
+    assert Spec.cost(Step("z")) == 0.0  # no training loop known: nothing

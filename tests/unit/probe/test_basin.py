@@ -9,8 +9,8 @@ from toyspt.probe.basin import BetaTracker, beta_unif, mask_moments, model_beta,
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.data.tasks import TaskConfig, make_task, sample_mask
 from toyspt.train.recipes import TrainConfig
-from toyspt.train.loop import load_model, run_recipe
-from toyspt.train.lockstep import RunContext, clone_state
+from toyspt.train.run import load_model, run_recipe
+from toyspt.train.loop import RunContext, clone_state
 
 
 def _brute_moments(x_NxTxD, q):
@@ -199,7 +199,7 @@ def test_beta_tracker_honours_the_runs_mask_rate():
     assert abs(tr.mask.sum().item() - 0.3 * n) < 5 * (n * 0.3 * 0.7) ** 0.5
     with pytest.raises(ValueError, match="mask_rate differs"):
         make_trackers(["beta:mask_rate=0.5"], data, TrainConfig(mask_rate=0.3))
-    spec = RunSpec("spt_only", 0, task=task, model=ModelConfig(d_model=16, d_mlp=32),
+    spec = RunSpec("spt_only", 0, data=task, model=ModelConfig(d_model=16, d_mlp=32),
                    train=TrainConfig(pre_epochs=1, batch_size=32, mask_rate=0.3), trackers=("beta",))
     (bu,) = [r["value"] for r in spec.execute().records if r["metric"] == "beta_unif"]
     assert bu == beta_unif(data, 0.3)

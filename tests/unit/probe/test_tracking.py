@@ -8,7 +8,7 @@ from toyspt.probe import tracking
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.runs import RunSpec
 from toyspt.train.recipes import TrainConfig
-from toyspt.train.loop import run_recipe
+from toyspt.train.run import run_recipe
 
 SMALL = dict(d_model=16, d_mlp=32)
 TINY_TRAIN = TrainConfig(epochs=2, pre_epochs=1, batch_size=64)
@@ -133,7 +133,7 @@ def test_run_spec_trackers_and_compare_columns(small_data):
     from toyspt.runs.tables import default_columns
 
     cols = default_columns()
-    spec = RunSpec("scratch", seed=0, task=small_data.config, model=ModelConfig(**SMALL),
+    spec = RunSpec("scratch", seed=0, data=small_data.config, model=ModelConfig(**SMALL),
                    train=TrainConfig(epochs=1, batch_size=64), trackers=("displacement",))
     res = spec.execute()
     assert {r["metric"] for r in res.records} >= {"disp_init", "rel_disp_phase"}
@@ -145,7 +145,7 @@ def test_run_spec_trackers_and_compare_columns(small_data):
     pi = cols["proximity_index"](spec, res)
     assert 0 < pi < 16
     # the index is that of the final model's attention on the spec's validation inputs
-    from toyspt.train.loop import load_model
+    from toyspt.train.run import load_model
     m = load_model(res)
     A = tracking.attention_maps(m, small_data.val.x[:tracking.PROFILE_BATCH])["blocks.0.attn"]
     assert pi == pytest.approx(tracking.proximity_index(A).mean().item(), rel=1e-12)

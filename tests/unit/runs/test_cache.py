@@ -96,9 +96,9 @@ def test_arm_parsing():
     assert s.recipe == "scratch" and s.model.pos == "alibi" and s.train.lr == 0.01
     assert arm_spec("alibi", BASE).model.pos == "alibi"
     d = arm_spec("data_swap", BASE)
-    assert d.swap_task == default_swap(BASE.task) and d.swap_task.family == "freq_band"
-    assert arm_spec("data_swap:swap.seed=42", BASE).swap_task.seed == 42
-    assert arm_spec("spt:band0=1/2", BASE).task.band0 == (1, 2)
+    assert d.swap == default_swap(BASE.data) and d.swap.family == "freq_band"
+    assert arm_spec("data_swap:swap.seed=42", BASE).swap.seed == 42
+    assert arm_spec("spt:band0=1/2", BASE).data.band0 == (1, 2)
     with pytest.raises(ValueError, match="unknown recipe"):
         arm_spec("pretrain", BASE)
     with pytest.raises(ValueError, match="cannot place"):

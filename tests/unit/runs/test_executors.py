@@ -10,7 +10,7 @@ from toyspt.runs.executors import executor_scope, make_executor, slots
 from toyspt.runs.sweeps import plan_jobs
 from toyspt.runs import RunCache, RunSpec, sweep
 from toyspt.train.recipes import TrainConfig
-from toyspt.train.loop import RunResult
+from toyspt.train.run import RunResult
 
 from conftest import SMALL_TASK
 
@@ -57,18 +57,18 @@ def test_plan_jobs_groups_seeds_only():
         plan_jobs(a, max_group=0)
 
 
-def test_vectorized_sweep_fills_the_cache_as_one_at_a_time(tmp_path):
+def test_lockstep_sweep_fills_the_cache_as_one_at_a_time(tmp_path):
     specs = [replace(BASE, seed=s) for s in (0, 1, 2)] + [TRACKED]
     one = sweep(specs, RunCache(tmp_path / "one"), progress=False)
-    together = sweep(specs, RunCache(tmp_path / "vec"), progress=False, vectorize=True)
+    together = sweep(specs, RunCache(tmp_path / "vec"), progress=False, lockstep=True)
     assert_same_runs(one, together)
     assert_same_runs(one, [RunCache(tmp_path / "vec").load(s) for s in specs])  # as stored
 
 
-def test_vectorized_sweep_through_a_process_pool(tmp_path):
+def test_lockstep_sweep_through_a_process_pool(tmp_path):
     specs = [replace(BASE, seed=s) for s in (0, 1, 2)]
     with executor_scope(2) as ex:
-        out = sweep(specs, RunCache(tmp_path / "pool"), executor=ex, progress=False, vectorize=True)
+        out = sweep(specs, RunCache(tmp_path / "pool"), executor=ex, progress=False, lockstep=True)
     assert_same_runs(sweep(specs, RunCache(tmp_path / "here"), progress=False), out)
 
 
@@ -82,7 +82,7 @@ def test_sweep_on_a_dask_cluster(tmp_path):
         ex = make_executor(1, cluster.scheduler_address)
         try:
             assert slots(ex) == 1
-            out = sweep(specs, RunCache(tmp_path / "dask"), executor=ex, progress=False, vectorize=True)
+            out = sweep(specs, RunCache(tmp_path / "dask"), executor=ex, progress=False, lockstep=True)
         finally:
             ex.shutdown()
         assert ex.client.status == "closed"

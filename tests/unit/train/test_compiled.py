@@ -15,8 +15,8 @@ from toyspt.nn.model import ModelConfig, build_model
 from toyspt.runs import RunSpec
 from toyspt.runs.specs import digest
 from toyspt.train.compiled import available, check_numerics
-from toyspt.train.lockstep import Lockstep, Objective, RunContext
-from toyspt.train.loop import label_objective, recon_objective, run_recipe, run_recipe_seeds, template
+from toyspt.train.loop import Lockstep, Objective, RunContext
+from toyspt.train.run import label_objective, recon_objective, run_recipe, run_recipe_seeds, template
 from toyspt.train.recipes import TrainConfig, make_optimizer
 
 from conftest import SMALL_TASK
@@ -141,6 +141,6 @@ def test_no_compiler_falls_back_to_eager_in_one_line(tmp_path):
     from toyspt.runs import RunCache
     from toyspt.data.tasks import TaskConfig
 
-    eager = RunSpec("scratch", 0, task=TaskConfig(n_train=64, n_val=32, n_test=32, T=16),
+    eager = RunSpec("scratch", 0, data=TaskConfig(n_train=64, n_val=32, n_test=32, T=16),
                     train=replace(TrainConfig(), epochs=1), evaluate="peak")
     assert RunCache(tmp_path / "cache").has(eager)

@@ -4,7 +4,7 @@ import torch
 from toyspt.nn.model import ModelConfig, build_model, group_param_names, head_param_names, qk_param_names
 from toyspt.data.tasks import Split, TaskConfig, TaskData, make_task
 from toyspt.train.recipes import RECIPES, TrainConfig, get_recipe
-from toyspt.train.loop import run_recipe
+from toyspt.train.run import run_recipe
 
 TINY = TrainConfig(epochs=2, pre_epochs=2, batch_size=32, swap_epochs=1)
 
@@ -52,7 +52,7 @@ def test_transfer_recipes_take_exactly_what_they_claim(small_data, recipe):
 
 def test_transfer_state_is_exact(small_data, monkeypatch):
     """Capture the model at the start of fine-tuning and compare every tensor."""
-    import toyspt.train.loop as tr
+    import toyspt.train.run as tr
 
     seen = {}
     real = tr.finetune
@@ -102,7 +102,7 @@ def test_a_group_the_model_lacks_is_refused_by_name(small_data, recipe, model, w
 
 def _label_start(small_data, monkeypatch, recipe, seed=0):
     """(the run, the model's state at the start of its label phase)."""
-    import toyspt.train.loop as tr
+    import toyspt.train.run as tr
 
     seen, real = {}, tr.finetune
 

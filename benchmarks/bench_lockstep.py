@@ -1,15 +1,15 @@
-"""K seeds of one recipe trained together (toyspt.train.loop.run_recipe_seeds) against the same
-K runs of toyspt.train.loop.run_recipe one after another, side by side in one process, one thread.
+"""K seeds of one recipe trained together (toyspt.train.run.run_recipe_seeds) against the same
+K runs of toyspt.train.run.run_recipe one after another, side by side in one process, one thread.
 
-    python benchmarks/bench_vectorized.py                       # K=8, spt, two model sizes
-    python benchmarks/bench_vectorized.py --K 8 --recipe scratch --n-train 512 --epochs 3
-    python benchmarks/bench_vectorized.py --n-train 3000 --n-eval 750 --epochs 1 --sizes default
+    python benchmarks/bench_lockstep.py                       # K=8, spt, two model sizes
+    python benchmarks/bench_lockstep.py --K 8 --recipe scratch --n-train 512 --epochs 3
+    python benchmarks/bench_lockstep.py --n-train 3000 --n-eval 750 --epochs 1 --sizes default
 
 Throughput is seed-steps per second (optimizer steps of all seeds, SPT and label phases,
 evaluation included) over process CPU time, which a busy shared machine disturbs less than
 wall time (both are printed). "max |dw|" is the largest difference of any final weight
 from the sequential run: 0 means bitwise equal. Both go through the one training loop
-(toyspt.train.lockstep: its flat optimizer buffer and evaluation chunks), so the ratio is
+(toyspt.train.loop: its flat optimizer buffer and evaluation chunks), so the ratio is
 what batching over seeds adds.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ import torch
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.data.tasks import TaskConfig, make_task
 from toyspt.train.evaluation import EVAL_CHUNK, accuracy
-from toyspt.train.loop import run_recipe, run_recipe_seeds
+from toyspt.train.run import run_recipe, run_recipe_seeds
 from toyspt.train.recipes import TrainConfig
 
 SIZES = {  # name -> (model, sequence length)

@@ -9,7 +9,7 @@ from toyspt.nn.model import ModelConfig
 from toyspt.runs import RunSpec
 from toyspt.data.tasks import Split, TaskConfig, make_task
 from toyspt.train.recipes import RECIPES, TrainConfig
-from toyspt.train.loop import run_recipe, run_recipe_seeds
+from toyspt.train.run import run_recipe, run_recipe_seeds
 
 execute_seeds = RunSpec.execute_group
 
@@ -51,7 +51,7 @@ def _textbook(data, tc, seed, model_cfg=ModelConfig()):
     """A scratch run the textbook way: one model, torch's optimizer over its parameters,
     zero_grad / backward / step; the oracle for the flat optimizer buffer."""
     from toyspt.nn.model import build_model
-    from toyspt.train.loop import seed_stream
+    from toyspt.train.run import seed_stream
     from toyspt.train.recipes import make_optimizer
 
     model = build_model(model_cfg, seed)

@@ -1,0 +1,104 @@
+"""What carries SPT's gain on real data: the powered study's runs, by tier, and one row of
+honest metrics per label run.
+
+Arms (recipes of :mod:`toyspt.train.recipes`, aliases of :mod:`toyspt.runs.arms`):
+
+* ``scratch`` and ``spt`` at :attr:`Tier.power_seeds` on the paper's four sets, evaluated every
+  epoch (``evaluate="all"``), so the paper's peak held-out accuracy exists for them;
+* the decomposition at :attr:`Tier.arm_seeds`, each continuing the same SPT-only parents as
+  ``spt``: one weight group from SPT (``qk_transfer``, ``vo_transfer``, ``embed_transfer``,
+  ``mlp_transfer``, ``norm_transfer``), everything but W_Q, W_K (``all_but_qk_transfer``), and
+  the controls that separate content from scale (``spt_norms``: random directions at SPT's
+  per-tensor norms; ``spt_permuted``: SPT's values, permuted within each tensor) and budget
+  (``scratch_matched``: labels for SPT's epochs plus the label epochs; it continues the
+  ``scratch`` run of its seed, so it is evaluated like it);
+* the paper's baselines with built-in locality, from scratch (``alibi``, ``fire``, ``rope``), at
+  :attr:`Tier.baseline_seeds`;
+* beyond the paper's sets: ``scratch``, ``spt``, ``qk_transfer`` at :attr:`Tier.archive_seeds` on
+  the first :attr:`Tier.archive_sets` sets the archive rule admits, in its stated order
+  (:mod:`toyspt.ucr.archive`).
+
+Metrics of a label run (:func:`metrics_row`): the **primary** metric, chosen before any run of
+the study was looked at, is ``mean_test_last20``, the mean test accuracy over the last fifth
+of the label epochs: it selects nothing (no validation split of 5-27 series decides anything),
+cannot saturate the way validation accuracy does, and averages 40 evaluations, so it is the
+least noisy summary of where training ends. Secondary: ``test_at_min_val_loss`` (selection by
+validation cross-entropy, which does not saturate at 1.0), ``final_test_acc``; and the paper's
+``peak_held_out`` (max over epochs of test accuracy: selection on the test split itself,
+optimistic by construction; only where test was measured every epoch).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+from toyspt.runs.arms import arm_spec
+from toyspt.runs.specs import RunSpec
+from toyspt.train.recipes import TrainConfig
+from toyspt.ucr.data import UCRData
+from toyspt.ucr.runs import ucr_spec, ucr_train_config
+
+POWER_ARMS = ("scratch", "spt")
+DECOMPOSITION = ("qk_transfer", "vo_transfer", "embed_transfer", "mlp_transfer", "norm_transfer",
+                 "all_but_qk_transfer")
+CONTROLS = ("spt_norms", "spt_permuted", "scratch_matched")
+BASELINES = ("alibi", "fire", "rope")
+ARCHIVE_ARMS = ("scratch", "spt", "qk_transfer")
+EVERY_EPOCH = ("scratch", "spt", "scratch_matched")  # evaluated every epoch (peak held-out; parents)
+PRIMARY = "mean_test_last20"
+METRICS = (PRIMARY, "test_at_min_val_loss", "final_test_acc", "peak_held_out")
+QUICK_TRAIN = TrainConfig(epochs=5, pre_epochs=3, batch_size=8)  # smoke test only
+
+
+@dataclass(frozen=True)
+class Tier:
+    """Seeds and training of one tier of the real-data study."""
+
+    name: str  # default | study | quick
+    power_seeds: tuple[int, ...]  # scratch and spt on the paper's sets
+    arm_seeds: tuple[int, ...]  # decomposition arms and controls on the paper's sets
+    baseline_seeds: tuple[int, ...]  # alibi, fire, rope on the paper's sets
+    archive_seeds: tuple[int, ...]  # scratch, spt, qk_transfer on the admitted archive sets
+    archive_sets: int  # how many admitted archive sets, in the archive rule's order
+    train: TrainConfig  # epochs, SPT epochs, batch size
+    numerics: str = "eager"  # eager | compiled (toyspt.train.compiled)
+
+
+TIERS = {
+    "study": Tier("study", tuple(range(20)), tuple(range(10)), tuple(range(10)), tuple(range(10)), 12,
+                  ucr_train_config()),
+    "quick": Tier("quick", (0, 1), (0, 1), (0,), (0, 1), 2, QUICK_TRAIN),
+}
+
+
+def tier(name: str, numerics: str = "eager") -> Tier:
+    if name not in TIERS:
+        raise ValueError(f"tier: choose one of {tuple(TIERS)}, got {name!r}")
+    return replace(TIERS[name], numerics=numerics)
+
+
+def _arm(data: UCRData, arm: str, seed: int, t: Tier) -> RunSpec:
+    ev = "all" if arm in EVERY_EPOCH else "peak"
+    base = ucr_spec("scratch", data, seed=seed, train=t.train, evaluate=ev, numerics=t.numerics)
+    return arm_spec(arm, base)
+
+
+def paper_specs(datasets: Sequence[UCRData], t: Tier) -> list[tuple[UCRData, str, RunSpec]]:
+    """(data set, arm, spec) of the paper's sets: power arms first (every set), then the
+    decomposition and controls, then the baselines, so the headline's runs come first."""
+    out = [(d, a, _arm(d, a, s, t)) for d in datasets for a in POWER_ARMS for s in t.power_seeds]
+    out += [(d, a, _arm(d, a, s, t)) for d in datasets for a in DECOMPOSITION + CONTROLS for s in t.arm_seeds]
+    out += [(d, a, _arm(d, a, s, t)) for d in datasets for a in BASELINES for s in t.baseline_seeds]
+    return out
+
+
+def archive_specs(datasets: Sequence[UCRData], t: Tier) -> list[tuple[UCRData, str, RunSpec]]:
+    """(data set, arm, spec) of the archive scan; test is measured where the ``peak`` policy says
+    (the archive's test splits are up to 40x the training split)."""
+    return [(d, a, arm_spec(a, ucr_spec("scratch", d, seed=s, train=t.train, evaluate="peak",
+                                        numerics=t.numerics)))
+            for d in datasets for a in ARCHIVE_ARMS for s in t.archive_seeds]
+
+
+__all__ = ["POWER_ARMS", "DECOMPOSITION", "CONTROLS", "BASELINES", "ARCHIVE_ARMS", "EVERY_EPOCH", "PRIMARY",
+           "METRICS", "Tier", "TIERS", "tier", "paper_specs", "archive_specs"]
