@@ -132,8 +132,8 @@ def _verdict(name: str, rule: ArchiveRule, root, source: str) -> dict:
     if data.n_classes < rule.min_classes:
         return _row(name, **sizes, reason=f"{data.n_classes} classes < {rule.min_classes}")
     if counts.min() < rule.min_per_class:
-        small = data.label_map[int(counts.argmin())]
-        return _row(name, **sizes, reason=f"class {small} has {int(counts.min())} training series < {rule.min_per_class}")
+        small, k = data.label_map[int(counts.argmin())], int(counts.min())
+        return _row(name, **sizes, reason=f"class {small} has {k} training series < {rule.min_per_class}")
     return _row(name, **sizes)
 
 

@@ -71,7 +71,8 @@ def test_the_rule_refuses_each_reason_by_name(root):
             read_ucr_file(root / name / f"{name}_TRAIN.tsv")
         assert reasons[name] == f"cannot be loaded: {e.value}", name
     assert "NaN" in reasons["Missing"]
-    assert t.loc["Good", ["train", "test", "length", "classes", "min_class", "est_cost"]].tolist() == [12, 12, 16, 2, 6, 192]
+    sizes = ["train", "test", "length", "classes", "min_class", "est_cost"]
+    assert t.loc["Good", sizes].tolist() == [12, 12, 16, 2, 6, 192]
     assert archive.admit("Good", SMALL, root=root) == (True, "")
     assert archive.admit("Long", SMALL, root=root) == (False, "series length 33 > 32")
     two = archive.admit("Good", dataclasses.replace(SMALL, min_classes=3), root=root)
@@ -111,7 +112,8 @@ def test_the_real_package_admits_at_least_twelve_sets(monkeypatch):
     assert len(names) == 59 and set(PAPER_DATASETS) <= set(names)
     t = archive.scan()
     ok = t[t.admitted]
-    print("\n" + ok[["rank", "name", "train", "test", "length", "classes", "min_class", "est_cost"]].to_string(index=False))
+    shown = ["rank", "name", "train", "test", "length", "classes", "min_class", "est_cost"]
+    print("\n" + ok[shown].to_string(index=False))
     assert len(ok) >= 12 and len(t) == 59 and not set(PAPER_DATASETS) & set(ok.name)
     assert (ok.length <= 512).all() and (ok.train <= 500).all() and (ok.test <= 1000).all()
     assert (ok.classes >= 2).all() and (ok.min_class >= 5).all()
