@@ -224,6 +224,20 @@ def base_rate_test(hits: int, n: int, majority_hits: int) -> dict:
                 base_rate=majority_hits / n, p=float(p))
 
 
+def hits_vs_base_rate(predicted, actual) -> dict:
+    """A binary predictor against always answering the majority class: ``predicted`` and
+    ``actual`` are boolean per run (e.g. "predicts proximity", "landed in proximity"; runs where
+    the predictor has no value must be left out by the caller). :func:`base_rate_test` of the
+    hits against the majority count of ``actual``, plus ``majority``: the majority value (True
+    on a tie)."""
+    p, a = np.asarray(predicted), np.asarray(actual)
+    if p.dtype != bool or a.dtype != bool or p.ndim != 1 or p.shape != a.shape:
+        raise ValueError(f"predicted, actual: need two boolean 1-D arrays of one length, got "
+                         f"{p.dtype}{p.shape} and {a.dtype}{a.shape}")
+    k = int(a.sum())
+    return dict(base_rate_test(int((p == a).sum()), len(a), max(k, len(a) - k)), majority=bool(k >= len(a) - k))
+
+
 # ---------------------------------------------------------------------------------------
 # association within sets
 
@@ -345,4 +359,4 @@ def within_set_association(frame: pd.DataFrame, group: str = "dataset", x: str =
 
 
 __all__ = ["DECIMALS", "MIN_PERMUTATIONS", "PAIRED_KEYS", "SHARE_KEYS", "mde", "wilcoxon_method", "paired", "holm",
-           "fieller", "share_of_gain", "base_rate_test", "within_set_association"]
+           "fieller", "share_of_gain", "base_rate_test", "hits_vs_base_rate", "within_set_association"]

@@ -1,5 +1,6 @@
-"""T5: measured training figures through the run cache, on a tiny configuration."""
+"""T5: measured training figures through the run cache, on a tiny configuration and a stored grid."""
 import math
+from pathlib import Path
 
 import pytest
 
@@ -77,3 +78,56 @@ def test_full_config_rows_are_checked_and_can_fail(monkeypatch, tmp_path):
     table = pd.DataFrame(rows["T5.4"].detail("rows"))
     assert rows["T5.4"].verdict == t5.share_verdict(table, lambda x: x.beta_unif, t5.BASIN_UNIF_SHARE, "ge")[2]
     assert rows["T5.2"].verdict == "measured"
+
+
+# The 55 SPT-only runs of the toy basin grid at the full configuration (11 settings x seeds 0-4), as
+# figures/basin.csv stores them (per-run "cell" rows), plus T3's dL_rec[N] at init (_init_sign of
+# each run's spec, computed once): both basins, 25/50 clear runs in each.
+TOY_GRID = Path(__file__).resolve().parents[2] / "fixtures" / "toy_basin_runs.csv"
+
+
+@pytest.fixture
+def toy_grid(monkeypatch):
+    import pandas as pd
+
+    table = pd.read_csv(TOY_GRID)
+    monkeypatch.setattr(t5, "_phase", lambda quick, cache: (t5.FULL, table))
+    return table
+
+
+@pytest.mark.parametrize("check,says,hits,verdict", [
+    (t5.measure_basin, lambda t: t.beta_unif > 0, 48, "pass"),
+    (t5.measure_basin_early, lambda t: t.beta_epoch1 > 0, 50, "pass"),
+    (t5.measure_basin_init, lambda t: t.drec_N_init < 0, 25, "pass"),
+])
+def test_basin_rows_report_the_share_of_their_own_predictor(toy_grid, check, says, hits, verdict):
+    """Each row's figure is the share its own predictor names on the stored grid (recomputed
+    here from the table), its text says the same count, and it carries the base rate of always
+    answering the majority basin with the binomial p: a flipped predictor reports 50 - hits."""
+    from toyspt.runs.stats import base_rate_test
+
+    clear = toy_grid[toy_grid.beta_unif.abs() > 0.1]
+    truth = clear.basin == "proximity"
+    assert len(clear) == 50 and truth.sum() == 25  # both basins
+    assert int((says(clear) == truth).sum()) == hits
+    r = check(quick=False, cache=None)
+    assert r.figure == hits / 50 and (r.detail("hits"), r.detail("n")) == (hits, 50) and r.verdict == verdict
+    assert f"basin predicted in {hits}/50 SPT-only runs" in r.checked and "all runs: " in r.checked
+    base = base_rate_test(hits, 50, 25)
+    assert r.detail("base_rate") == 0.5 and r.detail("p_base_rate") == pytest.approx(base["p"])
+    assert f"({r.detail('majority')}) names 25/50, one-sided binomial p = {base['p']:.2g}" in r.checked
+
+
+def test_share_verdict_leaves_out_runs_without_a_prediction():
+    t = _table([0.3, float("nan"), -0.2], [True, False, False])
+    assert t5.share_verdict(t, lambda x: x.pred, 0.95, "ge") == (2, 2, "pass")
+    assert t5.share_base_rate(t, lambda x: x.pred)["n"] == 2
+
+
+def test_grid_shares_carry_the_base_rate(toy_grid):
+    from toyspt.runs.basin_grid import predictor_shares
+
+    sh = predictor_shares(toy_grid)
+    assert (sh["beta_unif"]["hits"], sh["beta_unif"]["n"], sh["beta_init"]["hits"]) == (48, 50, 26)
+    assert sh["beta_unif"]["base_rate"] == 0.5 and sh["beta_unif"]["p_base_rate"] < 1e-10
+    assert sh["beta_init"]["p_base_rate"] > 0.3  # the init gain: no better than always "proximity"
