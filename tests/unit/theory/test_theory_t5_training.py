@@ -82,40 +82,57 @@ def test_full_config_rows_are_checked_and_can_fail(monkeypatch, tmp_path):
 
 # The 55 SPT-only runs of the toy basin grid at the full configuration (11 settings x seeds 0-4), as
 # figures/basin.csv stores them (per-run "cell" rows), plus T3's dL_rec[N] at init (_init_sign of
-# each run's spec, computed once): both basins, 25/50 clear runs in each.
+# each run's spec, computed once): both basins, 25/50 clear runs in each (offset sweep: 14/25
+# proximity; frequency sweep: 11/25, so its majority is anti-local).
 TOY_GRID = Path(__file__).resolve().parents[2] / "fixtures" / "toy_basin_runs.csv"
 
 
-@pytest.fixture
-def toy_grid(monkeypatch):
+def _grid(monkeypatch, sweep=None):
+    """The stored grid (one of its sweeps) as the table every T5 basin row reads."""
     import pandas as pd
 
     table = pd.read_csv(TOY_GRID)
+    table = table if sweep is None else table[table.sweep == sweep].reset_index(drop=True)
     monkeypatch.setattr(t5, "_phase", lambda quick, cache: (t5.FULL, table))
     return table
 
 
-@pytest.mark.parametrize("check,says,hits,verdict", [
-    (t5.measure_basin, lambda t: t.beta_unif > 0, 48, "pass"),
-    (t5.measure_basin_early, lambda t: t.beta_epoch1 > 0, 50, "pass"),
-    (t5.measure_basin_init, lambda t: t.drec_N_init < 0, 25, "pass"),
-])
-def test_basin_rows_report_the_share_of_their_own_predictor(toy_grid, check, says, hits, verdict):
+@pytest.fixture
+def toy_grid(monkeypatch):
+    return _grid(monkeypatch)
+
+
+# per table: (clear runs, proximity among them, majority) and the hits of T5.4, T5.5, T5.6's predictors
+GRIDS = {None: ((50, 25, "proximity"), (48, 50, 25)), "offset": ((25, 14, "proximity"), (24, 25, 13)),
+         "freq": ((25, 11, "anti-local"), (24, 25, 12))}
+ROWS = [(t5.measure_basin, lambda t: t.beta_unif > 0), (t5.measure_basin_early, lambda t: t.beta_epoch1 > 0),
+        (t5.measure_basin_init, lambda t: t.drec_N_init < 0)]
+
+
+@pytest.mark.parametrize("sweep", list(GRIDS))
+@pytest.mark.parametrize("row", range(3), ids=["T5.4", "T5.5", "T5.6"])
+def test_basin_rows_report_the_share_of_their_own_predictor(monkeypatch, sweep, row):
     """Each row's figure is the share its own predictor names on the stored grid (recomputed
     here from the table), its text says the same count, and it carries the base rate of always
-    answering the majority basin with the binomial p: a flipped predictor reports 50 - hits."""
+    answering the majority basin with the binomial p. A flipped predictor reports n - hits,
+    which differs from hits on every table here but the whole grid's T5.6 (25/50)."""
     from toyspt.runs.stats import base_rate_test
 
-    clear = toy_grid[toy_grid.beta_unif.abs() > 0.1]
+    table = _grid(monkeypatch, sweep)
+    (n, n_prox, majority), hits = GRIDS[sweep][0], GRIDS[sweep][1][row]
+    check, says = ROWS[row]
+    clear = table[table.beta_unif.abs() > 0.1]
     truth = clear.basin == "proximity"
-    assert len(clear) == 50 and truth.sum() == 25  # both basins
-    assert int((says(clear) == truth).sum()) == hits
+    assert (len(clear), int(truth.sum())) == (n, n_prox) and int((says(clear) == truth).sum()) == hits
     r = check(quick=False, cache=None)
-    assert r.figure == hits / 50 and (r.detail("hits"), r.detail("n")) == (hits, 50) and r.verdict == verdict
-    assert f"basin predicted in {hits}/50 SPT-only runs" in r.checked and "all runs: " in r.checked
-    base = base_rate_test(hits, 50, 25)
-    assert r.detail("base_rate") == 0.5 and r.detail("p_base_rate") == pytest.approx(base["p"])
-    assert f"({r.detail('majority')}) names 25/50, one-sided binomial p = {base['p']:.2g}" in r.checked
+    assert r.figure == hits / n and (r.detail("hits"), r.detail("n")) == (hits, n)
+    threshold = (t5.BASIN_UNIF_SHARE, t5.BASIN_EARLY_SHARE, t5.BASIN_INIT_MAX_SHARE)[row]
+    assert r.verdict == ("pass" if (hits / n <= threshold if row == 2 else hits / n >= threshold) else "fail")
+    assert f"basin predicted in {hits}/{n} SPT-only runs" in r.checked and "all runs: " in r.checked
+    top = max(n_prox, n - n_prox)
+    base = base_rate_test(hits, n, top)
+    assert r.detail("base_rate") == top / n and r.detail("p_base_rate") == pytest.approx(base["p"])
+    assert f"({majority}) names {top}/{n}, one-sided binomial p = {base['p']:.2g}" in r.checked
 
 
 def test_share_verdict_leaves_out_runs_without_a_prediction():
