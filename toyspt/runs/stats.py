@@ -7,7 +7,8 @@
   interval, which is exact for a ratio of correlated normal means and unbounded when the
   denominator is not significantly different from 0 (a delta-method interval would then be
   finite and wrong);
-* :func:`base_rate_test`: a predictor's hit rate against always answering the majority class;
+* :func:`base_rate_test`: a predictor's hit rate against always answering the majority class
+  (:func:`hits_vs_base_rate` from per-run booleans), not against one half;
 * :func:`within_set_association`: a run-level predictor against an outcome *within* sets
   (stratified), so that differences between sets are not read as an association.
 
