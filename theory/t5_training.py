@@ -17,7 +17,8 @@ a missing one is trained and stored) and reports, per recipe and seed:
 
 Rows that state a claim about the full configuration's runs are *checked* against a stated
 threshold there (T5.1: the displacement ratio; T5.4-T5.6: the share of runs whose basin a
-predictor names, :func:`share_verdict`), so a claim the runs contradict fails the report.
+predictor names, :func:`share_verdict`; each also reports the share against always answering
+the majority basin, :func:`share_base_rate`), so a claim the runs contradict fails the report.
 ``--quick`` uses a small configuration (one seed, short runs: too short to show the effect)
 unless every run of the full configuration is already in the cache; its rows are reported
 as ``measured`` and say that they were not checked. T5.2 and T5.3 are descriptive
@@ -37,6 +38,7 @@ from toyspt.probe import engine as probes, tracking
 from toyspt.probe import losses
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.runs import RunCache, RunSpec, get_run, load_answer
+from toyspt.runs.stats import hits_vs_base_rate
 from toyspt.data.tasks import TaskConfig
 from toyspt.train.recipes import TrainConfig
 from toyspt.train.run import load_model
@@ -227,31 +229,57 @@ def _init_sign(cfg: T5Config, spec: RunSpec) -> float:
                         use_jvp=False)[toy.HOOK_S].deriv[0, 0].item()
 
 
+def _scored(table, predict):
+    """(predicts proximity, is proximity) over the clear runs of a phase table (|beta_unif| >
+    CLEAR_MARGIN) whose predictor has a value."""
+    clear = table[table.beta_unif.abs() > basin_runs.CLEAR_MARGIN]
+    pred = predict(clear)
+    keep = pred.notna()
+    return (pred[keep] > 0).to_numpy(bool), (clear.basin[keep] == "proximity").to_numpy(bool)
+
+
 def share_verdict(table, predict, threshold: float, sense: str) -> tuple[int, int, str]:
     """(hits, n, verdict) of a basin predictor over the clear runs of a phase table (|beta_unif|
-    > CLEAR_MARGIN): a run is a hit when ``predict(table) > 0`` agrees with the basin
-    (proximity index after SPT > 1); pass iff hits / n >= threshold (``sense="ge"``) or <=
-    it (``"le"``). No clear run: fail (nothing supports the claim)."""
-    clear = table[table.beta_unif.abs() > basin_runs.CLEAR_MARGIN]
-    hits, n = int(((predict(clear) > 0) == (clear.basin == "proximity")).sum()), len(clear)
+    > CLEAR_MARGIN; runs where the predictor is NaN do not count): a run is a hit when
+    ``predict(table) > 0`` agrees with the basin (proximity index after SPT > 1); pass iff
+    hits / n >= threshold (``sense="ge"``) or <= it (``"le"``). No clear run: fail (nothing
+    supports the claim)."""
+    said, truth = _scored(table, predict)
+    hits, n = int((said == truth).sum()), len(truth)
     if n == 0:
         return hits, n, "fail"
     share = hits / n
     return hits, n, "pass" if (share >= threshold if sense == "ge" else share <= threshold) else "fail"
 
 
+def share_base_rate(table, predict) -> dict:
+    """The same runs as :func:`share_verdict`, tested against always answering their majority
+    basin (:func:`toyspt.runs.stats.hits_vs_base_rate`: exact one-sided binomial p); NaN
+    figures when fewer than 2 runs count."""
+    said, truth = _scored(table, predict)
+    if len(truth) < 2:
+        return dict(hits=int((said == truth).sum()), n=len(truth), majority_hits=len(truth), base_rate=float("nan"),
+                    p=float("nan"), majority="none")
+    out = hits_vs_base_rate(said, truth)
+    return dict(out, majority="proximity" if out["majority"] else "anti-local")
+
+
 def _share_result(cid: str, claim: str, what: str, quick: bool, cache: str | None, predict,
                   threshold: float, sense: str) -> Result:
     cfg, table = _phase(quick, cache)
     hits, n, _ = share_verdict(table, predict, threshold, sense)
+    base = share_base_rate(table, predict)
     cells = table.groupby(["sweep", "offset", "freq_lo", "freq_hi"]).ngroups
     all_hits = int(((predict(table) > 0) == (table.basin == "proximity")).sum())
     return _checked_or_measured(
         cfg, cid, claim, _tag(cfg) + f"{what}: basin predicted in {hits}/{n} SPT-only runs with |beta_unif| > "
         f"{basin_runs.CLEAR_MARGIN} ({cells} task settings x {len(cfg.seeds)} seed(s), the basin figure's runs; "
-        f"all runs: {all_hits}/{len(table)})", hits / n if n else float("nan"), "share of runs", threshold, sense,
+        f"all runs: {all_hits}/{len(table)}); always answering the majority basin ({base['majority']}) names "
+        f"{base['majority_hits']}/{n}, one-sided binomial p = {base['p']:.2g} against that base rate",
+        hits / n if n else float("nan"), "share of runs", threshold, sense,
         "a claim about runs: the share of the basin grid's clear runs it must reach" if sense == "ge"
-        else "a claim about runs: the share it must stay under", rows=table.to_dict("records"))
+        else "a claim about runs: the share it must stay under", rows=table.to_dict("records"), hits=hits, n=n,
+        base_rate=base["base_rate"], majority=base["majority"], p_base_rate=base["p"])
 
 
 def measure_basin(quick: bool = False, cache: str | None = None) -> Result:
@@ -282,6 +310,6 @@ def measure_basin_init(quick: bool = False, cache: str | None = None) -> Result:
 CHECKS = [measure_displacement, measure_proximity, measure_accuracy, measure_basin, measure_basin_early,
           measure_basin_init]
 
-__all__ = ["T5Config", "QUICK", "FULL", "specs", "share_verdict", "DISPLACEMENT_RATIO", "BASIN_UNIF_SHARE",
-           "BASIN_EARLY_SHARE", "BASIN_INIT_MAX_SHARE", "measure_displacement", "measure_proximity",
+__all__ = ["T5Config", "QUICK", "FULL", "specs", "share_verdict", "share_base_rate", "DISPLACEMENT_RATIO",
+           "BASIN_UNIF_SHARE", "BASIN_EARLY_SHARE", "BASIN_INIT_MAX_SHARE", "measure_displacement", "measure_proximity",
            "measure_accuracy", "measure_basin", "measure_basin_early", "measure_basin_init", "CHECKS"]

@@ -16,6 +16,7 @@ from typing import Sequence
 import pandas as pd
 
 from toyspt.runs.specs import RunSpec
+from toyspt.runs.stats import hits_vs_base_rate
 from toyspt.probe.tracking import proximity_of
 from toyspt.train.run import RunResult
 
@@ -63,13 +64,19 @@ def phase_table(pairs: Sequence[tuple[dict, RunSpec]], results: Sequence[RunResu
 def predictor_shares(table: pd.DataFrame, clear_only: bool = True) -> dict[str, dict]:
     """For each predictor (beta_unif, beta at init, after epochs 1..3): the share of runs
     whose basin it predicts (beta > 0 <=> proximity), over the runs with |beta_unif| >
-    :data:`CLEAR_MARGIN` when ``clear_only``."""
+    :data:`CLEAR_MARGIN` when ``clear_only``, and that share against always answering the
+    majority basin of those runs (``base_rate``, one-sided binomial ``p_base_rate``;
+    :func:`toyspt.runs.stats.hits_vs_base_rate`; NaN with fewer than 2 runs)."""
     t = table[table.beta_unif.abs() > CLEAR_MARGIN] if clear_only else table
     truth = t.basin == "proximity"
     out = {}
     for col in ("beta_unif", "beta_init", *[f"beta_epoch{e}" for e in EARLY_EPOCHS]):
         hit = ((t[col] > 0) == truth)
-        out[col] = dict(share=float(hit.mean()) if len(t) else float("nan"), hits=int(hit.sum()), n=int(len(t)))
+        out[col] = dict(share=float(hit.mean()) if len(t) else float("nan"), hits=int(hit.sum()), n=int(len(t)),
+                        base_rate=float("nan"), p_base_rate=float("nan"))
+        if len(t) >= 2:
+            base = hits_vs_base_rate((t[col] > 0).to_numpy(bool), truth.to_numpy(bool))
+            out[col].update(base_rate=base["base_rate"], p_base_rate=base["p"])
     return out
 
 

@@ -220,3 +220,40 @@ def test_basin_predictor_reads_the_data_unless_the_series_sum_to_zero():
     got = [basin_predictor(z, cfg, s) for s in range(4)]
     assert got == [init_beta(cfg, s, z, 0.5) for s in range(4)]
     assert len({v > 0 for v in got}) == 2  # the sign depends on the seed's init, not on the data
+
+
+def test_zero_sum_needs_every_sequence_to_sum_to_zero():
+    """The toy task's own data hold a few near-zero-mean sequences (|mean| / rms below the
+    tolerance in some coordinate; 10 of the basin grid's 11 settings have some): the series are
+    not zero-sum, so basin_predictor stays beta_unif. Judging *any* sequence instead of every
+    one would switch the toy to the init gain."""
+    from toyspt.probe.basin import ZERO_SUM_TOL, basin_predictor, zero_sum
+
+    x = make_task(TaskConfig(n_train=3000, n_val=1, n_test=1)).train.x  # the default toy task (offset 0.5)
+    ratio = x.double().mean(1).abs() / x.double().pow(2).mean(1).sqrt()
+    assert (ratio < ZERO_SUM_TOL).any() and not (ratio < ZERO_SUM_TOL).all()
+    assert not zero_sum(x)
+    assert basin_predictor(x, ModelConfig(), 0) == beta_unif(x, 0.5)
+    few = torch.randn(64, 12, 1, generator=torch.Generator().manual_seed(1)) + 2.0
+    few[:3] -= few[:3].mean(1, keepdim=True)  # three zero-mean sequences among free levels
+    assert not zero_sum(few) and zero_sum(few - few.mean(1, keepdim=True))
+
+
+def test_basin_predictor_honours_the_mask_rate_on_both_paths():
+    """mask_rate 0.3 reaches beta_unif (free levels) and every mask of the init gain (zero-sum
+    series), recomputed here from model_beta and sample_mask; both differ from the 0.5 values."""
+    from toyspt.probe.basin import INIT_MASKS, basin_predictor
+
+    cfg = ModelConfig(d_in=1, d_model=16, d_mlp=32)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 12, 1, generator=g).cumsum(1) + 2.0
+    assert basin_predictor(x, cfg, 0, 0.3) == beta_unif(x, 0.3) != beta_unif(x, 0.5)
+    z = (x - x.mean(1, keepdim=True)) / x.std(1, unbiased=False, keepdim=True)
+    reps = z.repeat(INIT_MASKS, 1, 1)
+    for seed in (0, 1):
+        model = build_model(cfg, seed)
+        at = {q: model_beta(model, reps, sample_mask(len(reps), 12, q, torch.Generator().manual_seed(0)))
+              for q in (0.3, 0.5)}
+        assert basin_predictor(z, cfg, seed, 0.3) == pytest.approx(at[0.3], rel=1e-12)
+        assert basin_predictor(z, cfg, seed) == pytest.approx(at[0.5], rel=1e-12)
+        assert abs(at[0.3] - at[0.5]) > 1e-3

@@ -1,5 +1,6 @@
-"""T5: measured training figures through the run cache, on a tiny configuration."""
+"""T5: measured training figures through the run cache, on a tiny configuration and a stored grid."""
 import math
+from pathlib import Path
 
 import pytest
 
@@ -77,3 +78,73 @@ def test_full_config_rows_are_checked_and_can_fail(monkeypatch, tmp_path):
     table = pd.DataFrame(rows["T5.4"].detail("rows"))
     assert rows["T5.4"].verdict == t5.share_verdict(table, lambda x: x.beta_unif, t5.BASIN_UNIF_SHARE, "ge")[2]
     assert rows["T5.2"].verdict == "measured"
+
+
+# The 55 SPT-only runs of the toy basin grid at the full configuration (11 settings x seeds 0-4), as
+# figures/basin.csv stores them (per-run "cell" rows), plus T3's dL_rec[N] at init (_init_sign of
+# each run's spec, computed once): both basins, 25/50 clear runs in each (offset sweep: 14/25
+# proximity; frequency sweep: 11/25, so its majority is anti-local).
+TOY_GRID = Path(__file__).resolve().parents[2] / "fixtures" / "toy_basin_runs.csv"
+
+
+def _grid(monkeypatch, sweep=None):
+    """The stored grid (one of its sweeps) as the table every T5 basin row reads."""
+    import pandas as pd
+
+    table = pd.read_csv(TOY_GRID)
+    table = table if sweep is None else table[table.sweep == sweep].reset_index(drop=True)
+    monkeypatch.setattr(t5, "_phase", lambda quick, cache: (t5.FULL, table))
+    return table
+
+
+@pytest.fixture
+def toy_grid(monkeypatch):
+    return _grid(monkeypatch)
+
+
+# per table: (clear runs, proximity among them, majority) and the hits of T5.4, T5.5, T5.6's predictors
+GRIDS = {None: ((50, 25, "proximity"), (48, 50, 25)), "offset": ((25, 14, "proximity"), (24, 25, 13)),
+         "freq": ((25, 11, "anti-local"), (24, 25, 12))}
+ROWS = [(t5.measure_basin, lambda t: t.beta_unif > 0), (t5.measure_basin_early, lambda t: t.beta_epoch1 > 0),
+        (t5.measure_basin_init, lambda t: t.drec_N_init < 0)]
+
+
+@pytest.mark.parametrize("sweep", list(GRIDS))
+@pytest.mark.parametrize("row", range(3), ids=["T5.4", "T5.5", "T5.6"])
+def test_basin_rows_report_the_share_of_their_own_predictor(monkeypatch, sweep, row):
+    """Each row's figure is the share its own predictor names on the stored grid (recomputed
+    here from the table), its text says the same count, and it carries the base rate of always
+    answering the majority basin with the binomial p. A flipped predictor reports n - hits,
+    which differs from hits on every table here but the whole grid's T5.6 (25/50)."""
+    from toyspt.runs.stats import base_rate_test
+
+    table = _grid(monkeypatch, sweep)
+    (n, n_prox, majority), hits = GRIDS[sweep][0], GRIDS[sweep][1][row]
+    check, says = ROWS[row]
+    clear = table[table.beta_unif.abs() > 0.1]
+    truth = clear.basin == "proximity"
+    assert (len(clear), int(truth.sum())) == (n, n_prox) and int((says(clear) == truth).sum()) == hits
+    r = check(quick=False, cache=None)
+    assert r.figure == hits / n and (r.detail("hits"), r.detail("n")) == (hits, n)
+    threshold = (t5.BASIN_UNIF_SHARE, t5.BASIN_EARLY_SHARE, t5.BASIN_INIT_MAX_SHARE)[row]
+    assert r.verdict == ("pass" if (hits / n <= threshold if row == 2 else hits / n >= threshold) else "fail")
+    assert f"basin predicted in {hits}/{n} SPT-only runs" in r.checked and "all runs: " in r.checked
+    top = max(n_prox, n - n_prox)
+    base = base_rate_test(hits, n, top)
+    assert r.detail("base_rate") == top / n and r.detail("p_base_rate") == pytest.approx(base["p"])
+    assert f"({majority}) names {top}/{n}, one-sided binomial p = {base['p']:.2g}" in r.checked
+
+
+def test_share_verdict_leaves_out_runs_without_a_prediction():
+    t = _table([0.3, float("nan"), -0.2], [True, False, False])
+    assert t5.share_verdict(t, lambda x: x.pred, 0.95, "ge") == (2, 2, "pass")
+    assert t5.share_base_rate(t, lambda x: x.pred)["n"] == 2
+
+
+def test_grid_shares_carry_the_base_rate(toy_grid):
+    from toyspt.runs.basin_grid import predictor_shares
+
+    sh = predictor_shares(toy_grid)
+    assert (sh["beta_unif"]["hits"], sh["beta_unif"]["n"], sh["beta_init"]["hits"]) == (48, 50, 26)
+    assert sh["beta_unif"]["base_rate"] == 0.5 and sh["beta_unif"]["p_base_rate"] < 1e-10
+    assert sh["beta_init"]["p_base_rate"] > 0.3  # the init gain: no better than always "proximity"
