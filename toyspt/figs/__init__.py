@@ -41,7 +41,8 @@ SGD_WEIGHT_DECAY = 0.0
 REGIMES = {"proximity": {}, "zero_mean": dict(offset=0.0)}
 CONTRAST = ("accuracy", "proximity", "displacement", "blindness", "ablations")  # drawn in both regimes
 FIGURES = ("task", "accuracy", "proximity", "basin", "displacement", "blindness", "theory", "ablations",
-           "lra", "ucr", "real_data")
+           "lra", "ucr", "real_data", "real_gain", "archive_scan")
+TIERS = ("default", "study")  # a figure module may say which tiers draw it (``TIERS``; default: every tier)
 
 
 @dataclass
@@ -55,10 +56,20 @@ class FigContext:
     meta: dict[str, Any] = field(default_factory=dict)  # per-figure facts for metadata.json
     regime: str = "proximity"  # a key of REGIMES: which task the toy figures use
     numerics: str = "eager"  # the toy and UCR runs' numerics path: eager | compiled (toyspt.train.compiled)
+    tier: str = "default"  # the real-data study's tier: default | study (toyspt.ucr.plan.TIERS)
 
     def __post_init__(self):
         if self.regime not in REGIMES:
             raise ValueError(f"regime: choose one of {sorted(REGIMES)}, got {self.regime!r}")
+        if self.tier not in TIERS:
+            raise ValueError(f"tier: choose one of {TIERS}, got {self.tier!r}")
+
+    @property
+    def real_tier(self):
+        """The real-data study's tier (:class:`toyspt.ucr.plan.Tier`; quick: its smoke version)."""
+        from toyspt.ucr.plan import tier
+
+        return tier(self.tier, self.quick, self.seeds, self.numerics)
 
     @property
     def base(self) -> RunSpec:
@@ -92,6 +103,11 @@ class FigContext:
             spec = replace(spec, train=replace(spec.train, optimizer="sgd", lr=SGD_LR,
                                                weight_decay=SGD_WEIGHT_DECAY))
         return spec
+
+
+def in_tier(mod, tier: str) -> bool:
+    """Whether the figure module ``mod`` is drawn in ``tier`` (``mod.TIERS``, default: every tier)."""
+    return tier in getattr(mod, "TIERS", TIERS)
 
 
 def load(name: str):

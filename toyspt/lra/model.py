@@ -118,13 +118,13 @@ class PositionTable(nn.Module):
         return x_BxTxD + self.table[:T].to(x_BxTxD.dtype)
 
 
-def rotate_pairs(x_BxHxTxK: torch.Tensor, freqs_F: torch.Tensor) -> torch.Tensor:
+def rotate_pairs(x_BxHxTxE: torch.Tensor, freqs_F: torch.Tensor) -> torch.Tensor:
     """That code's rotary embedding: dims (2m, 2m+1) rotated by angle p * freqs[m], with the
     angle formed in the dtype of the stored ``freqs`` buffer (as the code does)."""
-    T = x_BxHxTxK.shape[-2]
+    T = x_BxHxTxE.shape[-2]
     ang_TxF = torch.arange(T, device=freqs_F.device).to(freqs_F)[:, None] * freqs_F[None, :]
-    cos, sin = ang_TxF.cos().to(x_BxHxTxK.dtype), ang_TxF.sin().to(x_BxHxTxK.dtype)
-    x0, x1 = x_BxHxTxK[..., 0::2], x_BxHxTxK[..., 1::2]
+    cos, sin = ang_TxF.cos().to(x_BxHxTxE.dtype), ang_TxF.sin().to(x_BxHxTxE.dtype)
+    x0, x1 = x_BxHxTxE[..., 0::2], x_BxHxTxE[..., 1::2]
     return torch.stack([cos * x0 - sin * x1, sin * x0 + cos * x1], dim=-1).flatten(-2)
 
 
@@ -139,11 +139,11 @@ class LRAAttention(Attention):
             K = d_model // n_heads
             self.register_buffer("rope_freqs", 10000 ** (-torch.arange(0, K, 2) / K))
 
-    def rotate(self, q_BxHxTxK: torch.Tensor, k_BxHxTxK: torch.Tensor):
+    def rotate(self, q_BxHxTxE: torch.Tensor, k_BxHxTxE: torch.Tensor):
         """That code's rotary convention (interleaved pairs) instead of toyspt's RoPE."""
         if self.rotary:
-            return rotate_pairs(q_BxHxTxK, self.rope_freqs), rotate_pairs(k_BxHxTxK, self.rope_freqs)
-        return q_BxHxTxK, k_BxHxTxK
+            return rotate_pairs(q_BxHxTxE, self.rope_freqs), rotate_pairs(k_BxHxTxE, self.rope_freqs)
+        return q_BxHxTxE, k_BxHxTxE
 
 
 def sdpa_attention(attn: LRAAttention, x_BxTxD: torch.Tensor,
@@ -151,8 +151,8 @@ def sdpa_attention(attn: LRAAttention, x_BxTxD: torch.Tensor,
     """The same weights as ``attn`` through torch's fused attention (parity reference)."""
     B, T, D = x_BxTxD.shape
     q, k, v = attn.qkv(x_BxTxD, hooked=False)
-    z_BxHxTxK = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed_TxT)
-    return attn.W_O(z_BxHxTxK.transpose(1, 2).reshape(B, T, D))
+    z_BxHxTxE = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed_TxT)
+    return attn.W_O(z_BxHxTxE.transpose(1, 2).reshape(B, T, D))
 
 
 class LRABlock(nn.Module):

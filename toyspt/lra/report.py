@@ -341,7 +341,8 @@ class LRAReport:
 
     def write(self, out: str | os.PathLike, figure: bool = True) -> list[Path]:
         """table.csv, records.csv, report.json and (optionally) report.png in ``out``."""
-        from toyspt.util.plots import save_csv, write_text
+        from toyspt.util.atomic import write_text
+        from toyspt.util.plots import save_csv
         out = Path(out)
         paths = [save_csv(self.table(), out, "table"), save_csv(self.records(), out, "records")]
         doc = dict(meta=self.meta, notes=self.notes,

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from toyspt.lra.guard import CheckpointError
 from toyspt.util.validation import short_repr
-from toyspt.lra.runconfig_rules import (Refused, positive_int, nonneg_int, boolean, rate, one_of, residual,
+from toyspt.lra.runconfig_rules import (Unhonoured, positive_int, nonneg_int, boolean, rate, one_of, residual,
     norm, pool, attn_dropout, ignored_by_flash, rotary, look_forward, window_size, activation, initializer,
     same_as_d_model, encoder, model_encoder, decoder_name, l_output, optional_int, spt_prob, lm_loss,
     ignore_val, ATTN_NAMES)
@@ -32,7 +32,7 @@ MISSING = object()
 class Field:
     path: str  # where in the run config
     honoured: str  # the values honoured and what the bridge does with them
-    check: Callable[[Any, dict], Any]  # value, fields read so far -> value used; raises Refused
+    check: Callable[[Any, dict], Any]  # value, fields read so far -> value used; raises Unhonoured
     default: Any = MISSING  # that code's value when the field is absent
     bad: Any = "__bogus__"  # a value the table refuses (for the table's own test)
 
@@ -226,7 +226,7 @@ def read_fields(config: dict) -> tuple[dict[str, Any], list[str]]:
             raw = f.default
         try:
             values[f.path] = f.check(raw, values)
-        except Refused as e:
+        except Unhonoured as e:
             raise CheckpointError(f"run config field {f.path} = {short_repr(raw)}: refused ({e})") from None
     return values, notes
 

@@ -1,6 +1,6 @@
 """The value checks of the LRA run-config table (:mod:`toyspt.lra.runconfig`): each takes a
 value and the fields read so far, returns the value the bridge uses, or raises
-:class:`Refused` with the reason."""
+:class:`Unhonoured` with the reason."""
 from __future__ import annotations
 
 from toyspt.lra.model import ACTIVATIONS
@@ -8,7 +8,7 @@ from toyspt.lra.model import ACTIVATIONS
 ATTN_NAMES = ("mha", "mhfa", "mhfla")
 
 
-class Refused(Exception):
+class Unhonoured(Exception):
     """Raised by a field check with the reason the value is not honoured."""
 
 
@@ -22,19 +22,19 @@ def _num(v):
 
 def positive_int(v, ctx):
     if not _is_int(v) or v <= 0:
-        raise Refused("expected a positive integer")
+        raise Unhonoured("expected a positive integer")
     return v
 
 
 def nonneg_int(v, ctx):
     if not _is_int(v) or v < 0:
-        raise Refused("expected an integer >= 0")
+        raise Unhonoured("expected an integer >= 0")
     return v
 
 
 def boolean(v, ctx):
     if not isinstance(v, bool):
-        raise Refused("expected true or false")
+        raise Unhonoured("expected true or false")
     return v
 
 
@@ -42,14 +42,14 @@ def rate(v, ctx):
     if v is None:
         return 0.0
     if not _num(v) or not 0 <= v < 1:
-        raise Refused("expected a probability in [0, 1)")
+        raise Unhonoured("expected a probability in [0, 1)")
     return float(v)
 
 
 def one_of(*allowed, why: str = ""):
     def check(v, ctx):
         if v not in allowed:
-            raise Refused(f"honoured values: {list(allowed)}{'; ' + why if why else ''}")
+            raise Unhonoured(f"honoured values: {list(allowed)}{'; ' + why if why else ''}")
         return v
     return check
 
@@ -61,21 +61,21 @@ def _name(v):
         return v.get("_name_")
     if isinstance(v, list) and len(v) == 1:
         return _name(v[0])
-    raise Refused("expected a name or a {_name_: ...} config")
+    raise Unhonoured("expected a name or a {_name_: ...} config")
 
 
 def residual(v, ctx):
     name, extra = _name(v), (v if isinstance(v, dict) else {})
     if name not in ("R", "residual"):
-        raise Refused("only the plain residual x + f(x) ('R') is honoured")
+        raise Unhonoured("only the plain residual x + f(x) ('R') is honoured")
     if extra.get("alpha", 1.0) != 1.0 or extra.get("beta", 1.0) != 1.0:
-        raise Refused("only alpha = beta = 1 is honoured")
+        raise Unhonoured("only alpha = beta = 1 is honoured")
     return "R"
 
 
 def norm(v, ctx):
     if _name(v) != "layer" or (isinstance(v, dict) and set(v) - {"_name_"}):
-        raise Refused("only LayerNorm ('layer', default arguments) is honoured")
+        raise Unhonoured("only LayerNorm ('layer', default arguments) is honoured")
     return "layer"
 
 
@@ -85,14 +85,14 @@ def pool(v, ctx):
     if not isinstance(v, dict) or v.get("_name_") not in ("pool", "avg", "sample") \
             or v.get("stride", 1) != 1 or v.get("expand") not in (None, 1) \
             or set(v) - {"_name_", "stride", "expand"}:
-        raise Refused("only the identity pool (stride 1, expand null) is honoured")
+        raise Unhonoured("only the identity pool (stride 1, expand null) is honoured")
     return None
 
 
 def attn_dropout(v, ctx):
     p = rate(v, ctx) if v is not None else rate(ctx.get("model.dropout"), ctx)
     if p and ctx.get("model.layer[attn]._name_") == "mhfa":
-        raise Refused("mhfa passes dropout_p to torch's fused attention even in evaluation, "
+        raise Unhonoured("mhfa passes dropout_p to torch's fused attention even in evaluation, "
                       "so that code's own outputs are random; only 0 is honoured")
     return p
 
@@ -103,7 +103,7 @@ def ignored_by_flash(default):
         if ctx.get("model.layer[attn]._name_") in ("mhfa", "mhfla"):
             return v  # that code's constructor drops it: no effect on the computation
         if v != default:
-            raise Refused(f"nn.MultiheadAttention with {v!r} is not supported; only {default!r}")
+            raise Unhonoured(f"nn.MultiheadAttention with {v!r} is not supported; only {default!r}")
         return v
     return check
 
@@ -111,50 +111,50 @@ def ignored_by_flash(default):
 def rotary(v, ctx):
     boolean(v, ctx)
     if v and ctx.get("model.layer[attn]._name_") == "mha":
-        raise Refused("the mha wrapper has no rotary embedding")
+        raise Unhonoured("the mha wrapper has no rotary embedding")
     return v
 
 
 def look_forward(v, ctx):
     nonneg_int(v, ctx)
     if v and ctx.get("model.layer[attn].causal", True):
-        raise Refused("causal local attention cannot look forward (that code asserts this)")
+        raise Unhonoured("causal local attention cannot look forward (that code asserts this)")
     return v
 
 
 def window_size(v, ctx):
     if ctx.get("model.layer[attn]._name_") != "mhfla":
-        raise Refused("window_size belongs to mhfla only")
+        raise Unhonoured("window_size belongs to mhfla only")
     return positive_int(v, ctx)
 
 
 def activation(v, ctx):
     if v is None:
-        raise Refused("activation null makes the first FF linear bare (no ff.0.0 keys); "
+        raise Unhonoured("activation null makes the first FF linear bare (no ff.0.0 keys); "
                       "use 'id' for no activation")
     if v not in ACTIVATIONS:
-        raise Refused(f"honoured activations: {sorted(ACTIVATIONS)} (modrelu and ln carry "
+        raise Unhonoured(f"honoured activations: {sorted(ACTIVATIONS)} (modrelu and ln carry "
                       "parameters the bridge does not map)")
     return {"swish": "silu", "identity": "id", "linear": "id", "relu2": "sqrelu"}.get(v, v)
 
 
 def initializer(v, ctx):
     if v not in (None, "uniform", "normal", "xavier", "zero", "one"):
-        raise Refused("unknown initializer (it only sets initial weights, but that code "
+        raise Unhonoured("unknown initializer (it only sets initial weights, but that code "
                       "knows no other)")
     return v
 
 
 def same_as_d_model(v, ctx):
     if v is not None and v != ctx.get("model.d_model"):
-        raise Refused("only null (= d_model) is honoured")
+        raise Unhonoured("only null (= d_model) is honoured")
     return v
 
 
 def encoder(v, ctx):
     name = _name(v)
     if name not in ("embedding", "linear") or (isinstance(v, dict) and set(v) - {"_name_"}):
-        raise Refused("honoured encoders: 'embedding' (tokens) or 'linear' (pixels)")
+        raise Unhonoured("honoured encoders: 'embedding' (tokens) or 'linear' (pixels)")
     return name
 
 
@@ -163,19 +163,19 @@ def model_encoder(v, ctx):
         return None
     if _name(v) != "position" or (isinstance(v, dict) and (
             v.get("pe_init") is not None or set(v) - {"_name_", "dropout", "max_len", "pe_init"})):
-        raise Refused("only the fixed sinusoidal 'position' encoder (pe_init null) is honoured")
+        raise Unhonoured("only the fixed sinusoidal 'position' encoder (pe_init null) is honoured")
     return "position"
 
 
 def decoder_name(v, ctx):
     if v not in (None, "sequence", "sequence_nonelinear", "retrieval"):
-        raise Refused("honoured decoders: sequence, sequence_nonelinear, retrieval")
+        raise Unhonoured("honoured decoders: sequence, sequence_nonelinear, retrieval")
     return v
 
 
 def l_output(v, ctx):
     if v not in (None, 0):
-        raise Refused("only null (per-token outputs) or 0 (one pooled output) is honoured")
+        raise Unhonoured("only null (per-token outputs) or 0 (one pooled output) is honoured")
     return v
 
 
@@ -189,11 +189,11 @@ def spt_prob(v, ctx):
 
 def lm_loss(v, ctx):
     if v not in (None, "l1", "ce"):
-        raise Refused("honoured SPT losses: l1 (pixels), ce (tokens)")
+        raise Unhonoured("honoured SPT losses: l1 (pixels), ce (tokens)")
     return v
 
 
 def ignore_val(v, ctx):
     if v not in (None, True):
-        raise Refused("only true (the SPT loss on masked positions only) is honoured")
+        raise Unhonoured("only true (the SPT loss on masked positions only) is honoured")
     return v

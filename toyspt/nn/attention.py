@@ -112,16 +112,16 @@ class Attention(nn.Module):
                 allowed_BxTxT: torch.Tensor | None = None) -> torch.Tensor:
         """``bias_HxTxT`` is added to the scores; ``allowed_BxTxT`` (bool) masks keys."""
         B, T, D = x_BxTxD.shape
-        q_BxHxTxK, k_BxHxTxK, v_BxHxTxK = self.qkv(x_BxTxD)
-        scores_BxHxTxT = q_BxHxTxK @ k_BxHxTxK.transpose(-1, -2) / math.sqrt(self.d_head)
+        q_BxHxTxE, k_BxHxTxE, v_BxHxTxE = self.qkv(x_BxTxD)
+        scores_BxHxTxT = q_BxHxTxE @ k_BxHxTxE.transpose(-1, -2) / math.sqrt(self.d_head)
         if bias_HxTxT is not None:
             scores_BxHxTxT = scores_BxHxTxT + bias_HxTxT
         scores_BxHxTxT = self.hook_attn_scores(scores_BxHxTxT)
         if allowed_BxTxT is not None:
             scores_BxHxTxT = scores_BxHxTxT.masked_fill(~allowed_BxTxT[:, None], float("-inf"))
         pattern_BxHxTxT = self.hook_pattern(torch.softmax(scores_BxHxTxT, dim=-1))
-        z_BxHxTxK = self.hook_z(pattern_BxHxTxT @ v_BxHxTxK)
-        return self.W_O(z_BxHxTxK.transpose(1, 2).reshape(B, T, D))
+        z_BxHxTxE = self.hook_z(pattern_BxHxTxT @ v_BxHxTxE)
+        return self.W_O(z_BxHxTxE.transpose(1, 2).reshape(B, T, D))
 
     def qkv(self, x_BxTxD: torch.Tensor, hooked: bool = True):
         """Per-head queries, keys and values (B, H, T, d_head), through their hook points
@@ -131,11 +131,11 @@ class Attention(nn.Module):
             q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
         return (*self.rotate(q, k), v)
 
-    def rotate(self, q_BxHxTxK: torch.Tensor, k_BxHxTxK: torch.Tensor):
+    def rotate(self, q_BxHxTxE: torch.Tensor, k_BxHxTxE: torch.Tensor):
         """The rotary embedding of queries and keys (identity without RoPE)."""
         if self.use_rope:
-            return rope(q_BxHxTxK), rope(k_BxHxTxK)
-        return q_BxHxTxK, k_BxHxTxK
+            return rope(q_BxHxTxE), rope(k_BxHxTxE)
+        return q_BxHxTxE, k_BxHxTxE
 
     def qk_matrix(self, head: int) -> torch.Tensor:
         """M_h = W_Q^h (W_K^h)^T / sqrt(d_head), (d_model, d_model): scores = x M_h x^T

@@ -89,24 +89,19 @@ class FIRE(nn.Module):
         return self.mlp(ratio.unsqueeze(-1)).permute(2, 0, 1).to(dtype)  # (H, T, T)
 
 
-def rope(x_BxHxTxK: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+def rope(x_BxHxTxE: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
     """Rotate (B, H, T, d_head) by position, halves convention; d_head must be even."""
-    K = x_BxHxTxK.shape[-1]
-    if K % 2:
-        raise ValueError(f"RoPE needs an even head dimension, got {K}")
-    T = x_BxHxTxK.shape[-2]
-    theta = torch.pow(base, -torch.arange(0, K // 2, dtype=torch.float64) * 2.0 / K)
+    E = x_BxHxTxE.shape[-1]
+    if E % 2:
+        raise ValueError(f"RoPE needs an even head dimension, got {E}")
+    T = x_BxHxTxE.shape[-2]
+    theta = torch.pow(base, -torch.arange(0, E // 2, dtype=torch.float64) * 2.0 / E)
     ang = torch.arange(T, dtype=torch.float64)[:, None] * theta[None, :]
-    cos = ang.cos().to(x_BxHxTxK.dtype)
-    sin = ang.sin().to(x_BxHxTxK.dtype)
-    x1, x2 = x_BxHxTxK[..., : K // 2], x_BxHxTxK[..., K // 2:]
+    cos = ang.cos().to(x_BxHxTxE.dtype)
+    sin = ang.sin().to(x_BxHxTxE.dtype)
+    x1, x2 = x_BxHxTxE[..., : E // 2], x_BxHxTxE[..., E // 2:]
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
 
 
-def check_kind(kind: str) -> None:
-    if kind not in POS_KINDS:
-        raise ValueError(f"pos: unknown positional encoding {kind!r}; choose one of {POS_KINDS}")
-
-
 __all__ = ["POS_KINDS", "ABSOLUTE", "SCORE_BIAS", "sinusoidal_table", "AbsolutePE", "ALiBi",
-           "FIRE", "rope", "alibi_slopes", "check_kind"]
+           "FIRE", "rope", "alibi_slopes"]

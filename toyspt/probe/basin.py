@@ -206,10 +206,10 @@ def peak_offset(A_HxTxT: torch.Tensor) -> torch.Tensor:
     """(H,) the offset |delta| >= 1 with the largest mean attention weight (mean of the
     diagonals +delta and -delta). (No import of toyspt.probe.tracking: it may register this module.)"""
     T = A_HxTxT.shape[-1]
-    sym_HxK = torch.stack([(torch.diagonal(A_HxTxT, d, -2, -1).mean(-1)
+    sym_HxW = torch.stack([(torch.diagonal(A_HxTxT, d, -2, -1).mean(-1)
                             + torch.diagonal(A_HxTxT, -d, -2, -1).mean(-1)) / 2
                            for d in range(1, T)], dim=-1)  # delta = 1..T-1
-    return sym_HxK.argmax(-1) + 1
+    return sym_HxW.argmax(-1) + 1
 
 
 # ---------------------------------------------------------------------------------------

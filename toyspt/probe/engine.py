@@ -14,7 +14,7 @@ model is :mod:`toyspt.probe.instrument`; what it returns is described in :mod:`t
 (records and tidy tables); the toy's losses and batches are :mod:`toyspt.probe.losses`.
 
 ``probe(..., lean=True)`` is the same probe for long sequences (the LRA report at T = 2000):
-per head only ||G||, the row heterogeneity, column-only and blind shares and ``<G_h, D_k>``,
+per head only ||G||, the row heterogeneity, column-only and blind shares and ``<G_h, D_r>``,
 without keeping any (H, T, T) gradient or weight gradient. The weights are frozen and only a
 zero scalar added to each score tensor carries a gradient, so backward does no weight-gradient
 work; each site's G is reduced **as soon as backward produces it** (a tensor hook), one head
@@ -93,12 +93,12 @@ def _dLdM_per_example(X_BxTxD: torch.Tensor, G_BxHxTxT: torch.Tensor) -> torch.T
     return torch.einsum("bti,bhtu,buj->bhij", X_BxTxD, G_BxHxTxT, X_BxTxD)
 
 
-def _layer_probe(site: str, bg: _BatchGrads, D_KxTxT: torch.Tensor, qk: tuple[str, str] | None,
-                 deriv_jvp_HxK: torch.Tensor | None, pe: PerExampleGrads | None) -> LayerProbe:
+def _layer_probe(site: str, bg: _BatchGrads, D_RxTxT: torch.Tensor, qk: tuple[str, str] | None,
+                 deriv_jvp_HxR: torch.Tensor | None, pe: PerExampleGrads | None) -> LayerProbe:
     """The record of one score site from the batch gradients (and the per-example ones)."""
     G_BxHxTxT = bg.scores[site]
     G_HxTxT = G_BxHxTxT.sum(0)
-    deriv_HxK = torch.einsum("htu,ktu->hk", G_HxTxT, D_KxTxT)
+    deriv_HxR = torch.einsum("htu,rtu->hr", G_HxTxT, D_RxTxT)
     qk_grads = None
     if qk is not None:
         dLdM_HxDxD = _dLdM(bg.inputs[site], G_BxHxTxT)
@@ -111,24 +111,24 @@ def _layer_probe(site: str, bg: _BatchGrads, D_KxTxT: torch.Tensor, qk: tuple[st
         if qk is not None:
             wq, wk = pe.weights[qk[0][len(PARAM_PREFIX):]], pe.weights[qk[1][len(PARAM_PREFIX):]]
             sv = torch.linalg.svdvals(_dLdM_per_example(pe.inputs[site], g_BxHxTxT))
-        per_example = PerExampleProbe(G=g_BxHxTxT, deriv=torch.einsum("bhtu,ktu->bhk", g_BxHxTxT, D_KxTxT),
+        per_example = PerExampleProbe(G=g_BxHxTxT, deriv=torch.einsum("bhtu,rtu->bhr", g_BxHxTxT, D_RxTxT),
                                       row_heterogeneity=dr.row_heterogeneity(g_BxHxTxT),
                                       grad_W_Q=wq, grad_W_K=wk, dLdM_sv=sv)
     return LayerProbe(site=site, G=G_HxTxT, grad_norm=torch.linalg.matrix_norm(G_HxTxT),
                       row_heterogeneity=dr.row_heterogeneity(G_HxTxT),
                       column_share=dr.energy_share(G_HxTxT, dr.column_only),
-                      blind_share=dr.energy_share(G_HxTxT, dr.blind), deriv=deriv_HxK,
-                      cos=deriv_HxK / torch.linalg.matrix_norm(G_HxTxT)[:, None],
-                      deriv_jvp=deriv_jvp_HxK, qk=qk_grads, per_example=per_example)
+                      blind_share=dr.energy_share(G_HxTxT, dr.blind), deriv=deriv_HxR,
+                      cos=deriv_HxR / torch.linalg.matrix_norm(G_HxTxT)[:, None],
+                      deriv_jvp=deriv_jvp_HxR, qk=qk_grads, per_example=per_example)
 
 
 def _directions(directions, T: int) -> tuple[tuple[str, ...], torch.Tensor]:
-    """(names, (K, T, T) normalised directions) from names or ``{name: tensor}``."""
-    names, D_KxTxT = dr.stack(dict(directions) if isinstance(directions, Mapping)
+    """(names, (R, T, T) normalised directions) from names or ``{name: tensor}``."""
+    names, D_RxTxT = dr.stack(dict(directions) if isinstance(directions, Mapping)
                               else list(directions or dr.DEFAULT), T)
-    if D_KxTxT.shape[-1] != T:
-        raise ValueError(f"directions are {D_KxTxT.shape[-1]}x{D_KxTxT.shape[-1]}, scores are {T}x{T}")
-    return names, D_KxTxT
+    if D_RxTxT.shape[-1] != T:
+        raise ValueError(f"directions are {D_RxTxT.shape[-1]}x{D_RxTxT.shape[-1]}, scores are {T}x{T}")
+    return names, D_RxTxT
 
 
 def probe(model: nn.Module, batch, loss: "str | LossFn" = "label",
@@ -150,29 +150,29 @@ def probe(model: nn.Module, batch, loss: "str | LossFn" = "label",
         # 1) one batched backward: dL/dS_b of the batch loss, weight grads, inputs X
         bg = _batch_grads(ses)
         shapes = {h: g.shape[1:] for h, g in bg.scores.items()}
-        names, D_KxTxT = _directions(directions, next(iter(shapes.values()))[-1])
-        D_KxTxT = D_KxTxT.to(bg.value.dtype)
+        names, D_RxTxT = _directions(directions, next(iter(shapes.values()))[-1])
+        D_RxTxT = D_RxTxT.to(bg.value.dtype)
         ses.inst.delta = {}
         # 2) per-example gradients with torch.func
         pe = _per_example(ses, shapes, bg.value.dtype) if per_example else None
         # 3) forward-mode directional derivatives
-        djvp = _jvp_derivs(ses, shapes, D_KxTxT, jvp_chunk) if use_jvp else None
-    layers = tuple(_layer_probe(s.hook, bg, D_KxTxT, ses.qk.get(s.hook),
+        djvp = _jvp_derivs(ses, shapes, D_RxTxT, jvp_chunk) if use_jvp else None
+    layers = tuple(_layer_probe(s.hook, bg, D_RxTxT, ses.qk.get(s.hook),
                                 None if djvp is None else djvp[s.hook], pe) for s in ses.sites)
-    return ProbeResult(ses.loss_name, bg.value.item(), names, D_KxTxT, layers)
+    return ProbeResult(ses.loss_name, bg.value.item(), names, D_RxTxT, layers)
 
 
-def head_stats(G_HxTxT: torch.Tensor, D_KxTxT: torch.Tensor) -> dict[str, torch.Tensor]:
+def head_stats(G_HxTxT: torch.Tensor, D_RxTxT: torch.Tensor) -> dict[str, torch.Tensor]:
     """Per head, one head at a time in float64: grad_norm, row_heterogeneity, column_share,
-    blind_share (each (H,)) and deriv ``<G_h, D_k>`` (H, K)."""
+    blind_share (each (H,)) and deriv ``<G_h, D_r>`` (H, R)."""
     rows = []
     for h in range(G_HxTxT.shape[0]):
         g = G_HxTxT[h].to(dr.DTYPE)
         rows.append([float(torch.linalg.matrix_norm(g)), float(dr.row_heterogeneity(g)),
                      float(dr.energy_share(g, dr.column_only)), float(dr.energy_share(g, dr.blind)),
-                     *[float((g * D_KxTxT[k]).sum()) for k in range(D_KxTxT.shape[0])]])
+                     *[float((g * D_RxTxT[k]).sum()) for k in range(D_RxTxT.shape[0])]])
         del g
-    t = torch.tensor(rows, dtype=dr.DTYPE).reshape(G_HxTxT.shape[0], 4 + D_KxTxT.shape[0])
+    t = torch.tensor(rows, dtype=dr.DTYPE).reshape(G_HxTxT.shape[0], 4 + D_RxTxT.shape[0])
     return dict(grad_norm=t[:, 0], row_heterogeneity=t[:, 1], column_share=t[:, 2], blind_share=t[:, 3],
                 deriv=t[:, 4:])
 
@@ -210,13 +210,13 @@ def _lean_probe(model: nn.Module, batch, loss, directions, losses, dtype) -> Pro
     missing = [s.hook for s in sites if s.hook not in stats]
     if missing:
         raise RuntimeError(f"score gradients at {missing} were not reached by loss {name!r}")
-    names, D_KxTxT = found["D"]
+    names, D_RxTxT = found["D"]
     layers = []
     for s in sites:
         st = stats[s.hook]
         layers.append(LayerProbe(site=s.hook, G=None, cos=st["deriv"] / st["grad_norm"][:, None], deriv_jvp=None,
                                  qk=None, per_example=None, **st))
-    return ProbeResult(name, L.item(), names, D_KxTxT, tuple(layers))
+    return ProbeResult(name, L.item(), names, D_RxTxT, tuple(layers))
 
 
 def _per_example(ses: Session, shapes: Mapping[str, torch.Size], dtype: torch.dtype) -> PerExampleGrads:
@@ -271,13 +271,13 @@ def per_example_grads(model: nn.Module, batch, loss: "str | LossFn" = "label", *
         return _per_example(ses, shapes, L.dtype)
 
 
-def _jvp_derivs(ses: Session, shapes: Mapping[str, torch.Size], D_KxTxT: torch.Tensor,
+def _jvp_derivs(ses: Session, shapes: Mapping[str, torch.Size], D_RxTxT: torch.Tensor,
                 chunk: int) -> dict[str, torch.Tensor]:
-    """(H, K) forward-mode derivatives per site: jvp of L(delta) along head h, direction k.
-    One vmap over the K directions per (site, head), so memory is K x (H, T, T) at most."""
+    """(H, R) forward-mode derivatives per site: jvp of L(delta) along head h, direction r.
+    One vmap over the R directions per (site, head), so memory is R x (H, T, T) at most."""
     inst = ses.inst
     params = functional_params(ses.work)
-    zeros = {s.hook: torch.zeros(shapes[s.hook], dtype=D_KxTxT.dtype) for s in ses.sites}
+    zeros = {s.hook: torch.zeros(shapes[s.hook], dtype=D_RxTxT.dtype) for s in ses.sites}
 
     def f(delta):
         inst.delta = delta
@@ -290,16 +290,16 @@ def _jvp_derivs(ses: Session, shapes: Mapping[str, torch.Size], D_KxTxT: torch.T
                                     category=DeprecationWarning)
             for s in ses.sites:
                 H = shapes[s.hook][0]
-                res[s.hook] = torch.zeros(H, D_KxTxT.shape[0], dtype=D_KxTxT.dtype)
+                res[s.hook] = torch.zeros(H, D_RxTxT.shape[0], dtype=D_RxTxT.dtype)
                 for head in range(H):
-                    onehot_Hx1x1 = torch.zeros(H, 1, 1, dtype=D_KxTxT.dtype)
+                    onehot_Hx1x1 = torch.zeros(H, 1, 1, dtype=D_RxTxT.dtype)
                     onehot_Hx1x1[head] = 1.0
 
                     def along(d_TxT, hook=s.hook, onehot_Hx1x1=onehot_Hx1x1):
                         tangent = {**zeros, hook: onehot_Hx1x1 * d_TxT}
                         return jvp(f, (zeros,), (tangent,))[1]
 
-                    res[s.hook][head] = vmap(along, chunk_size=chunk)(D_KxTxT)
+                    res[s.hook][head] = vmap(along, chunk_size=chunk)(D_RxTxT)
     finally:
         inst.delta = {}
     for h, v in res.items():

@@ -5,7 +5,7 @@ Per score site (layer) and head, see :class:`LayerProbe`:
 * ``G``: gradient of the batch loss w.r.t. a score perturbation shared by all examples,
   (H, T, T). For a loss that averages over examples this is the mean of the per-example
   gradients.
-* directional derivatives ``<G_h, D_k>`` along normalised directions (autograd), the same
+* directional derivatives ``<G_h, D_r>`` along normalised directions (autograd), the same
   by forward mode, cosines, row heterogeneity, and the share of ``||G||^2`` in the
   column-only and blind subspaces (:mod:`toyspt.data.directions`). Score gradients are
   row-centred (softmax is shift invariant), so the blind share equals the squared row
@@ -45,7 +45,7 @@ class PerExampleProbe:
     """One score site seen example by example: each example's own loss (a batch of one)."""
 
     G: torch.Tensor  # (B, H, T, T) dl_b/dS_b
-    deriv: torch.Tensor  # (B, H, K) <G_bh, D_k>
+    deriv: torch.Tensor  # (B, H, R) <G_bh, D_r>
     row_heterogeneity: torch.Tensor  # (B, H)
     grad_W_Q: torch.Tensor | None  # (B, d, d); None at rotary sites
     grad_W_K: torch.Tensor | None  # (B, d, d); None at rotary sites
@@ -62,21 +62,21 @@ class LayerProbe:
     row_heterogeneity: torch.Tensor  # (H,) ||G - 1 mean_rows(G)|| / ||G||
     column_share: torch.Tensor  # (H,) share of ||G||^2 in {1 c^T}
     blind_share: torch.Tensor  # (H,) share of ||G||^2 in the blind subspace
-    deriv: torch.Tensor  # (H, K) <G_h, D_k> by autograd (D_k row-centred, unit norm)
-    cos: torch.Tensor  # (H, K) <G_h, D_k> / ||G_h||
-    deriv_jvp: torch.Tensor | None  # (H, K) the same by forward mode; None unless use_jvp
+    deriv: torch.Tensor  # (H, R) <G_h, D_r> by autograd (D_r row-centred, unit norm)
+    cos: torch.Tensor  # (H, R) <G_h, D_r> / ||G_h||
+    deriv_jvp: torch.Tensor | None  # (H, R) the same by forward mode; None unless use_jvp
     qk: QKGrads | None  # weight gradients and dL/dM; None at rotary sites
     per_example: PerExampleProbe | None  # None unless per_example
 
     @property
     def cos_rms_per_example(self) -> torch.Tensor | None:
-        """(H, K) ``rms_b <G_bh, D_k> / rms_b ||G_bh||``: the cosine seen example by example."""
+        """(H, R) ``rms_b <G_bh, D_r> / rms_b ||G_bh||``: the cosine seen example by example."""
         pe = self.per_example
         if pe is None:
             return None
-        num_HxK = pe.deriv.pow(2).mean(0).sqrt()
+        num_HxR = pe.deriv.pow(2).mean(0).sqrt()
         den_H = torch.linalg.matrix_norm(pe.G).pow(2).mean(0).sqrt()
-        return num_HxK / den_H[:, None]
+        return num_HxR / den_H[:, None]
 
 
 @dataclass(frozen=True)
@@ -169,12 +169,12 @@ class Blindness:
 
     @property
     def ratio(self) -> dict[str, torch.Tensor]:
-        """``{site: (H, K)}`` |cos_label| / |cos_recon|."""
+        """``{site: (H, R)}`` |cos_label| / |cos_recon|."""
         return {a.site: a.cos.abs() / b.cos.abs() for a, b in zip(self.label.layers, self.recon.layers)}
 
     @property
     def ratio_per_example(self) -> dict[str, torch.Tensor] | None:
-        """``{site: (H, K)}`` the ratio of rms cosines; None without per-example gradients."""
+        """``{site: (H, R)}`` the ratio of rms cosines; None without per-example gradients."""
         if self.label.layers[0].per_example is None or self.recon.layers[0].per_example is None:
             return None
         return {a.site: a.cos_rms_per_example / b.cos_rms_per_example
@@ -185,11 +185,11 @@ class Blindness:
         rows = []
         rpe = self.ratio_per_example
         for a, b in zip(self.label.layers, self.recon.layers):
-            r_HxK = self.ratio[a.site]
+            r_HxR = self.ratio[a.site]
             for h in range(a.deriv.shape[0]):
                 for k, name in enumerate(self.label.directions):
                     row = dict(layer=a.site, head=h, direction=name, cos_label=float(a.cos[h, k]),
-                               cos_recon=float(b.cos[h, k]), ratio=float(r_HxK[h, k]),
+                               cos_recon=float(b.cos[h, k]), ratio=float(r_HxR[h, k]),
                                deriv_label=float(a.deriv[h, k]), deriv_recon=float(b.deriv[h, k]))
                     if rpe is not None:
                         row["ratio_per_example"] = float(rpe[a.site][h, k])

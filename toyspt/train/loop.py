@@ -122,7 +122,7 @@ class Lockstep:
                     opt_states: Sequence[dict[str, torch.Tensor]] | None = None) -> None:
         """A new phase with a new optimizer (made at its first step, over the parameters that
         got a gradient); ``opt_states``: per model, the optimizer state it continues
-        (:func:`toyspt.train.recipes.optimizer_state`); ``epoch``: epochs already done."""
+        (``"<parameter>/<slot>"`` -> tensor, as :meth:`opt_state` gives it); ``epoch``: epochs already done."""
         for ctx, cbs in zip(self.ctxs, self.callbacks):
             ctx.phase, ctx.epoch = phase, epoch
             if cbs:
@@ -257,7 +257,8 @@ class Lockstep:
             p.data = p.data.clone()
 
     def opt_state(self, k: int) -> dict[str, torch.Tensor]:
-        """Model k's optimizer state as :func:`toyspt.train.recipes.optimizer_state` gives it."""
+        """Model k's optimizer state, ``"<parameter>/<slot>"`` -> tensor (AdamW: step, exp_avg,
+        exp_avg_sq; SGD: momentum_buffer), copied; parameters without state are absent."""
         out = {}
         for kk, n, j, off, shape in self.slices if self.opt is not None else []:
             if kk == k:

@@ -212,36 +212,5 @@ def make_optimizer(params: Iterable[torch.Tensor], cfg: TrainConfig, lr: float,
     raise ValueError(f"optimizer: choose one of {OPTIMIZERS}, got {cfg.optimizer!r}")
 
 
-def optimizer_state(opt: torch.optim.Optimizer, named: Iterable[tuple[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """The per-parameter state of ``opt`` (AdamW: step, exp_avg, exp_avg_sq; SGD:
-    momentum_buffer) keyed ``"<parameter>/<slot>"``, copied; parameters without state
-    (frozen, or never stepped) are absent."""
-    out = {}
-    for name, p in named:
-        for slot, t in opt.state.get(p, {}).items():
-            if torch.is_tensor(t):
-                out[f"{name}/{slot}"] = t.detach().clone()
-    return out
-
-
-def load_optimizer_state(opt: torch.optim.Optimizer, named: Iterable[tuple[str, torch.Tensor]],
-                         state: dict[str, torch.Tensor]) -> None:
-    """Inverse of :func:`optimizer_state`: give each named parameter of ``opt`` its slots;
-    every stored entry must find a parameter the optimizer updates."""
-    params = {id(p) for g in opt.param_groups for p in g["params"]}
-    used = set()
-    for name, p in named:
-        slots = {k.split("/", 1)[1]: v.clone() for k, v in state.items() if k.split("/", 1)[0] == name}
-        if slots:
-            if id(p) not in params:
-                raise ValueError(f"optimizer state for {name!r}, which this optimizer does not update")
-            opt.state[p] = slots
-            used.update(f"{name}/{k}" for k in slots)
-    extra = sorted(set(state) - used)
-    if extra:
-        raise ValueError(f"optimizer state names parameters this model lacks: {extra[:4]}")
-
-
 __all__ = ["TrainConfig", "Recipe", "TABLE", "RECIPES", "PRETRAINED", "OPTIMIZERS", "KEEP", "TRANSFORMS", "get_recipe",
-           "make_optimizer",
-           "optimizer_state", "load_optimizer_state"]
+           "make_optimizer"]

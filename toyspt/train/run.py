@@ -38,7 +38,7 @@ class RunResult:
     records: list[dict[str, Any]]
     # "init", "pretrained" (if any), "final"; "resume": what continuing the run needs
     # ("generator": the data-order/mask generator's state; "<param>/<slot>": the optimizer
-    # state of the label phase; see toyspt.train.recipes.optimizer_state)
+    # state of the label phase; see toyspt.train.loop.Lockstep.opt_state)
     states: dict[str, dict[str, torch.Tensor]]
     config: dict[str, Any]  # asdict of the model and train configs, and the evaluation policy
     # wall seconds its training took (a lockstep job's time split evenly over its seeds; only

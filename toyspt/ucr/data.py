@@ -307,9 +307,21 @@ def _load(cfg: UCRConfig, loc: "Located", stamp: tuple) -> UCRData:
                    label_map=tuple(classes), source=loc.source, fingerprint=fingerprint)
 
 
+def available(names: "tuple[str, ...] | list[str]") -> tuple[list[UCRData], dict[str, str]]:
+    """(the sets of ``names`` that can be found, loaded; {name: why not} for the others): a set
+    that is nowhere to be found is skipped with the reason, a malformed one is an error."""
+    found, skipped = [], {}
+    for name in names:
+        try:
+            found.append(load_ucr(name))
+        except UCRNotFound as e:
+            skipped[name] = str(e)
+    return found, skipped
+
+
 register("ucr", source_from_fields)
 
-__all__ = ["UCRConfig", "UCRData", "UCRSource", "ucr_source", "source_from_fields", "UCRError", "UCRNotFound", "Located", "SourceInfo", "DataPackage",
+__all__ = ["UCRConfig", "UCRData", "UCRSource", "ucr_source", "source_from_fields", "available", "UCRError", "UCRNotFound", "Located", "SourceInfo", "DataPackage",
            "ENV_ROOT", "SOURCES", "PACKAGES", "PAPER_DATASETS", "ARCHIVE_SIZES", "ZNORM_DDOF",
            "locate", "in_package", "is_available", "describe_sources", "format_sources",
            "read_ucr_file", "flat_series", "znormalize", "check_znormalizable", "check_split_sizes",

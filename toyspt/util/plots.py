@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from toyspt.util.atomic import atomic_write, write_text  # noqa: E402,F401  (write_text: the figures' metadata)
+from toyspt.util.atomic import atomic_write  # noqa: E402
 
 # one colour per arm, stable across figures
 ARM_COLORS = dict(zip(

@@ -1,5 +1,4 @@
-"""What carries SPT's gain on real data: the powered study's runs, by tier, and one row of
-honest metrics per label run.
+"""The real-data study's runs, by tier: which arms, seeds and sets each tier trains.
 
 Arms (recipes of :mod:`toyspt.train.recipes`, aliases of :mod:`toyspt.runs.arms`):
 
@@ -45,36 +44,56 @@ CONTROLS = ("spt_norms", "spt_permuted", "scratch_matched")
 BASELINES = ("alibi", "fire", "rope")
 ARCHIVE_ARMS = ("scratch", "spt", "qk_transfer")
 EVERY_EPOCH = ("scratch", "spt", "scratch_matched")  # evaluated every epoch (peak held-out; parents)
+BASIN_TRACKERS = ("beta", "profile:every=1000")  # basin runs: the model's beta and proximity along SPT
 PRIMARY = "mean_test_last20"
 METRICS = (PRIMARY, "test_at_min_val_loss", "final_test_acc", "peak_held_out")
-QUICK_TRAIN = TrainConfig(epochs=5, pre_epochs=3, batch_size=8)  # smoke test only
-
-
 @dataclass(frozen=True)
 class Tier:
-    """Seeds and training of one tier of the real-data study."""
+    """Seeds and training of one tier of the real-data study (every seed tuple may be empty)."""
 
     name: str  # default | study | quick
-    power_seeds: tuple[int, ...]  # scratch and spt on the paper's sets
-    arm_seeds: tuple[int, ...]  # decomposition arms and controls on the paper's sets
+    power_seeds: tuple[int, ...]  # scratch and spt on the paper's sets (evaluated every epoch)
+    qk_seeds: tuple[int, ...]  # qk_transfer on the paper's sets
+    arm_seeds: tuple[int, ...]  # the other decomposition arms and the controls on the paper's sets
     baseline_seeds: tuple[int, ...]  # alibi, fire, rope on the paper's sets
+    basin_seeds: tuple[int, ...]  # tracked SPT-only runs (beta and proximity along SPT)
     archive_seeds: tuple[int, ...]  # scratch, spt, qk_transfer on the admitted archive sets
     archive_sets: int  # how many admitted archive sets, in the archive rule's order
     train: TrainConfig  # epochs, SPT epochs, batch size
     numerics: str = "eager"  # eager | compiled (toyspt.train.compiled)
 
 
+SEEDS_5, SEEDS_10, SEEDS_20 = tuple(range(5)), tuple(range(10)), tuple(range(20))
 TIERS = {
-    "study": Tier("study", tuple(range(20)), tuple(range(10)), tuple(range(10)), tuple(range(10)), 12,
-                  ucr_train_config()),
-    "quick": Tier("quick", (0, 1), (0, 1), (0,), (0, 1), 2, QUICK_TRAIN),
+    # what python paper_figs.py draws by default (the ucr and real_data figures)
+    "default": Tier("default", SEEDS_5, SEEDS_5, (), SEEDS_5, SEEDS_10, (), 0, ucr_train_config()),
+    # python paper_figs.py --tier study: the powered study (adds the real_gain and archive_scan figures)
+    "study": Tier("study", SEEDS_20, SEEDS_10, SEEDS_10, SEEDS_10, SEEDS_10, SEEDS_10, 12, ucr_train_config()),
 }
+QUICK_TRAIN = TrainConfig(epochs=5, pre_epochs=3, batch_size=8)  # smoke test only
 
 
-def tier(name: str, numerics: str = "eager") -> Tier:
+def tier(name: str, quick: bool = False, seeds: Sequence[int] = (0, 1), numerics: str = "eager") -> Tier:
+    """The tier ``name``; with ``quick``, a smoke version of it on ``seeds`` with a few epochs
+    (and the two cheapest archive sets, where the tier scans the archive)."""
     if name not in TIERS:
         raise ValueError(f"tier: choose one of {tuple(TIERS)}, got {name!r}")
-    return replace(TIERS[name], numerics=numerics)
+    t = replace(TIERS[name], numerics=numerics)
+    if not quick:
+        return t
+    s = tuple(seeds)
+    return replace(t, power_seeds=s, qk_seeds=s, arm_seeds=s if t.arm_seeds else (), baseline_seeds=s,
+                   basin_seeds=s, archive_seeds=s if t.archive_sets else (), archive_sets=min(t.archive_sets, 2),
+                   train=QUICK_TRAIN)
+
+
+def arm_seeds(t: Tier, arm: str) -> tuple[int, ...]:
+    """The seeds an arm is trained at on the paper's sets."""
+    if arm in POWER_ARMS:
+        return t.power_seeds
+    if arm == "qk_transfer":
+        return t.qk_seeds
+    return t.baseline_seeds if arm in BASELINES else t.arm_seeds
 
 
 def _arm(data: UCRData, arm: str, seed: int, t: Tier) -> RunSpec:
@@ -83,13 +102,20 @@ def _arm(data: UCRData, arm: str, seed: int, t: Tier) -> RunSpec:
     return arm_spec(arm, base)
 
 
-def paper_specs(datasets: Sequence[UCRData], t: Tier) -> list[tuple[UCRData, str, RunSpec]]:
-    """(data set, arm, spec) of the paper's sets: power arms first (every set), then the
-    decomposition and controls, then the baselines, so the headline's runs come first."""
-    out = [(d, a, _arm(d, a, s, t)) for d in datasets for a in POWER_ARMS for s in t.power_seeds]
-    out += [(d, a, _arm(d, a, s, t)) for d in datasets for a in DECOMPOSITION + CONTROLS for s in t.arm_seeds]
-    out += [(d, a, _arm(d, a, s, t)) for d in datasets for a in BASELINES for s in t.baseline_seeds]
-    return out
+def paper_specs(datasets: Sequence[UCRData], t: Tier, arms: Sequence[str] | None = None
+                ) -> list[tuple[UCRData, str, RunSpec]]:
+    """(data set, arm, spec) of the paper's sets at the tier's seeds: power arms first (every
+    set), then the decomposition and controls, then the baselines, so the headline's runs come
+    first; ``arms``: only these."""
+    groups = (POWER_ARMS, DECOMPOSITION + CONTROLS, BASELINES)
+    return [(d, a, _arm(d, a, s, t)) for g in groups for d in datasets for a in g if arms is None or a in arms
+            for s in arm_seeds(t, a)]
+
+
+def basin_specs(datasets: Sequence[UCRData], t: Tier) -> list[tuple[UCRData, RunSpec]]:
+    """(data set, tracked SPT-only spec) per data set and basin seed."""
+    return [(d, ucr_spec("spt_only", d, seed=s, train=t.train, trackers=BASIN_TRACKERS, evaluate="peak",
+                         numerics=t.numerics)) for d in datasets for s in t.basin_seeds]
 
 
 def archive_specs(datasets: Sequence[UCRData], t: Tier) -> list[tuple[UCRData, str, RunSpec]]:
@@ -101,4 +127,5 @@ def archive_specs(datasets: Sequence[UCRData], t: Tier) -> list[tuple[UCRData, s
 
 
 __all__ = ["POWER_ARMS", "DECOMPOSITION", "CONTROLS", "BASELINES", "ARCHIVE_ARMS", "EVERY_EPOCH", "PRIMARY",
-           "METRICS", "Tier", "TIERS", "tier", "paper_specs", "archive_specs"]
+           "METRICS", "BASIN_TRACKERS", "Tier", "TIERS", "tier", "arm_seeds", "paper_specs", "basin_specs",
+           "archive_specs"]

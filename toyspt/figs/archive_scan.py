@@ -1,0 +1,86 @@
+"""Figure (study tier): SPT beyond the paper's four sets. scratch, spt and qk_transfer on the
+first sets the archive rule admits, in its stated order (:mod:`toyspt.ucr.archive`): per set,
+SPT's gain over scratch on the primary metric (paired by seed, 95% interval, Holm across the
+archive sets), the paper's four sets beside them for reference (from the same tier), and the
+share of the gain that Q/K-only transfer keeps (Fieller interval).
+
+Writes ``archive_scan.csv`` (one row per archive set: :data:`toyspt.ucr.analysis.ARCHIVE_COLUMNS`)
+and ``archive_scan_runs.csv`` (one row per run).
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from toyspt.ucr import analysis, plan
+from toyspt.ucr.archive import DEFAULT_RULE, take
+from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available, load_ucr
+
+NAME = "archive_scan"
+TITLE = "SPT beyond the paper's sets: its gain per UCR set, and how much of it Q/K-only transfer keeps"
+TIERS = ("study",)
+COLUMNS = analysis.ARCHIVE_COLUMNS
+
+
+def specs(ctx):
+    """``(group, source, arm, seed)``: the archive sets' runs (group "archive") and the paper
+    sets' scratch, spt and qk_transfer (group "paper", the same runs as the other figures')."""
+    t = ctx.real_tier
+    arch = [load_ucr(n) for n in take(DEFAULT_RULE, t.archive_sets)] if t.archive_sets else []
+    out = {("archive", UCRSource.of(d), a, s.seed): s for d, a, s in plan.archive_specs(arch, t)}
+    paper, _ = available(PAPER_DATASETS)
+    out.update({("paper", UCRSource.of(d), a, s.seed): s
+                for d, a, s in plan.paper_specs(paper, t, plan.ARCHIVE_ARMS)})
+    return out
+
+
+def _frame(runs, group: str) -> pd.DataFrame:
+    rows = [analysis.metrics_row(src.load(), arm, seed, res) for (g, src, arm, seed), res in runs.items() if g == group]
+    return pd.DataFrame(rows, columns=analysis.ROW_COLUMNS)
+
+
+def draw(ctx, runs):
+    t = ctx.real_tier
+    arch = _frame(runs, "archive")
+    sizes = {src.name: (len(d.train) + len(d.val), d.length, d.n_classes) for (g, src, *_) in runs if g == "archive"
+             for d in [src.load()]}
+    table = analysis.archive_table(arch, sizes)
+    paper = analysis.archive_table(_frame(runs, "paper"), {n: (0, 0, 0) for n in PAPER_DATASETS})
+    ctx.meta[NAME] = dict(tier=t.name, rule=DEFAULT_RULE.__dict__ | {"exclude": list(DEFAULT_RULE.exclude)},
+                          sets=list(table.dataset), seeds=len(t.archive_seeds), primary=plan.PRIMARY,
+                          counts=analysis.archive_counts(table))
+    both = pd.concat([table.assign(group="archive"), paper.assign(group="paper")], ignore_index=True)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 1.8 + 0.32 * max(1, len(both))), squeeze=False)
+    y = np.arange(len(both))[::-1]
+    ax = axes[0, 0]
+    for yy, r in zip(y, both.itertuples()):
+        sig = r.p_holm <= analysis.ALPHA if r.group == "archive" else False
+        c = ("#2ca02c" if r.gain > 0 else "#d62728") if sig else ("0.2" if r.group == "archive" else "0.55")
+        ax.errorbar(r.gain, yy, xerr=[[r.gain - r.ci_low], [r.ci_high - r.gain]], fmt="o", color=c, capsize=2, ms=4)
+    ax.axvline(0, color="0.5", lw=0.8)
+    ax.set_yticks(y, [f"{r.dataset}{' (paper)' if r.group == 'paper' else ''}" for r in both.itertuples()], fontsize=7)
+    cnt = ctx.meta[NAME]["counts"]
+    ax.set(xlabel=f"spt - scratch, {plan.PRIMARY} (mean, 95% CI)",
+           title=f"SPT helps on {cnt['helps']}, hurts on {cnt['hurts']} of {cnt['sets']} archive sets "
+                 "(Holm across them; green/red)")
+    ax.title.set_fontsize(8)
+    ax = axes[0, 1]
+    for yy, r in zip(y, both.itertuples()):
+        if np.isnan(r.qk_share):
+            continue
+        lo, hi = max(r.qk_share_low, -1.0), min(r.qk_share_high, 2.0)
+        ax.plot([lo, hi], [yy, yy], color="C0" if r.group == "archive" else "0.55")
+        ax.plot([min(max(r.qk_share, -1.0), 2.0)], [yy], "o", color="C0" if r.group == "archive" else "0.55", ms=4)
+    for v in (0.0, 0.5, 1.0):
+        ax.axvline(v, color="0.5", lw=0.8, ls="-" if v == 0 else ":")
+    ax.set_xlim(-1.1, 2.1)
+    ax.set_yticks(y, [""] * len(y))
+    ax.set(xlabel="qk_transfer's share of SPT's gain (Fieller 95% CI, clipped to [-1, 2])",
+           title=f"Q/K-only keeps >= half of the gain on {cnt['qk_keeps_half']} sets "
+                 f"({cnt['qk_keeps_half_lower_bound']} with the interval's lower end >= 1/2)")
+    ax.title.set_fontsize(8)
+    fig.suptitle(f"{TITLE}\ntier {t.name}: {len(t.archive_seeds)} seeds per archive set; the paper's sets at "
+                 f"{len(t.power_seeds)} (scratch, spt) and {len(t.qk_seeds)} (qk_transfer)", fontsize=9)
+    fig.tight_layout()
+    return fig, {NAME: table, f"{NAME}_runs": arch}

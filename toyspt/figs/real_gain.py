@@ -1,0 +1,87 @@
+"""Figure (study tier): what carries SPT's gain on the paper's four UCR sets, weight group by
+weight group. Top: every arm against scratch on the primary metric (mean test accuracy over the
+last fifth of the label epochs), paired by seed, 95% interval, * where the Holm-adjusted
+Wilcoxon p (family: that arm's sets x metrics) is <= 0.05: SPT; one weight group from SPT (W_Q
+W_K; W_V W_O; embedding; MLP; LayerNorms) or all but W_Q W_K; the controls (SPT's norms with
+random directions; SPT's values permuted within each tensor; scratch for SPT's whole budget);
+the baselines with built-in locality. Bottom: each arm's share of SPT's gain (Fieller 95%
+interval; arrows where it is unbounded because SPT's own gain is not significant).
+
+Writes ``real_gain.csv`` (one row per set x arm x metric: :data:`toyspt.ucr.analysis.GAIN_COLUMNS`)
+and ``real_gain_runs.csv`` (one row per run).
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from toyspt.ucr import analysis, plan
+from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available
+from toyspt.util.plots import color
+
+NAME = "real_gain"
+TITLE = "What carries SPT's gain on real series: every weight group, scale controls and baselines against scratch"
+TIERS = ("study",)
+ARMS = plan.POWER_ARMS + plan.DECOMPOSITION + plan.CONTROLS + plan.BASELINES
+COLUMNS = analysis.GAIN_COLUMNS
+SHARE_LIMITS = (-1.0, 2.0)  # shares drawn within these; an interval beyond is drawn as an arrow
+
+
+def specs(ctx):
+    """``(source, arm, seed)``: every arm of the study on every available paper set."""
+    datasets, _ = available(PAPER_DATASETS)
+    return {(UCRSource.of(d), arm, s.seed): s for d, arm, s in plan.paper_specs(datasets, ctx.real_tier, ARMS)}
+
+
+def draw(ctx, runs):
+    datasets, skipped = available(PAPER_DATASETS)
+    t = ctx.real_tier
+    runs_frame = pd.DataFrame([analysis.metrics_row(src.load(), arm, seed, res) for (src, arm, seed), res in runs.items()],
+                              columns=analysis.ROW_COLUMNS)
+    compared = [a for a in ARMS if a != "scratch"]
+    gain = analysis.gain_table(runs_frame, compared)
+    ctx.meta[NAME] = dict(tier=t.name, primary=plan.PRIMARY, skipped=skipped,
+                          seeds={a: len(plan.arm_seeds(t, a)) for a in ARMS},
+                          verdicts=analysis.verdicts(gain).to_dict("records"),
+                          saturation=analysis.saturation(runs_frame).to_dict("records"),
+                          basin_vs_own_accuracy=analysis.basin_accuracy(runs_frame))
+    n = max(1, len(datasets))
+    fig, axes = plt.subplots(2, n, figsize=(2 + 4.2 * n, 9), squeeze=False)
+    for j, d in enumerate(datasets):
+        g = gain[(gain.dataset == d.config.name) & (gain.metric == plan.PRIMARY)].set_index("arm").reindex(compared)
+        y = np.arange(len(compared))[::-1]
+        ax = axes[0, j]
+        for yy, (arm, r) in zip(y, g.iterrows()):
+            if np.isnan(r.mean_diff):
+                continue
+            ax.errorbar(r.mean_diff, yy, xerr=[[r.mean_diff - r.ci_low], [r.ci_high - r.mean_diff]], fmt="o",
+                        color=color(arm), capsize=2, ms=4)
+            if r.p_holm <= analysis.ALPHA:
+                ax.annotate("*", (r.ci_high, yy), xytext=(3, -3), textcoords="offset points")
+        ax.axvline(0, color="0.5", lw=0.8)
+        ax.set_yticks(y, [f"{a} (n {int(k) if k == k else 0})" for a, k in zip(compared, g.n_seeds)], fontsize=7)
+        ax.set(xlabel=f"{plan.PRIMARY}: arm - scratch (mean, 95% CI)", title=d.config.name)
+        ax = axes[1, j]
+        lo, hi = SHARE_LIMITS
+        for yy, (arm, r) in zip(y, g.iterrows()):
+            if arm == "spt" or np.isnan(r.share):
+                continue
+            a, b = max(r.share_low, lo), min(r.share_high, hi)
+            ax.plot([a, b], [yy, yy], color=color(arm), lw=1.5)
+            ax.plot([min(max(r.share, lo), hi)], [yy], "o", color=color(arm), ms=4)
+            for end, edge, mark in ((r.share_low, lo, "<"), (r.share_high, hi, ">")):
+                if not lo <= end <= hi:
+                    ax.plot([edge], [yy], mark, color=color(arm), ms=5)
+        for v in (0.0, 1.0):
+            ax.axvline(v, color="0.5", lw=0.8, ls=":" if v else "-")
+        ax.set_xlim(lo - 0.1, hi + 0.1)
+        ax.set_yticks(y, compared, fontsize=7)
+        sp = g.loc["spt"]
+        ax.set(xlabel="share of SPT's gain (Fieller 95% CI; arrows: beyond the axis or unbounded)",
+               title=f"SPT gain {sp.mean_diff:+.3f} [{sp.ci_low:+.3f}, {sp.ci_high:+.3f}], Holm p {sp.p_holm:.2g}")
+        ax.title.set_fontsize(8)
+    fig.suptitle(f"{TITLE}\ntier {t.name}: scratch/spt {len(t.power_seeds)} seeds, other arms {len(t.arm_seeds)}, "
+                 f"baselines {len(t.baseline_seeds)}; * Holm-adjusted Wilcoxon p <= 0.05", fontsize=9)
+    fig.tight_layout()
+    return fig, {NAME: gain, f"{NAME}_runs": runs_frame}

@@ -1,0 +1,171 @@
+"""What the real-data runs say: one row of metrics per label run, paired comparisons of every arm
+with scratch (interval, Wilcoxon, Holm, minimal detectable effect), each arm's share of SPT's
+gain, the archive scan's per-set verdicts, and the basin against SPT's own accuracy.
+
+Statistics come from :mod:`toyspt.runs.stats`. A comparison pairs an arm with scratch seed by
+seed (the same initialisation, data order and, for transfer arms, the same SPT-only parent), so
+its interval is that of the mean paired difference. Holm's adjustment runs over a stated family:
+``p_holm`` over every set x metric of one comparison (arm vs scratch), ``p_holm_all`` over
+every row of the table.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from toyspt.probe.tracking import proximity_of
+from toyspt.runs import stats
+from toyspt.train.run import RunResult
+from toyspt.ucr.data import UCRData
+from toyspt.ucr.plan import METRICS, PRIMARY
+
+ROW_COLUMNS = ["dataset", "arm", "seed", "evaluate", *METRICS, "test_at_peak", "peak_val_acc", "min_val_loss",
+               "final_train_acc", "epochs_at_peak_val", "n_val", "proximity_final", "proximity_after_spt"]
+GAIN_COLUMNS = ["dataset", "arm", "metric", "n_seeds", "mean_diff", "ci_low", "ci_high", "p_wilcoxon", "p_holm",
+                "p_holm_all", "wilcoxon_method", "p_t", "mde80", "wins", "ties", "losses", "share", "share_low",
+                "share_high", "share_interval"]
+ARCHIVE_COLUMNS = ["dataset", "n_seeds", "gain", "ci_low", "ci_high", "p_wilcoxon", "p_holm", "mde80", "qk_share",
+                   "qk_share_low", "qk_share_high", "qk_share_interval", "scratch_mean", "spt_mean", "qk_mean",
+                   "n_train", "length", "n_classes"]
+ALPHA = 0.05  # family-wise error rate of the Holm-adjusted verdicts
+PROXIMITY_ARMS = ("scratch", "spt", "qk_transfer")  # runs whose proximity indices the tables carry
+
+
+def metrics_row(data: UCRData, arm: str, seed: int, result: RunResult) -> dict:
+    """One label run: the metrics of :data:`toyspt.ucr.plan.METRICS` (the paper's peak held-out
+    accuracy only where the run's policy measured test every epoch), test at peak validation, how
+    often validation sat at its peak, and for :data:`PROXIMITY_ARMS` the proximity index of the
+    final weights and, where the run continues SPT, of the SPT weights (on the set's train +
+    validation inputs)."""
+    ft = [h for h in result.history if h["phase"] == "finetune"]
+    s = result.summary
+    x = torch.cat([data.train.x, data.val.x])
+    every = result.config["evaluate"] == "all"
+    return dict(dataset=data.config.name, arm=arm, seed=seed, evaluate=result.config["evaluate"],
+                mean_test_last20=s["mean_test_last20"], test_at_min_val_loss=s["test_at_min_val_loss"],
+                final_test_acc=s["final_test_acc"],
+                peak_held_out=max(h["test_acc"] for h in ft) if every else float("nan"),
+                test_at_peak=s["test_at_peak"], peak_val_acc=s["peak_val_acc"], min_val_loss=s["min_val_loss"],
+                final_train_acc=s["final_train_acc"], epochs_at_peak_val=sum(h["val_acc"] == s["peak_val_acc"] for h in ft),
+                n_val=len(data.val),
+                proximity_final=proximity_of(result, "final", x) if arm in PROXIMITY_ARMS else float("nan"),
+                proximity_after_spt=proximity_of(result, "pretrained", x) if arm in PROXIMITY_ARMS and
+                "pretrained" in result.states else float("nan"))
+
+
+def _diffs(frame: pd.DataFrame, dataset: str, arm: str, metric: str, base: str = "scratch") -> pd.Series:
+    """arm - base by seed on one set (the seeds both have)."""
+    g = frame[frame.dataset == dataset]
+    a, b = (g[g.arm == x].set_index("seed")[metric] for x in (arm, base))
+    return (a - b).dropna()
+
+
+def gain_table(frame: pd.DataFrame, arms: Sequence[str], metrics: Sequence[str] = METRICS) -> pd.DataFrame:
+    """One row per data set x arm x metric: the arm against scratch, paired by seed (mean, 95%
+    t interval, Wilcoxon p, Holm-adjusted p, minimal detectable effect at 80% power), and for
+    arms other than spt their share of SPT's gain on the seeds both have (Fieller interval;
+    ``share_interval`` says when it is unbounded)."""
+    rows = []
+    for name in frame.dataset.unique():
+        for arm in arms:
+            for m in metrics:
+                d = _diffs(frame, name, arm, m)
+                if len(d) < 2:
+                    continue
+                p = stats.paired(d)
+                row = dict(dataset=name, arm=arm, metric=m, n_seeds=p["n"], mean_diff=p["mean_diff"],
+                           ci_low=p["ci_low"], ci_high=p["ci_high"], p_wilcoxon=p["wilcoxon_p"],
+                           wilcoxon_method=p["wilcoxon_method"], p_t=p["t_p"], mde80=p["mde80"], wins=p["wins"],
+                           ties=p["ties"], losses=p["losses"], share=np.nan, share_low=np.nan, share_high=np.nan,
+                           share_interval="")
+                if arm != "spt":
+                    sp = _diffs(frame, name, "spt", m)
+                    if len(sp.index.intersection(d.index)) >= 2:
+                        sh = stats.share_of_gain(d, sp)
+                        row.update(share=sh["share"], share_low=sh["ci_low"], share_high=sh["ci_high"],
+                                   share_interval=sh["interval"])
+                rows.append(row)
+    out = pd.DataFrame(rows, columns=[c for c in GAIN_COLUMNS if c not in ("p_holm", "p_holm_all")])
+    out["p_holm"] = out.groupby("arm", sort=False).p_wilcoxon.transform(lambda p: stats.holm(p))
+    out["p_holm_all"] = stats.holm(out.p_wilcoxon)
+    return out.reindex(columns=GAIN_COLUMNS)
+
+
+def verdicts(gain: pd.DataFrame, metric: str = PRIMARY, alpha: float = ALPHA) -> pd.DataFrame:
+    """Per arm, on ``metric``: sets where it beats scratch after Holm (within its family), where
+    it is worse, and where neither can be told."""
+    g = gain[gain.metric == metric]
+    sig = g.p_holm <= alpha
+    return pd.DataFrame(dict(helps=(sig & (g.mean_diff > 0)).groupby(g.arm, sort=False).sum(),
+                             hurts=(sig & (g.mean_diff < 0)).groupby(g.arm, sort=False).sum(),
+                             sets=g.groupby("arm", sort=False).size())).reset_index()
+
+
+def archive_table(frame: pd.DataFrame, sizes: dict[str, tuple[int, int, int]], metric: str = PRIMARY
+                  ) -> pd.DataFrame:
+    """One row per archive set: SPT's gain over scratch on ``metric`` (paired by seed; Holm
+    across the sets) and Q/K-only transfer's share of it (Fieller); ``sizes``: set -> (training
+    series, length, classes)."""
+    rows = []
+    for name in frame.dataset.unique():
+        d = _diffs(frame, name, "spt", metric)
+        if len(d) < 2:
+            continue
+        p, qk = stats.paired(d), _diffs(frame, name, "qk_transfer", metric)
+        sh = stats.share_of_gain(qk, d) if len(qk.index.intersection(d.index)) >= 2 else {}
+        g = frame[frame.dataset == name]
+        means = {a: float(g[g.arm == a][metric].mean()) for a in ("scratch", "spt", "qk_transfer")}
+        n_train, length, n_classes = sizes[name]
+        rows.append(dict(dataset=name, n_seeds=p["n"], gain=p["mean_diff"], ci_low=p["ci_low"], ci_high=p["ci_high"],
+                         p_wilcoxon=p["wilcoxon_p"], mde80=p["mde80"], qk_share=sh.get("share", np.nan),
+                         qk_share_low=sh.get("ci_low", np.nan), qk_share_high=sh.get("ci_high", np.nan),
+                         qk_share_interval=sh.get("interval", ""), scratch_mean=means["scratch"],
+                         spt_mean=means["spt"], qk_mean=means["qk_transfer"], n_train=n_train, length=length,
+                         n_classes=n_classes))
+    out = pd.DataFrame(rows, columns=[c for c in ARCHIVE_COLUMNS if c != "p_holm"])
+    out["p_holm"] = stats.holm(out.p_wilcoxon) if len(out) else []
+    return out.reindex(columns=ARCHIVE_COLUMNS)
+
+
+def archive_counts(table: pd.DataFrame, alpha: float = ALPHA) -> dict:
+    """How many archive sets SPT helps or hurts after Holm, and where Q/K-only transfer keeps at
+    least half of SPT's gain (point estimate; and with the interval's lower end at or above 1/2)."""
+    sig = table.p_holm <= alpha
+    helps = sig & (table.gain > 0)
+    return dict(sets=int(len(table)), helps=int(helps.sum()), hurts=int((sig & (table.gain < 0)).sum()),
+                unclear=int((~sig).sum()), qk_keeps_half=int((table.qk_share >= 0.5).sum()),
+                qk_keeps_half_where_spt_helps=int((helps & (table.qk_share >= 0.5)).sum()),
+                qk_keeps_half_lower_bound=int((table.qk_share_low >= 0.5).sum()))
+
+
+def saturation(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per set and arm: runs whose validation accuracy reached 1.0, of all runs (where "test
+    at peak validation" selects the first of many tied epochs)."""
+    g = frame.groupby(["dataset", "arm"], sort=False)
+    return pd.DataFrame(dict(runs=g.size(), val_at_1=g.peak_val_acc.apply(lambda v: int((v == 1.0).sum())),
+                             median_epochs_at_peak=g.epochs_at_peak_val.median())).reset_index()
+
+
+def basin_accuracy(frame: pd.DataFrame, metric: str = PRIMARY, seed: int = 0) -> dict:
+    """The basin SPT lands in (proximity index of the SPT weights > 1) and that index against
+    SPT's *own* accuracy within each set (not against the paired gain, which carries scratch's
+    noise): a stratified test of the basin, and Spearman's rho with log proximity, both with
+    permutations within sets (:func:`toyspt.runs.stats.within_set_association`)."""
+    spt = frame[(frame.arm == "spt") & frame.proximity_after_spt.notna()].copy()
+    spt["basin"] = np.where(spt.proximity_after_spt > 1, "proximity", "anti-local")
+    spt["log_proximity"] = np.log(spt.proximity_after_spt)
+    out = dict(n=int(len(spt)), proximity=int((spt.basin == "proximity").sum()))
+    for key, kw in (("basin", dict(x="basin", positive="proximity")), ("log_proximity", dict(x="log_proximity",
+                                                                                             kind="continuous"))):
+        try:
+            out[key] = stats.within_set_association(spt, "dataset", y=metric, seed=seed, **kw)
+        except ValueError as e:  # too few runs, or every set in one basin: no within-set contrast
+            out[key] = dict(error=str(e))
+    return out
+
+
+__all__ = ["ROW_COLUMNS", "GAIN_COLUMNS", "ARCHIVE_COLUMNS", "ALPHA", "metrics_row", "gain_table", "verdicts",
+           "archive_table", "archive_counts", "saturation", "basin_accuracy"]
