@@ -9,7 +9,7 @@ import pandas as pd
 import torch
 
 from toyspt.cli.flags import (add_arms_flag, add_config_flags, add_evaluate_flag, add_numerics_flag, add_seeds,
-    add_sweep_flags, config_values, numerics_of, out_dir, split_arms, split_unique)
+    add_sweep_flags, ascii_float, ascii_int, config_values, numerics_of, out_dir, split_arms, split_unique)
 from toyspt.nn.model import ModelConfig
 from toyspt.train.recipes import TrainConfig
 from toyspt.ucr.data import ENV_ROOT, PAPER_DATASETS, SOURCES, UCRConfig, load_ucr
@@ -81,9 +81,9 @@ def register(subparsers) -> None:
                    help=f"UCR archive folder holding <Name>/<Name>_TRAIN.tsv (default ${ENV_ROOT}, "
                         "else a packaged copy)")
     p.add_argument("--source", default="auto", choices=SOURCES, help="where to read the data from")
-    p.add_argument("--val-fraction", type=float, default=UCRConfig.val_fraction,
+    p.add_argument("--val-fraction", type=ascii_float, default=UCRConfig.val_fraction,
                    help="share of each class of train held out for validation")
-    p.add_argument("--split-seed", type=int, default=UCRConfig.split_seed,
+    p.add_argument("--split-seed", type=ascii_int, default=UCRConfig.split_seed,
                    help="seed of the stratified validation split")
     p.add_argument("--swap-dataset", default=None, help="data_swap arm: the UCR set SPT runs on")
     p.add_argument("--no-probes", action="store_true",

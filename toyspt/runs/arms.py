@@ -8,6 +8,7 @@ Aliases name the common ablations (see :data:`ALIASES`).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import fields, replace
 from typing import Any
 
@@ -29,11 +30,25 @@ ALIASES = {
 }
 
 
+# numbers as written in ASCII: int() and float() also take "3_2", full-width and Arabic-Indic digits
+ASCII_NUMBER = {int: re.compile(r"[+-]?[0-9]+"),
+                float: re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)",
+                                  re.IGNORECASE)}
+
+
+def ascii_number(text: str, kind: type) -> int | float:
+    """``kind(text)`` for an int or float written in ASCII digits only; ValueError otherwise."""
+    if not ASCII_NUMBER[kind].fullmatch(text.strip()):
+        raise ValueError(f"not {'an int' if kind is int else 'a number'} in ASCII digits: {text!r}")
+    return kind(text.strip())
+
+
 def parse_value(text: str, like: Any) -> Any:
     """Convert ``text`` to the type of the field default ``like``.
 
     Raises ValueError with a one-line message ("expected an int, got 'abc'"); the caller
     prefixes the flag or key it came from. Ranges are left to the config's own rules.
+    Numbers are ASCII digits only (``3_2``, full-width and Arabic-Indic digits are refused).
     """
     what = {int: ("an int", "ints"), float: ("a number", "numbers")}
 
@@ -41,9 +56,9 @@ def parse_value(text: str, like: Any) -> Any:
         if kind not in what:  # strings (choices are checked by the config)
             return kind(item)
         try:
-            return kind(item.strip())
+            return ascii_number(item, kind)
         except ValueError:
-            raise ValueError(f"expected {expected or what[kind][0]}, got {item!r}") from None
+            raise ValueError(f"expected {expected or what[kind][0]} (ASCII digits), got {item!r}") from None
 
     if isinstance(like, bool):
         if text.lower() in ("1", "true", "yes", "on"):
