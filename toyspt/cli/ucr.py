@@ -50,8 +50,9 @@ def cmd_ucr(args) -> int:
     arms = split_arms(args.arms)
     names = split_unique(args.dataset or "GunPoint", "--dataset", "data set")
     base = _base_from_flags(args)
-    datasets = [load_ucr(_data_config(args, n)) for n in names]
-    swap = load_ucr(_data_config(args, args.swap_dataset)) if args.swap_dataset else None
+    max_len = base.model.max_len  # longer series are refused on their first row
+    datasets = [load_ucr(_data_config(args, n), max_length=max_len) for n in names]
+    swap = load_ucr(_data_config(args, args.swap_dataset), max_length=max_len) if args.swap_dataset else None
     for d in datasets:
         print(f"{d.config.name}: {d.source}; train {len(d.train)} / val {len(d.val)} / test "
               f"{len(d.test)}, length {d.length}, classes {d.n_classes} (labels {list(d.label_map)})")

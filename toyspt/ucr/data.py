@@ -174,19 +174,20 @@ def _check_archive_sizes(name: str, loc: Located, n_train: int, n_test: int, len
                        f"{loc.package.dist} than {loc.package.pin}?")
 
 
-def load_ucr(cfg: UCRConfig | str | None = None, **overrides) -> UCRData:
+def load_ucr(cfg: UCRConfig | str | None = None, *, max_length: int | None = None, **overrides) -> UCRData:
     """Load one UCR data set as train/val/test splits of shape (N, T, 1).
 
     ``load_ucr("GunPoint")`` or ``load_ucr(UCRConfig(name=..., root=...))``; keyword
-    overrides replace fields of the config.
+    overrides replace fields of the config. ``max_length`` (the model's ``max_len``): longer
+    series are refused on each file's first row, before the rest is parsed.
     """
     if cfg is None or isinstance(cfg, str):
         cfg = UCRConfig(**({"name": cfg} if cfg else {}), **overrides)
     elif overrides:
         cfg = replace(cfg, **overrides)
     loc = locate(cfg.name, cfg.root, cfg.source)
-    lab_tr, x_tr = read_ucr_file(loc.train, loc.delimiter)
-    lab_te, x_te = read_ucr_file(loc.test, loc.delimiter)
+    lab_tr, x_tr = read_ucr_file(loc.train, loc.delimiter, max_length)
+    lab_te, x_te = read_ucr_file(loc.test, loc.delimiter, max_length)
     if x_tr.shape[1] != x_te.shape[1]:
         raise UCRError(f"{cfg.name}: train series have length {x_tr.shape[1]} but test series "
                        f"{x_te.shape[1]} ({loc.train}, {loc.test})")
