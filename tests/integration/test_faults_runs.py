@@ -299,3 +299,18 @@ def test_a_really_full_disk_is_one_line_for_the_cache_and_for_out(full_disk, tmp
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith(f"error: {full_disk / 'out'}") and "No space left on device" in line, line
     assert not [p for p in (full_disk / "out").iterdir()]  # nothing half-written
+
+
+def test_out_files_keep_the_umask_and_an_existing_files_mode(tmp_path, capsys):
+    argv = ["compare", "--arms", "scratch", "--seeds", "0", "--cache", str(tmp_path / "c"),
+            "--out", str(tmp_path / "out"), *TINY]
+    old = os.umask(0o027)
+    try:
+        assert main(argv) == 0
+        modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "out").iterdir()}
+        assert modes == dict.fromkeys(["compare.csv", "compare.json", "per_seed.csv"], 0o640), modes  # not 0600
+        os.chmod(tmp_path / "out" / "compare.csv", 0o644)
+        assert main(argv) == 0
+        assert (tmp_path / "out" / "compare.csv").stat().st_mode & 0o777 == 0o644  # replaced, mode kept
+    finally:
+        os.umask(old)

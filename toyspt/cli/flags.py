@@ -126,9 +126,9 @@ def add_evaluate_flag(p: argparse.ArgumentParser, default: str) -> None:
 
 def _int_at_least(text: str, low: int, words: str) -> int:
     try:
-        v = ascii_number(text, int)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {words} (ASCII digits), got {text!r}") from None
+        v = ascii_number(text, int, words)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
     if v < low:
         raise argparse.ArgumentTypeError(f"must be >= {low}, got {v}")
     return v
@@ -138,16 +138,16 @@ def ascii_int(text: str) -> int:
     """An argparse type: an int in ASCII digits (``type=int`` takes ``3_2`` and other scripts' digits)."""
     try:
         return ascii_number(text, int)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer (ASCII digits), got {text!r}") from None
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def ascii_float(text: str) -> float:
     """An argparse type: a number in ASCII digits."""
     try:
         return ascii_number(text, float)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number (ASCII digits), got {text!r}") from None
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def positive_int(text: str) -> int:

@@ -36,11 +36,17 @@ ASCII_NUMBER = {int: re.compile(r"[+-]?[0-9]+"),
                                   re.IGNORECASE)}
 
 
-def ascii_number(text: str, kind: type) -> int | float:
-    """``kind(text)`` for an int or float written in ASCII digits only; ValueError otherwise."""
-    if not ASCII_NUMBER[kind].fullmatch(text.strip()):
-        raise ValueError(f"not {'an int' if kind is int else 'a number'} in ASCII digits: {text!r}")
-    return kind(text.strip())
+def ascii_number(text: str, kind: type, expected: str | None = None) -> int | float:
+    """``kind(text)`` (int or float) for a number written in ASCII digits; else ValueError
+    "expected an int, got 'x'" (with "in ASCII digits" where ``kind`` alone would take it)."""
+    if ASCII_NUMBER[kind].fullmatch(text.strip()):
+        return kind(text.strip())
+    words = expected or ("an int" if kind is int else "a number")
+    try:
+        kind(text)
+    except ValueError:
+        raise ValueError(f"expected {words}, got {text!r}") from None
+    raise ValueError(f"expected {words} in ASCII digits (0-9, no '_'), got {text!r}")
 
 
 def parse_value(text: str, like: Any) -> Any:
@@ -55,10 +61,7 @@ def parse_value(text: str, like: Any) -> Any:
     def scalar(item: str, kind: type, expected: str | None = None) -> Any:
         if kind not in what:  # strings (choices are checked by the config)
             return kind(item)
-        try:
-            return ascii_number(item, kind)
-        except ValueError:
-            raise ValueError(f"expected {expected or what[kind][0]} (ASCII digits), got {item!r}") from None
+        return ascii_number(item, kind, expected)
 
     if isinstance(like, bool):
         if text.lower() in ("1", "true", "yes", "on"):
