@@ -109,6 +109,7 @@ def load(path: str | os.PathLike, *, what: str = "torch file", budget: Budget = 
 
     where = os.fspath(path)
     pairs = list(safe_globals)
+    archive = None
     f, size = open_regular(where, what)
     with f:
         if trust:
@@ -122,22 +123,27 @@ def load(path: str | os.PathLike, *, what: str = "torch file", budget: Budget = 
                 return torch.load(f, map_location="cpu", weights_only=False)
             with torch.serialization.safe_globals(pairs):
                 return torch.load(archive, map_location="cpu", weights_only=True)
-        except UnsafeFile as e:  # raised by an admitted stand-in during unpickling
-            raise UnsafeFile(str(e) if str(e).startswith(f"{where}: ") else f"{where}: {e}") from None
-        except pickle.UnpicklingError as e:
-            text = " ".join(str(e).split())[:300]
-            raise Refused(f"{where}: refused by torch's weights-only unpickler: {text}") from None
-        except ModuleNotFoundError as e:
-            raise UnsafeFile(f"{where}: trusted loading needs the module {e.name!r} "
-                             f"(pip install {e.name})") from None
-        except TypeError as e:
-            raise UnsafeFile(f"{where}: malformed pickle: it applies an admitted name in a way "
-                             f"no checkpoint does ({e})") from None
-        except (EOFError, zipfile.BadZipFile, RuntimeError, ValueError, IndexError, KeyError,
-                AttributeError, OverflowError, MemoryError, RecursionError, struct.error) as e:
-            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            raise UnsafeFile(f"{where}: truncated or corrupt {what} ({type(e).__name__}: "
-                             f"{first})") from None
+        except (UnsafeFile, pickle.UnpicklingError, ModuleNotFoundError, TypeError, EOFError,
+                zipfile.BadZipFile, RuntimeError, ValueError, IndexError, KeyError, AttributeError,
+                OverflowError, MemoryError, RecursionError, struct.error) as e:
+            if archive is not None and archive.fault:  # the file changed under torch's reads
+                raise UnsafeFile(archive.fault) from None
+            raise _one_line(e, where, what) from None
+
+
+def _one_line(e: Exception, where: str, what: str) -> UnsafeFile:
+    """What went wrong inside ``torch.load``, as one line naming the file."""
+    if isinstance(e, UnsafeFile):  # raised by an admitted stand-in during unpickling
+        return type(e)(str(e) if str(e).startswith(f"{where}: ") else f"{where}: {e}")
+    if isinstance(e, pickle.UnpicklingError):
+        return Refused(f"{where}: refused by torch's weights-only unpickler: {' '.join(str(e).split())[:300]}")
+    if isinstance(e, ModuleNotFoundError):
+        return UnsafeFile(f"{where}: trusted loading needs the module {e.name!r} (pip install {e.name})")
+    if isinstance(e, TypeError):
+        return UnsafeFile(f"{where}: malformed pickle: it applies an admitted name in a way no "
+                          f"checkpoint does ({e})")
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return UnsafeFile(f"{where}: truncated or corrupt {what} ({type(e).__name__}: {first})")
 
 
 __all__ = ["UnsafeFile", "Refused", "Budget", "BUDGET", "open_regular", "check_file",

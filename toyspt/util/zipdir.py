@@ -148,10 +148,12 @@ def _zip64(extra: bytes, usize: int, csize: int, loff: int) -> tuple[int, int, i
 
 class Archive(io.RawIOBase):
     """A read-only file assembled from parts: bytes held here, or records of an open file
-    read when asked for (so a large checkpoint is never copied whole into memory)."""
+    read when asked for (so a large checkpoint is never copied whole into memory). A record
+    the file no longer holds whole is a short read, and ``fault`` says why (an exception
+    raised inside torch's reader would come out as another)."""
 
     def __init__(self, f, parts: list, where: str):
-        self._f, self._where, self._pos = f, where, 0
+        self._f, self._where, self._pos, self.fault = f, where, 0, ""
         self._parts = [p for p in parts if (len(p) if isinstance(p, bytes) else p.size)]
         self._starts, at = [], 0
         for p in self._parts:
@@ -182,9 +184,11 @@ class Archive(io.RawIOBase):
                 view[done:done + n] = part[off:off + n]
             else:
                 self._f.seek(part.start + off)
-                if self._f.readinto(view[done:done + n]) != n:
-                    raise UnsafeFile(f"{self._where}: the file changed while being read (record "
-                                     f"{part.name!r} is shorter than its directory says)")
+                got = self._f.readinto(view[done:done + n]) or 0
+                if got != n:
+                    self.fault = (f"{self._where}: the file changed while being read (record "
+                                  f"{part.name!r} is shorter than its directory says)")
+                    return done + got
             done, self._pos = done + n, self._pos + n
         return done
 

@@ -214,3 +214,18 @@ def test_tensors_this_reader_does_not_read_are_refused_in_words(tmp_path, make, 
     torch.load(tmp_path / "a.pt", weights_only=True)  # torch's loader reads it
     with pytest.raises(UnsafeFile, match=f"its pickle holds {words} .*only dense tensors are read"):
         safeload.load(tmp_path / "a.pt")
+
+
+def test_a_file_truncated_after_its_check_is_one_line(tmp_path, monkeypatch):
+    """Storages are read when torch asks for them: a file cut short meanwhile is named as such."""
+    torch.save({"w": torch.ones(1 << 16)}, tmp_path / "a.pt")
+    checked = safeload.check_file
+
+    def check_then_truncate(f, size, where, *args, **kwargs):
+        archive = checked(f, size, where, *args, **kwargs)
+        os.truncate(where, 1000)
+        return archive
+
+    monkeypatch.setattr(safeload, "check_file", check_then_truncate)
+    with pytest.raises(UnsafeFile, match=r"a.pt: the file changed while being read \(record 'a/data/0' is shorter"):
+        safeload.load(tmp_path / "a.pt")
