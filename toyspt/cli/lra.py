@@ -281,7 +281,8 @@ def register(sub) -> None:
     p.add_argument("--n", type=positive_int, default=16, help="examples probed (one at a time)")
     p.add_argument("--fit-n", type=nonnegative_int, default=64, help="extra examples to fit a missing head on")
     p.add_argument("--ref", default=None, help="second checkpoint: Frobenius displacement of every matrix")
-    p.add_argument("--out", type=out_dir, default=None, help="directory for table.csv, records.csv, report.json, report.png")
+    p.add_argument("--out", type=out_dir, default=None,
+                   help="directory for table.csv, records.csv, report.json, report.png")
     p.add_argument("--no-figure", action="store_true")
     p.add_argument("--directions", default=",".join(COMPACT), help="comma-separated score directions")
     p.add_argument("--max-offset", type=positive_int, default=16, help="offsets kept in the profiles")

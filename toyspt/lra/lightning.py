@@ -13,9 +13,10 @@ class) is refused before it can run. ``trust=True`` (the CLI's ``--trust-checkpo
 
 Before torch sees the file, the project's one bounded reader (:mod:`toyspt.util.safeload`)
 checks the file type, the zip directory and the pickle's opcodes against a budget (depth,
-shared references, dict-key size, records present, materialised bytes), and the config is
-converted to plain data within a depth and value budget (:mod:`toyspt.lra.guard`); state-dict keys must be strings and tensors dense views within their storage.
-Every failure is a one-line :class:`CheckpointError`.
+shared references, dict-key size, records present, materialised bytes) and hands torch only
+the scanned records; the config is converted to plain data within a depth and value budget
+(:mod:`toyspt.lra.guard`); state-dict keys must be strings and tensors dense views within
+their storage. Every failure is a one-line :class:`CheckpointError`.
 
 Writing emits the same pickle layout as OmegaConf 2.x (``NEWOBJ`` of
 ``omegaconf.dictconfig.DictConfig`` etc. with ``_metadata``/``_parent``/``_content``

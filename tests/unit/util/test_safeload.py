@@ -98,7 +98,8 @@ def test_records_equal_up_to_case_are_refused(tmp_path):
     import zipcraft
 
     path = _hidden_behind(tmp_path, zipcraft.case_twin)
-    with pytest.raises(UnsafeFile, match=r"records 'archive/[dD]ata.pkl' and 'archive/[dD]ata.pkl' differ only in case"):
+    with pytest.raises(UnsafeFile, match=r"records 'archive/[dD]ata.pkl' and 'archive/[dD]ata.pkl' differ only "
+                                         "in case"):
         safeload.load(path)
 
 
