@@ -113,8 +113,8 @@ class RunCache:
         without their key are refused, never re-keyed (that would drop every run)."""
         if self._secret is None:
             path = self.root / ".key"
-            restore = ("restore it from the cache it was copied from (cp SRC/.key " f"{path}) or "
-                       "start a new cache in an empty folder; nothing was set aside or retrained")
+            restore = (f"restore the key from where the cache came from (cp SRC/.key {path}) or start a "
+                       "new cache in an empty folder; nothing was set aside or retrained")
             try:
                 if not os.path.lexists(path):
                     if self._has_entries():
@@ -243,20 +243,28 @@ class RunCache:
 
     def _set_aside(self, d: Path, ino: int, key: str, why: str) -> Path | None:
         """Move a damaged entry to ``<root>/.damaged/<key>-<n>``, its reason in ``<key>-<n>.why``
-        (what cannot be verified is never deleted); None if another worker has just replaced it."""
-        with contextlib.suppress(OSError):
-            aside = self.root / ".damaged"
+        (what cannot be verified is never deleted); None if another worker has just replaced it
+        or it cannot be moved."""
+        aside = self.root / ".damaged"
+        try:
+            if d.lstat().st_ino != ino:
+                return None
             aside.mkdir(exist_ok=True)
             for n in range(1000):
+                dest = aside / f"{key}-{n}"
                 try:
-                    with open(aside / f"{key}-{n}.why", "x") as f:
+                    with open(f"{dest}.why", "x") as f:
                         f.write(why + "\n")
                 except FileExistsError:
                     continue
-                if d.lstat().st_ino != ino:
-                    return None
-                os.rename(d, aside / f"{key}-{n}")
-                return aside / f"{key}-{n}"
+                try:
+                    os.rename(d, dest)
+                except OSError:
+                    os.unlink(f"{dest}.why")
+                    raise
+                return dest
+        except OSError:
+            pass
         return None
 
     def store(self, spec: Spec, result: RunResult) -> Path:
