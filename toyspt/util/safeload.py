@@ -101,9 +101,9 @@ def _marks(f, records: dict, prefix: str, where: str) -> list[tuple[str, bytes]]
 
 def load(path: str | os.PathLike, *, what: str = "torch file", budget: Budget = BUDGET,
          safe_globals: Iterable[tuple[Any, str]] = (), trust: bool = False) -> Any:
-    """Check ``path`` (every budget above), then ``torch.load`` it from the same open file
-    with the weights-only unpickler, admitting ``safe_globals`` ((object, full name) pairs)
-    besides torch's own. ``trust=True`` checks the archive and the pickle's size only and
+    """Check ``path`` (every budget above), then ``torch.load`` the clean archive of its
+    scanned records (read from the same open file) with the weights-only unpickler,
+    admitting ``safe_globals`` ((object, full name) pairs) besides torch's own. ``trust=True`` checks the archive and the pickle's size only and
     then runs the pickle (``weights_only=False``): for files whose origin is trusted."""
     import torch  # noqa: PLC0415 - keeps this module importable without torch
 
@@ -134,7 +134,7 @@ def load(path: str | os.PathLike, *, what: str = "torch file", budget: Budget = 
 def _one_line(e: Exception, where: str, what: str) -> UnsafeFile:
     """What went wrong inside ``torch.load``, as one line naming the file."""
     if isinstance(e, UnsafeFile):  # raised by an admitted stand-in during unpickling
-        return type(e)(str(e) if str(e).startswith(f"{where}: ") else f"{where}: {e}")
+        return UnsafeFile(str(e) if str(e).startswith(f"{where}: ") else f"{where}: {e}")
     if isinstance(e, pickle.UnpicklingError):
         return Refused(f"{where}: refused by torch's weights-only unpickler: {' '.join(str(e).split())[:300]}")
     if isinstance(e, ModuleNotFoundError):
