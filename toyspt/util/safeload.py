@@ -103,8 +103,9 @@ def load(path: str | os.PathLike, *, what: str = "torch file", budget: Budget = 
          safe_globals: Iterable[tuple[Any, str]] = (), trust: bool = False) -> Any:
     """Check ``path`` (every budget above), then ``torch.load`` the clean archive of its
     scanned records (read from the same open file) with the weights-only unpickler,
-    admitting ``safe_globals`` ((object, full name) pairs) besides torch's own. ``trust=True`` checks the archive and the pickle's size only and
-    then runs the pickle (``weights_only=False``): for files whose origin is trusted."""
+    admitting ``safe_globals`` ((object, full name) pairs) besides torch's own.
+    ``trust=True`` checks the archive and the pickle's size only and then runs the pickle
+    (``weights_only=False``): for files whose origin is trusted."""
     import torch  # noqa: PLC0415 - keeps this module importable without torch
 
     where = os.fspath(path)
