@@ -176,7 +176,7 @@ class _Scan:
 
     def step(self, op, arg) -> None:  # noqa: C901 - one branch per opcode, like pickle itself
         name = op.name
-        push = self.stack.append
+        push = self.stack.append  # the current stack (TUPLE appends to the one pop_mark restores)
         if name in _SCALARS:
             push(_V(_SCALARS[name], val=(name == "NEWTRUE") if _SCALARS[name] == "bool" else arg))
         elif name == "PROTO":
