@@ -89,3 +89,31 @@ def test_cli_value_error_end_to_end_has_no_traceback(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "toyspt.cli.main", "train", "--cache", str(tmp_path),
                            "--task.T", "abc"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and proc.stderr == "error: --task.T: expected an int, got 'abc'\n"
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["train", "--task.T", "3_2"], "--task.T: expected an int in ASCII digits (0-9, no '_'), got '3_2'"),
+    (["train", "--task.T", "\uff13\uff12"], "--task.T: expected an int in ASCII digits"),  # full-width 32
+    (["train", "--task.T", "\u0663\u0662"], "--task.T: expected an int in ASCII digits"),  # Arabic-Indic 32
+    (["train", "--task.offset", "0_5"], "--task.offset: expected a number in ASCII digits"),
+    (["train", "--train.pre_lr", "\u0661e-3"], "--train.pre_lr: expected a number or none in ASCII digits"),
+    (["train", "--task.band0", "1,\u0662"], "--task.band0: expected comma-separated ints"),
+    (["train", "--seed", "\u0663"], "argument --seed: expected an int in ASCII digits"),
+    (["compare", "--seeds", "\u0660-\u0664"], "argument --seeds: seeds must look like 0-4"),
+    (["lra", "probe", "x.ckpt", "--n", "\uff11\uff16"], "argument --n: expected a positive integer in ASCII digits"),
+    (["lra", "probe", "x.ckpt", "--p-mask", "0_5"], "argument --p-mask: expected a number in ASCII digits"),
+])
+def test_numbers_are_ascii_digits_only(tmp_path, capsys, argv, message):
+    # int() and float() take these (3_2 is 32, U+0663 U+0662 is 32), a config would not show them
+    assert main([*argv, "--cache", str(tmp_path)] if argv[0] != "lra" else argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()  # argparse's usage lines, then one error line
+    assert message in err[-1] and err[-1].count("error:") == 1 and "Traceback" not in "\n".join(err), err
+
+
+def test_arm_values_are_ascii_digits_only():
+    from toyspt.runs.arms import arm_spec, parse_value
+    from toyspt.runs import RunSpec
+
+    with pytest.raises(ValueError, match="expected an int in ASCII digits"):
+        arm_spec("scratch:T=3_2", RunSpec("scratch", 0))
+    assert parse_value("-12", 0) == -12 and parse_value("1e-3", 0.1) == 1e-3 and parse_value(".5", 1.0) == 0.5

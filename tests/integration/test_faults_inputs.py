@@ -186,3 +186,44 @@ def test_pixels_are_converted_only_as_far_as_probed(tmp_path, capsys, ckpt):
                           "--labels", str(tmp_path / "y.npy"), "--n", "2", "--fit-n", "0"],
               "positional table")  # 4096 pixels per image > the model's 64 rows: refused after loading 2
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 * 1024  # 2 images read
+
+
+# ------------------------------------------------- flags a config-less file's head cannot honour
+
+BARE = ["--heads", "2", "--no-causal", "--window", "0", "--activation", "gelu"]
+
+
+@pytest.fixture(scope="module")
+def bare(tmp_path_factory):
+    """Config-less files (tensors only): a linear head, an MLP head, no decoder at all."""
+    from toyspt.lra.checkpoint import lra_state_dict
+    from toyspt.lra.lightning import write_checkpoint
+
+    d = tmp_path_factory.mktemp("bare")
+    for name, extra in (("linear", {}), ("mlp", {"head": "mlp"}), ("nohead", {"head": "none"})):
+        cfg = LRAConfig(n_layers=1, d_model=16, n_heads=2, d_ff=32, max_len=64, **extra)
+        write_checkpoint(d / f"{name}.ckpt", lra_state_dict(build_lra(cfg, 0)), None)
+    return d
+
+
+@pytest.mark.parametrize("file,flags,needle", [
+    ("linear", "--head rec --pool sum --all-positions",
+     "--pool sum and --all-positions: the model has a per-token SPT decoder, which does not pool"),
+    ("linear", "--head none --pool max", "--pool max: the model has no head (--head none"),
+    ("linear", "--head none --use-lengths", "--use-lengths: the model has no head"),
+    ("nohead", "--pool mean --use-lengths", "--pool mean and --use-lengths: the model has no decoder"),
+    ("mlp", "--head rec --pool mean --use-lengths", "--head rec says what decoder.0.output_transform is, "
+                                                    "but the tensors hold an MLP classifier"),
+    ("nohead", "--head cls", "--head cls says what decoder.0.output_transform is, but the tensors hold no "
+                             "decoder"),
+])
+def test_a_flag_the_head_cannot_honour_is_refused_by_name(capsys, bare, file, flags, needle):
+    one_error(capsys, 2, ["lra", "inspect", str(bare / f"{file}.ckpt"), *BARE, *flags.split()], needle)
+
+
+def test_the_flags_a_head_does_honour_load(capsys, bare):
+    assert main(["lra", "inspect", str(bare / "linear.ckpt"), *BARE, "--head", "rec"]) == 0
+    assert "rec_out" in capsys.readouterr().out
+    assert main(["lra", "inspect", str(bare / "linear.ckpt"), *BARE, "--pool", "sum", "--all-positions"]) == 0
+    out = capsys.readouterr().out
+    assert "pool             sum" in out and "use_lengths      False" in out

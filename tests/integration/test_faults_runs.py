@@ -1,5 +1,7 @@
 """Fault injection for the run system and the front doors: each case here used to be
 accepted silently, "repaired" by deleting, or to end in a traceback."""
+import errno
+import gc
 import json
 import os
 import shutil
@@ -206,3 +208,109 @@ def test_dask_address_where_nothing_listens_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and any("no scheduler answered at tcp://127.0.0.1:9" in line for line in err), err
     assert time.time() - t < 60  # a few seconds of connection timeout, not the old 30 s and a traceback
+
+
+# ------------------------------------------------------------------------ disk faults
+
+TINY = ["--task.n_train", "32", "--task.n_val", "16", "--task.n_test", "16", "--task.T", "8",
+        "--train.epochs", "1", "--train.pre_epochs", "1"]
+FAULTS = {  # what the writer raises on a full, read-only or failing disk -> the words reported
+    "ENOSPC": (OSError(errno.ENOSPC, "No space left on device"), "No space left on device"),
+    "EROFS": (OSError(errno.EROFS, "Read-only file system"), "Read-only file system"),
+    "EIO": (OSError(errno.EIO, "Input/output error"), "Input/output error"),
+    "torch": (RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534"),
+              "torch's file writer failed"),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_a_disk_fault_while_storing_is_one_line_and_keeps_stored_runs(cached, monkeypatch, capsys, fault):
+    import toyspt.runs.cache as cache_mod
+
+    err, words = FAULTS[fault]
+
+    def failing_save(*args, **kwargs):
+        raise err
+
+    monkeypatch.setattr(cache_mod.torch, "save", failing_save)
+    other = replace(BASE, seed=1)
+    with pytest.raises(CacheError) as e:
+        get_run(other, cached)
+    msg = str(e.value)
+    assert words in msg and str(cached.path(other)) in msg and "\n" not in msg, msg
+    assert not list(cached.root.rglob(".tmp-*")) and not cached.path(other).exists()  # nothing half-written
+    assert main(["train", "--recipe", "scratch", "--seed", "5", "--cache", str(cached.root), *TINY]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-1].startswith("error: run cache: cannot store") and words in lines[-1], lines
+    monkeypatch.undo()
+    assert cached.load(BASE) is not None  # the run stored before is kept
+
+
+def test_a_disk_fault_while_writing_out_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys):
+    import toyspt.util.atomic as atomic
+
+    class FullDisk(type(Path())):
+        def write_text(self, *args, **kwargs):
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "compare.csv").write_text("kept\n")
+    monkeypatch.setattr(atomic, "Path", FullDisk)
+    argv = ["compare", "--arms", "scratch", "--seeds", "0", "--cache", str(tmp_path / "c"), "--out", str(out), *TINY]
+    assert main(argv) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-1] == f"error: {out / 'compare.csv'}: cannot write it: No space left on device; nothing " \
+                        "half-written was left", lines
+    assert sorted(p.name for p in out.iterdir()) == ["compare.csv"] and (out / "compare.csv").read_text() == "kept\n"
+    monkeypatch.undo()
+    monkeypatch.setattr(RunSpec, "execute", lambda *a, **k: pytest.fail("the stored run was trained again"))
+    assert main(argv) == 0 and (out / "compare.csv").read_text() != "kept\n"  # the run itself was kept
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 64 KiB tmpfs (root with mount(8) only; skipped elsewhere): a real ENOSPC."""
+    where = tmp_path / "full"
+    where.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)], capture_output=True).returncode:
+        pytest.skip("needs to mount a tiny tmpfs (root)")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=False)
+
+
+def test_a_really_full_disk_is_one_line_for_the_cache_and_for_out(full_disk, tmp_path, capsys):
+    assert main(["train", "--recipe", "scratch", "--cache", str(full_disk / "c"), *TINY]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("error: run cache: cannot store") and str(full_disk / "c") in line, line
+    assert not list((full_disk / "c").rglob(".tmp-*"))
+    gc.collect()  # torch's failed writer holds the removed weights.pt open until collected
+    fd = os.open(full_disk / "filler", os.O_WRONLY | os.O_CREAT)
+    with pytest.raises(OSError, match="No space left"):  # fill what is left
+        while True:
+            os.write(fd, b"x" * 4096)
+    os.close(fd)
+    argv = ["compare", "--arms", "scratch", "--seeds", "0", "--cache", str(tmp_path / "c"),
+            "--out", str(full_disk / "out"), *TINY]
+    assert main(argv) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith(f"error: {full_disk / 'out'}") and "No space left on device" in line, line
+    assert not [p for p in (full_disk / "out").iterdir()]  # nothing half-written
+
+
+def test_out_files_keep_the_umask_and_an_existing_files_mode(tmp_path, capsys):
+    argv = ["compare", "--arms", "scratch", "--seeds", "0", "--cache", str(tmp_path / "c"),
+            "--out", str(tmp_path / "out"), *TINY]
+    old = os.umask(0o027)
+    try:
+        assert main(argv) == 0
+        modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "out").iterdir()}
+        assert modes == dict.fromkeys(["compare.csv", "compare.json", "per_seed.csv"], 0o640), modes  # not 0600
+        os.chmod(tmp_path / "out" / "compare.csv", 0o644)
+        assert main(argv) == 0
+        assert (tmp_path / "out" / "compare.csv").stat().st_mode & 0o777 == 0o644  # replaced, mode kept
+    finally:
+        os.umask(old)

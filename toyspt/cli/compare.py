@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from toyspt.cli.flags import (add_arms_flag, add_config_flags, add_evaluate_flag, add_numerics_flag,
+from toyspt.cli.flags import (add_arms_flag, ascii_float, ascii_int, add_config_flags, add_evaluate_flag, add_numerics_flag,
                               add_seeds, add_sweep_flags, base_spec, config_values, out_dir, split_arms, split_unique)
 
 DATA_HELP = "toy (the --task.* flags), or ucr:NAME[,ucr:NAME...] (UCR sets as the archive spells them)"
@@ -27,9 +27,9 @@ def add_data_flags(p, default: str = "toy") -> None:
     p.add_argument("--ucr-root", default=None,
                    help=f"UCR archive folder holding <Name>/<Name>_TRAIN.tsv (default ${ENV_ROOT}, else a packaged copy)")
     p.add_argument("--source", default="auto", choices=SOURCES, help="where to read UCR sets from")
-    p.add_argument("--val-fraction", type=float, default=UCRConfig.val_fraction,
+    p.add_argument("--val-fraction", type=ascii_float, default=UCRConfig.val_fraction,
                    help="UCR: share of each class of train held out for validation")
-    p.add_argument("--split-seed", type=int, default=UCRConfig.split_seed,
+    p.add_argument("--split-seed", type=ascii_int, default=UCRConfig.split_seed,
                    help="UCR: seed of the stratified validation split")
     p.add_argument("--swap-dataset", default=None, help="UCR data_swap arm: the UCR set SPT runs on")
 
@@ -45,10 +45,11 @@ def ucr_names(text: str) -> list[str] | None:
     return [i[4:] for i in items]
 
 
-def data_sources(args, names: list[str] | None):
+def data_sources(args, names: list[str] | None, max_length: int | None = None):
     """(the data sources, the swap source or None) the flags describe; toy-only flags refused
-    when the data are UCR sets and the other way round."""
-    from toyspt.ucr.data import UCRConfig, ucr_source
+    when the data are UCR sets and the other way round; series longer than ``max_length`` (the
+    model's table) are refused on each file's first row."""
+    from toyspt.ucr.data import UCRConfig, UCRSource, load_ucr
 
     if names is None:
         given = [f for f in ("ucr_root", "swap_dataset") if getattr(args, f, None)]
@@ -62,20 +63,27 @@ def data_sources(args, names: list[str] | None):
     def cfg(name):
         return UCRConfig(name=name, root=args.ucr_root, source=args.source, val_fraction=args.val_fraction,
                          split_seed=args.split_seed)
-    return [ucr_source(cfg(n)) for n in names], ucr_source(cfg(args.swap_dataset)) if args.swap_dataset else None
+    def source(name):
+        return UCRSource.of(load_ucr(cfg(name), max_length=max_length))
+    return [source(n) for n in names], source(args.swap_dataset) if args.swap_dataset else None
 
 
-def ucr_base(args, data, swap):
-    """The base spec of UCR runs (on the first set; each set replaces it): the model/train
-    flags over the UCR defaults."""
-    from toyspt.cli.flags import make_config, numerics_of
+def ucr_configs(args):
+    """(model, train) configs of UCR runs: the model/train flags over the UCR defaults."""
+    from toyspt.cli.flags import make_config
     from toyspt.nn.model import ModelConfig
-    from toyspt.runs.specs import RunSpec
     from toyspt.train.recipes import TrainConfig
     from toyspt.ucr.runs import UCR_MODEL_DEFAULTS, UCR_TRAIN_DEFAULTS
 
-    model = make_config("model", ModelConfig, {**UCR_MODEL_DEFAULTS, **config_values(args, "model")})
-    train = make_config("train", TrainConfig, {**UCR_TRAIN_DEFAULTS, **config_values(args, "train")})
+    return (make_config("model", ModelConfig, {**UCR_MODEL_DEFAULTS, **config_values(args, "model")}),
+            make_config("train", TrainConfig, {**UCR_TRAIN_DEFAULTS, **config_values(args, "train")}))
+
+
+def ucr_base(args, model, train, data, swap):
+    """The base spec of UCR runs (on the first set; each set replaces it)."""
+    from toyspt.cli.flags import numerics_of
+    from toyspt.runs.specs import RunSpec
+
     return RunSpec("scratch", data=data[0], model=data[0].fit(model), train=train, swap=swap,
                    evaluate=args.evaluate, numerics=numerics_of(args))
 
@@ -90,8 +98,13 @@ def cmd_compare(args) -> int:
     torch.set_num_threads(1)
     arms = split_arms(args.arms)
     names = ucr_names(args.data)
-    data, swap = data_sources(args, names)
-    base = base_spec(args) if data is None else ucr_base(args, data, swap)
+    if names is None:
+        data, swap = data_sources(args, None)
+        base = base_spec(args)
+    else:
+        model, train = ucr_configs(args)
+        data, swap = data_sources(args, names, model.max_len)
+        base = ucr_base(args, model, train, data, swap)
     for d in data or []:
         ld = d.load()
         print(f"{d.name}: {ld.source}; train {len(ld.train)} / val {len(ld.val)} / test {len(ld.test)}, "
@@ -135,4 +148,4 @@ def register(sub) -> None:
 
 
 __all__ = ["register", "cmd_compare", "add_compare_flags", "add_data_flags", "ucr_names", "data_sources",
-           "ucr_base"]
+           "ucr_configs", "ucr_base"]

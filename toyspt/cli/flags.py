@@ -14,17 +14,20 @@ import sys
 from dataclasses import fields
 from typing import Callable, Mapping, Sequence
 
-from toyspt.runs.arms import ALIASES, parse_value
+from toyspt.runs.arms import ALIASES, ascii_number, parse_value
 from toyspt.nn.model import ModelConfig
 from toyspt.runs.cache import DEFAULT_CACHE, CacheError
 from toyspt.runs.specs import RunSpec
 from toyspt.data.tasks import TaskConfig
 from toyspt.train.recipes import TrainConfig
+from toyspt.util.atomic import WriteError
 
 CONFIGS = (("task", TaskConfig), ("model", ModelConfig), ("train", TrainConfig))
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-# errors that mean "bad input" (exit 2, one line); anything else is a bug and keeps its traceback
-INPUT_ERRORS = (ValueError, FileNotFoundError, KeyError, CacheError, ConnectionError, PermissionError)
+# errors that mean "bad input" (exit 2, one line), a disk fault while writing (WriteError,
+# CacheError) included; anything else is a bug and keeps its traceback
+INPUT_ERRORS = (ValueError, FileNotFoundError, KeyError, CacheError, ConnectionError, PermissionError,
+                WriteError)
 
 
 MAX_SEEDS = 10_000  # seeds one flag may name: each is a training run, so far beyond any sweep
@@ -44,9 +47,10 @@ def parse_seeds(text: str) -> list[int]:
     seen: set[int] = set()
     for part in (p.strip() for p in text.split(",")):
         lo, dash, hi = part.partition("-")
-        if part.startswith("-") and part[1:].isdecimal():
+        digits = (lambda t: t.isascii() and t.isdigit())  # isdecimal() takes Arabic-Indic digits too
+        if part.startswith("-") and digits(part[1:]):
             raise argparse.ArgumentTypeError(f"seeds must be >= 0, got {part} in {text!r}")
-        if not lo.isdecimal() or (dash and not hi.isdecimal()) or len(part) > 20:
+        if not digits(lo) or (dash and not digits(hi)) or len(part) > 20:
             raise argparse.ArgumentTypeError(f"seeds must look like 0-4 or 0,2,5; got {text!r}")
         first, last = int(lo), int(hi) if dash else int(lo)
         if last < first:
@@ -122,12 +126,28 @@ def add_evaluate_flag(p: argparse.ArgumentParser, default: str) -> None:
 
 def _int_at_least(text: str, low: int, words: str) -> int:
     try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {words}, got {text!r}") from None
+        v = ascii_number(text, int, words)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
     if v < low:
         raise argparse.ArgumentTypeError(f"must be >= {low}, got {v}")
     return v
+
+
+def ascii_int(text: str) -> int:
+    """An argparse type: an int in ASCII digits (``type=int`` takes ``3_2`` and other scripts' digits)."""
+    try:
+        return ascii_number(text, int)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def ascii_float(text: str) -> float:
+    """An argparse type: a number in ASCII digits."""
+    try:
+        return ascii_number(text, float)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def positive_int(text: str) -> int:
@@ -254,6 +274,7 @@ def run_main(fn: Callable[[], int]) -> int:
 
 
 __all__ = ["CONFIGS", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "parse_seeds", "add_seeds",
-           "add_cache_flags", "add_sweep_flags", "add_numerics_flag", "numerics_of", "positive_int", "nonnegative_int", "out_dir",
+           "add_cache_flags", "add_sweep_flags", "add_numerics_flag", "numerics_of", "ascii_int", "ascii_float",
+           "positive_int", "nonnegative_int", "out_dir",
            "split_unique", "default_workers", "add_config_flags", "config_values", "make_config",
            "base_spec", "add_arms_flag", "split_arms", "run_main", "MAX_SEEDS"]

@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from toyspt.cli.flags import add_seeds, add_sweep_flags, nonnegative_int, out_dir, positive_int
+from toyspt.cli.flags import add_seeds, add_sweep_flags, ascii_float, nonnegative_int, out_dir, positive_int
 from toyspt.lra import listops as lo
 from toyspt.lra.checkpoint import HEAD_OVERRIDES, ArchHints, LoadedLRA, load_lra
 from toyspt.lra.inputs import (PIXEL_TASKS, load_labels, load_npy, load_pixels, make_batch,
@@ -281,11 +281,12 @@ def register(sub) -> None:
     p.add_argument("--n", type=positive_int, default=16, help="examples probed (one at a time)")
     p.add_argument("--fit-n", type=nonnegative_int, default=64, help="extra examples to fit a missing head on")
     p.add_argument("--ref", default=None, help="second checkpoint: Frobenius displacement of every matrix")
-    p.add_argument("--out", type=out_dir, default=None, help="directory for table.csv, records.csv, report.json, report.png")
+    p.add_argument("--out", type=out_dir, default=None,
+                   help="directory for table.csv, records.csv, report.json, report.png")
     p.add_argument("--no-figure", action="store_true")
     p.add_argument("--directions", default=",".join(COMPACT), help="comma-separated score directions")
     p.add_argument("--max-offset", type=positive_int, default=16, help="offsets kept in the profiles")
-    p.add_argument("--p-mask", type=float, default=0.5, help="SPT mask probability (that code's examples: 0.5)")
+    p.add_argument("--p-mask", type=ascii_float, default=0.5, help="SPT mask probability (that code's examples: 0.5)")
     p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the generated data and the SPT mask")
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     p.add_argument("--threads", type=positive_int, default=1)

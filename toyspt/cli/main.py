@@ -56,11 +56,11 @@ def cmd_theory(args) -> int:
 
 
 def register_train(sub) -> None:
-    from toyspt.cli.flags import add_cache_flags, add_config_flags, add_evaluate_flag, add_numerics_flag
+    from toyspt.cli.flags import add_cache_flags, add_config_flags, add_evaluate_flag, add_numerics_flag, ascii_int
 
     t = sub.add_parser("train", help=COMMANDS["train"][1])
     t.add_argument("--recipe", "--arm", dest="recipe", default="spt", help="recipe or arm, e.g. spt, scratch:pos=alibi")
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--seed", type=ascii_int, default=0)
     add_cache_flags(t)
     add_evaluate_flag(t, "all")
     add_numerics_flag(t)

@@ -85,7 +85,7 @@ def cmd_probe(args) -> int:
 
 def register(sub) -> None:
     """Add the ``probe`` subcommand to the ``toyspt`` parser's subparsers."""
-    from toyspt.cli.flags import add_cache_flags, add_config_flags, nonnegative_int, out_dir, positive_int
+    from toyspt.cli.flags import add_cache_flags, add_config_flags, ascii_int, nonnegative_int, out_dir, positive_int
 
     p = sub.add_parser("probe", help="label/recon gradient-blindness table of a run's weights",
                        description=__doc__.split("\n\n")[0])
@@ -93,7 +93,7 @@ def register(sub) -> None:
     p.add_argument("--at", choices=AT, default="final", help="which weights to probe")
     p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--n", type=positive_int, default=256, help="training sequences in the probe batch")
-    p.add_argument("--mask-seed", type=int, default=0, help="seed of the SPT mask of the probe batch")
+    p.add_argument("--mask-seed", type=ascii_int, default=0, help="seed of the SPT mask of the probe batch")
     p.add_argument("--directions", default=",".join(DEFAULT),
                    help="comma-separated direction names (toyspt.data.directions)")
     p.add_argument("--out", type=out_dir, default=None, help="directory for blindness.csv and gradient_summary.csv")

@@ -34,6 +34,7 @@ from toyspt.runs.specs import FORMAT_VERSION, Spec, single_thread
 from toyspt.util.hashing import digest
 from toyspt.train.evaluation import accuracy
 from toyspt.train.loop import Lockstep, RunContext
+from toyspt.util.atomic import write_text
 from toyspt.util.validation import Float, Instance, Int, validate, validated
 from toyspt.lra import listops as lo
 from toyspt.lra.checkpoint import load_lra, save_lra
@@ -182,7 +183,7 @@ def _train_models(cfg: DemoConfig, seed: int, out: Path, progress: bool) -> tupl
     mcfg, pcfg = _model_configs(cfg, len(vocab))
     ds, ds_spt = _datasets(cfg, mcfg)
     info = {}
-    (out / "vocab.txt").write_text("\n".join(vocab.itos) + "\n")
+    write_text(out / "vocab.txt", "\n".join(vocab.itos) + "\n")
     init = build_lra(mcfg, seed)
     save_lra(out / "init.ckpt", init, dataset=ds)
     tag = (lambda s: f"seed {seed} {s}") if progress else (lambda s: None)
@@ -326,7 +327,6 @@ def write_checkpoints(result: DemoRun, out: Path) -> dict[str, Path]:
     mcfg, pcfg = _model_configs(cfg, len(vocab))
     ds, ds_spt = _datasets(cfg, mcfg)
     out.mkdir(parents=True, exist_ok=True)
-    from toyspt.util.atomic import write_text
     write_text(out / "vocab.txt", "\n".join(vocab) + "\n")
     paths = {}
     for name, mc, dset, epoch in (("init", mcfg, ds, 0), ("scratch", mcfg, ds, cfg.epochs),

@@ -194,6 +194,11 @@ def infer_config(sd: dict, config: dict | None = None, hints: ArchHints | None =
                               f"'model.norm.norm.weight' is {'absent' if prenorm else 'present'}")
     hcfg, head_notes = _head_config(sd, r, head, enc, d_model)
     notes += head_notes
+    unused = [f for f, v in ((f"--pool {h.pool}", h.pool),
+                             ("--use-lengths" if h.use_lengths else "--all-positions", h.use_lengths)) if v is not None]
+    if unused and hcfg.get("head") not in ("linear", "mlp", "retrieval"):
+        raise CheckpointError(f"{' and '.join(unused)}: the model has {_head_words(hcfg, head)}, which does not "
+                              "pool over positions, so the flag would be ignored; drop it")
     pool_mode = {"pool": "mean"}.get(r.vals.get("decoder.mode"), r.vals.get("decoder.mode", "mean"))
     use_len = r.vals.get("decoder.use_lengths", True)  # unused without a pooled classifier
     if hcfg.get("head") in ("linear", "mlp", "retrieval"):
@@ -340,10 +345,23 @@ def _head_config(sd, r: _Resolver, head, enc, d_model) -> tuple[dict, list[str]]
     else:
         hcfg = dict(head="none")
         notes.append("head: none (no decoder keys)")
+    if (head == "rec" and hcfg["head"] in ("mlp", "retrieval")
+            or head in ("cls", "rec") and hcfg["head"] == "none" and not hcfg.get("rec_out")):
+        raise CheckpointError(f"--head {head} says what decoder.0.output_transform is, but the tensors hold "
+                              f"{_head_words(hcfg, None)}; the flag would be ignored; drop it")
     if head == "none":
         hcfg = dict(head="none")
     _check_decoder_sizes(r, hcfg, d_model)
     return hcfg, notes
+
+
+def _head_words(hcfg: dict, head: str | None) -> str:
+    """What the head is, in words (for refusals of flags it cannot honour)."""
+    if head == "none":
+        return "no head (--head none ignores the decoder)"
+    return {"linear": "a linear classifier", "mlp": "an MLP classifier (Linear-ReLU-Linear)",
+            "retrieval": "a retrieval classifier"}.get(
+        hcfg.get("head"), "a per-token SPT decoder" if hcfg.get("rec_out") else "no decoder (no decoder keys)")
 
 
 def _check_decoder_sizes(r: _Resolver, hcfg: dict, d_model: int) -> None:

@@ -13,9 +13,10 @@ class) is refused before it can run. ``trust=True`` (the CLI's ``--trust-checkpo
 
 Before torch sees the file, the project's one bounded reader (:mod:`toyspt.util.safeload`)
 checks the file type, the zip directory and the pickle's opcodes against a budget (depth,
-shared references, dict-key size, records present, materialised bytes), and the config is
-converted to plain data within a depth and value budget (:mod:`toyspt.lra.guard`); state-dict keys must be strings and tensors dense views within their storage.
-Every failure is a one-line :class:`CheckpointError`.
+shared references, dict-key size, records present, materialised bytes) and hands torch only
+the scanned records; the config is converted to plain data within a depth and value budget
+(:mod:`toyspt.lra.guard`); state-dict keys must be strings and tensors dense views within
+their storage. Every failure is a one-line :class:`CheckpointError`.
 
 Writing emits the same pickle layout as OmegaConf 2.x (``NEWOBJ`` of
 ``omegaconf.dictconfig.DictConfig`` etc. with ``_metadata``/``_parent``/``_content``
@@ -27,7 +28,6 @@ import collections
 import copyreg
 import os
 import pickle
-import tempfile
 import typing
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +37,7 @@ import torch
 from toyspt.lra import guard
 from toyspt.lra.guard import LIMITS, CheckpointError, CheckpointRefused, ReadLimits
 from toyspt.util import safeload
+from toyspt.util.atomic import atomic_write
 from toyspt.util.files import Refused, UnsafeFile
 from toyspt.util.validation import short_repr
 
@@ -314,17 +315,12 @@ def write_checkpoint(path: str | os.PathLike, state_dict: dict[str, torch.Tensor
         ckpt["hyper_parameters"] = as_dictconfig(config)
         ckpt["hparams_type"] = _EMU["omegaconf.dictconfig.DictConfig"]
     ckpt.update(extra or {})
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp_", suffix=".ckpt")
-    try:
-        with os.fdopen(fd, "wb") as f:
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:
             torch.save(ckpt, f, pickle_module=_PickleModule, pickle_protocol=2)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+
+    atomic_write(path, write)
 
 
 __all__ = ["CheckpointError", "CheckpointRefused", "ReadLimits", "RawCheckpoint", "read_checkpoint",

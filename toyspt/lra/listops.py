@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import random
-import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Union
 
 import torch
 
+from toyspt.util.atomic import atomic_write
 from toyspt.util.files import open_regular
 from toyspt.util.validation import Float, Int, validate, validated
 
@@ -287,19 +286,14 @@ def make_listops(cfg: ListOpsConfig, n: int, seed: int, vocab: Vocab | None = No
 def write_tsv(path: str, trees: list[Tree]) -> None:
     """Trees in the LRA file format (``Source<TAB>Target``), atomically. Sources are written
     without the parentheses of the public files, which the tokenizer drops anyway."""
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp_", suffix=".tsv")
-    try:
-        with os.fdopen(fd, "w", newline="") as f:
+    def write(tmp: str) -> None:
+        with open(tmp, "w", newline="") as f:
             w = csv.writer(f, delimiter="\t")
             w.writerow(["Source", "Target"])
             for t in trees:
                 w.writerow([" ".join(tokens(t)).replace(END, "]"), evaluate(t)])
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+
+    atomic_write(path, write)
 
 
 __all__ = ["ListOpsConfig", "ListOpsBatch", "Vocab", "OPS", "DIGITS", "END", "SPECIALS",

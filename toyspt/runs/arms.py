@@ -8,6 +8,7 @@ Aliases name the common ablations (see :data:`ALIASES`).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import fields, replace
 from typing import Any
 
@@ -29,21 +30,38 @@ ALIASES = {
 }
 
 
+# numbers as written in ASCII: int() and float() also take "3_2", full-width and Arabic-Indic digits
+ASCII_NUMBER = {int: re.compile(r"[+-]?[0-9]+"),
+                float: re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)",
+                                  re.IGNORECASE)}
+
+
+def ascii_number(text: str, kind: type, expected: str | None = None) -> int | float:
+    """``kind(text)`` (int or float) for a number written in ASCII digits; else ValueError
+    "expected an int, got 'x'" (with "in ASCII digits" where ``kind`` alone would take it)."""
+    if ASCII_NUMBER[kind].fullmatch(text.strip()):
+        return kind(text.strip())
+    words = expected or ("an int" if kind is int else "a number")
+    try:
+        kind(text)
+    except ValueError:
+        raise ValueError(f"expected {words}, got {text!r}") from None
+    raise ValueError(f"expected {words} in ASCII digits (0-9, no '_'), got {text!r}")
+
+
 def parse_value(text: str, like: Any) -> Any:
     """Convert ``text`` to the type of the field default ``like``.
 
     Raises ValueError with a one-line message ("expected an int, got 'abc'"); the caller
     prefixes the flag or key it came from. Ranges are left to the config's own rules.
+    Numbers are ASCII digits only (``3_2``, full-width and Arabic-Indic digits are refused).
     """
     what = {int: ("an int", "ints"), float: ("a number", "numbers")}
 
     def scalar(item: str, kind: type, expected: str | None = None) -> Any:
         if kind not in what:  # strings (choices are checked by the config)
             return kind(item)
-        try:
-            return kind(item.strip())
-        except ValueError:
-            raise ValueError(f"expected {expected or what[kind][0]}, got {item!r}") from None
+        return ascii_number(item, kind, expected)
 
     if isinstance(like, bool):
         if text.lower() in ("1", "true", "yes", "on"):

@@ -13,9 +13,16 @@ directory and renamed into place, so a killed run leaves no half entry. On load,
 when a file does not parse (``weights.pt`` is read by the project's one bounded reader,
 :mod:`toyspt.util.safeload`, so a code-running pickle is refused, never run), when its
 stored spec does not hash to its key, or when its result names another recipe or seed than
-its spec; a damaged entry is reported on stderr (one line: which entry, why) and dropped,
-and the run recomputed. Any other failure to read (permissions, I/O errors) raises
-:class:`CacheError`: it is reported, never "repaired" by deleting.
+its spec; every file is checked to be a regular file of a bounded size before it is read
+(a FIFO, a link to ``/dev/zero`` or a sparse 32 GB file is damage, not a hang). A damaged
+entry is reported on stderr (one line: which entry, why) and set aside, never deleted: moved
+to ``<root>/.damaged/<key>-<n>`` with the reason in ``<key>-<n>.why``; the run is recomputed.
+Any other failure to read (permissions, I/O errors) raises :class:`CacheError`: it is
+reported, never "repaired". The key is the cache's: a key file that is not a regular file of
+64 hex digits, or a missing key beside existing entries (a cache copied without its hidden
+``.key``), is refused in one line, nothing set aside or retrained. A disk fault while storing
+(full, read-only, I/O error) is one :class:`CacheError` naming the entry; the half-written
+entry is removed, the runs already stored stay.
 """
 from __future__ import annotations
 
@@ -24,9 +31,11 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -37,10 +46,15 @@ import torch
 from toyspt.runs.specs import Entry, Spec
 from toyspt.util.hashing import digest, jsonable
 from toyspt.util import safeload
+from toyspt.util.atomic import disk_fault
+from toyspt.util.files import UnsafeFile, open_regular
 
 DEFAULT_CACHE = Path(os.environ.get("TOYSPT_CACHE", ".cache/toyspt"))
 FILES = ("spec.json", "result.json", "weights.pt")
 STALE_TMP_SECONDS = 3600  # a temporary entry older than this (far longer than any run) is a killed writer's
+# the largest file of each kind read back (far above real entries: a few KB of json, MB of weights)
+MAX_BYTES = {"manifest.json": 1 << 16, "spec.json": 1 << 24, "result.json": 1 << 26,
+             "weights.pt": safeload.BUDGET.max_bytes, ".key": 128}
 
 
 class CacheError(OSError):
@@ -51,9 +65,34 @@ class Damaged(ValueError):
     """A cache entry whose files contradict each other or its key."""
 
 
+def _open_entry_file(path: Path):
+    """``path`` opened for reading after checking, before any read, that it is a regular file
+    (not a link, FIFO or device) of at most ``MAX_BYTES[name]``; :class:`Damaged` if not."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        raise Damaged(f"{path.name} is missing") from None
+    except OSError as e:
+        if not os.path.islink(path):
+            raise
+        raise Damaged(f"{path.name} is a symbolic link") from None
+    f = os.fdopen(fd, "rb")
+    st, limit = os.fstat(fd), MAX_BYTES[path.name]
+    if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+        f.close()
+        raise Damaged(f"{path.name} is not a regular file" if not stat.S_ISREG(st.st_mode) else
+                      f"{path.name} has {st.st_size} bytes, over the limit of {limit}; not read")
+    return f
+
+
+def _read_text(path: Path) -> str:
+    with _open_entry_file(path) as f:
+        return f.read(MAX_BYTES[path.name]).decode()
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with _open_entry_file(path) as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
@@ -71,25 +110,58 @@ class RunCache:
         self._secret: bytes | None = None
 
     def secret(self) -> bytes:
-        """The cache's HMAC key (``<root>/.key``), made once, atomically, readable by its owner only."""
+        """The cache's HMAC key (``<root>/.key``, 64 hex digits), made once, atomically,
+        readable by its owner only, and only in a cache that holds no entries yet: entries
+        without their key are refused, never re-keyed (that would drop every run)."""
         if self._secret is None:
             path = self.root / ".key"
-            if not path.exists():
-                self.root.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(prefix=".tmp-key-", dir=self.root)
-                try:
-                    os.write(fd, secrets.token_hex(32).encode())
-                    os.close(fd)
-                    with contextlib.suppress(FileExistsError):  # another process made it first
-                        os.link(tmp, path)
-                finally:
-                    os.unlink(tmp)
-            text = path.read_text().strip()
-            if len(text) != 64:
-                raise CacheError(f"run cache {self.root}: its key file {path} is damaged "
-                                 "(expected 64 hex digits); remove the cache folder to start anew")
+            restore = (f"restore the key from where the cache came from (cp SRC/.key {path}) or start a "
+                       "new cache in an empty folder; nothing was set aside or retrained")
+            try:
+                if not os.path.lexists(path):
+                    if self._has_entries():
+                        raise CacheError(f"run cache {self.root} holds runs but no key file {path} "
+                                         f"(copied without it? cp -r SRC/* skips it): {restore}")
+                    self._make_key(path)
+                f, _ = open_regular(path, "cache key file", MAX_BYTES[".key"])
+                with f:
+                    text = f.read(MAX_BYTES[".key"]).decode("ascii", "replace").strip()
+            except UnsafeFile as e:
+                raise CacheError(f"run cache {self.root}: {e}; {restore}") from None
+            except CacheError:
+                raise
+            except OSError as e:
+                raise CacheError(f"run cache {self.root}: cannot make its key file {path}: "
+                                 f"{disk_fault(e)}") from None
+            if not re.fullmatch(r"[0-9a-fA-F]{64}", text):
+                raise CacheError(f"run cache {self.root}: its key file {path} is damaged (expected "
+                                 f"64 hex digits); {restore}")
             self._secret = text.encode()
         return self._secret
+
+    def _make_key(self, path: Path) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-key-", dir=self.root)
+        try:
+            os.write(fd, secrets.token_hex(32).encode())
+            os.close(fd)
+            with contextlib.suppress(FileExistsError):  # another process made it first
+                os.link(tmp, path)
+        finally:
+            os.unlink(tmp)
+
+    def _has_entries(self) -> bool:
+        """Whether any entry ``<root>/<xx>/<key>`` is present (stops at the first)."""
+        try:
+            with os.scandir(self.root) as top:
+                for d in top:
+                    if len(d.name) == 2 and d.is_dir(follow_symlinks=False):
+                        with os.scandir(d.path) as inner:
+                            if any(not e.name.startswith(".") for e in inner):
+                                return True
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        return False
 
     def path(self, spec: Spec) -> Path:
         k = spec.key()
@@ -106,32 +178,28 @@ class RunCache:
                 pass
         except OSError as e:
             raise CacheError(f"run cache {self.root} is not writable: {e.strerror or e}") from None
+        self.secret()  # a cache copied without its key is refused before anything trains
 
     def _read(self, d: Path, spec: Spec) -> Entry:
         """Read and verify one entry; :class:`Damaged` for damage, OSError for I/O trouble."""
         if d.is_symlink() or not d.is_dir():
             raise Damaged(f"{d} is not a directory")
         try:
-            manifest = json.loads((d / "manifest.json").read_text())
+            manifest = json.loads(_read_text(d / "manifest.json"))
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise Damaged(f"manifest does not parse: {e}") from None
-        except FileNotFoundError:
-            raise Damaged("no manifest") from None
         if not isinstance(manifest, dict) or sorted(manifest) != sorted(FILES):
             raise Damaged(f"manifest lists {sorted(manifest) if isinstance(manifest, dict) else manifest!r}, "
                           f"expected {sorted(FILES)}")
         key, secret = spec.key(), self.secret()
         for name, want in manifest.items():
-            try:
-                got = _mac(secret, key, name, _sha256(d / name))
-            except FileNotFoundError:
-                raise Damaged(f"{name} is missing") from None
+            got = _mac(secret, key, name, _sha256(d / name))
             if not isinstance(want, str) or not hmac.compare_digest(got, want):
                 raise Damaged(f"the keyed digest of {name} does not match (edited, moved from "
                               "another entry, or written without this cache's key)")
         try:
-            stored = json.loads((d / "spec.json").read_text())
-            res = json.loads((d / "result.json").read_text())
+            stored = json.loads(_read_text(d / "spec.json"))
+            res = json.loads(_read_text(d / "result.json"))
             states = safeload.load(d / "weights.pt", what="cache weights file")
         except safeload.UnsafeFile as e:
             raise Damaged(str(e)) from None
@@ -152,7 +220,8 @@ class RunCache:
 
     def load(self, spec: Spec) -> Entry | None:
         """The cached result, or None when missing or damaged (a damaged entry is reported on
-        stderr and removed; an unreadable one raises :class:`CacheError`)."""
+        stderr and set aside; an unreadable one, or a missing or damaged key, raises
+        :class:`CacheError`)."""
         d = self.path(spec)
         try:
             ino = d.lstat().st_ino
@@ -160,34 +229,59 @@ class RunCache:
             return None
         except OSError as e:
             raise CacheError(f"cannot read cache entry {d}: {e.strerror or e}") from None
+        self.secret()  # a missing or damaged key is the cache's fault, not this entry's
         try:
             return self._read(d, spec)
         except Damaged as e:
             why = " ".join(str(e).split()).rstrip(".")
-            print(f"toyspt: run cache: dropping damaged entry {d} ({spec.label()}): {why}; "
-                  "the run will be recomputed", file=sys.stderr)
-            with contextlib.suppress(OSError):  # unless another worker has just replaced it
-                if d.lstat().st_ino == ino:
-                    if d.is_symlink() or not d.is_dir():
-                        d.unlink()
-                    else:
-                        shutil.rmtree(d)
+            aside = self._set_aside(d, ino, spec.key(), why)
+            where = f"set aside in {aside}" if aside else "left in place (it changed meanwhile)"
+            print(f"toyspt: run cache: damaged entry {d} ({spec.label()}): {why}; {where}; the run "
+                  "will be recomputed", file=sys.stderr)
             return None
         except OSError as e:
             raise CacheError(f"cannot read cache entry {d} ({spec.label()}): {e.strerror or e}") from None
 
+    def _set_aside(self, d: Path, ino: int, key: str, why: str) -> Path | None:
+        """Move a damaged entry to ``<root>/.damaged/<key>-<n>``, its reason in ``<key>-<n>.why``
+        (what cannot be verified is never deleted); None if another worker has just replaced it
+        or it cannot be moved."""
+        aside = self.root / ".damaged"
+        try:
+            if d.lstat().st_ino != ino:
+                return None
+            aside.mkdir(exist_ok=True)
+            for n in range(1000):
+                dest = aside / f"{key}-{n}"
+                try:
+                    with open(f"{dest}.why", "x") as f:
+                        f.write(why + "\n")
+                except FileExistsError:
+                    continue
+                try:
+                    os.rename(d, dest)
+                except OSError:
+                    os.unlink(f"{dest}.why")
+                    raise
+                return dest
+        except OSError:
+            pass
+        return None
+
     def store(self, spec: Spec, result: Entry) -> Path:
         """Write an entry atomically (temp dir + rename); a concurrent writer of the same
-        spec loses the race harmlessly."""
+        spec loses the race harmlessly. A disk fault is one :class:`CacheError` naming the
+        entry, the half-written one removed."""
         final = self.path(spec)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        self.sweep_stale(final.parent)
-        tmp = Path(tempfile.mkdtemp(prefix=_tmp_prefix(), dir=final.parent))
+        key, secret = spec.key(), self.secret()
+        tmp = None
         try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            self.sweep_stale(final.parent)
+            tmp = Path(tempfile.mkdtemp(prefix=_tmp_prefix(), dir=final.parent))
             (tmp / "spec.json").write_text(json.dumps(jsonable(spec.to_dict()), indent=1))
             (tmp / "result.json").write_text(json.dumps(jsonable(result.to_json())))
             torch.save(result.tensors(), tmp / "weights.pt")
-            key, secret = spec.key(), self.secret()
             manifest = {n: _mac(secret, key, n, _sha256(tmp / n)) for n in FILES}
             (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
             for _ in range(5):  # another worker may be writing or dropping the same entry
@@ -199,12 +293,22 @@ class RunCache:
                         break
             else:
                 raise CacheError(f"could not place cache entry {final}")
+        except CacheError:
+            raise
+        except (OSError, RuntimeError) as e:
+            why = disk_fault(e)
+            if why is None:
+                raise
+            raise CacheError(f"run cache: cannot store {spec.label()} in {final}: {why}; nothing "
+                             "half-written is left, the runs already stored are kept") from None
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
         return final
 
     def remove(self, spec: Spec) -> None:
-        """Drop the entry of ``spec`` (``--recompute``)."""
+        """Drop the entry of ``spec`` (``--recompute``); not in a cache whose key is missing."""
+        self.secret()
         d = self.path(spec)
         if d.is_symlink():
             d.unlink()

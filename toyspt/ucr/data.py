@@ -250,33 +250,35 @@ def _check_archive_sizes(name: str, loc: Located, n_train: int, n_test: int, len
                        f"{loc.package.dist} than {loc.package.pin}?")
 
 
-def load_ucr(cfg: UCRConfig | str | None = None, **overrides) -> UCRData:
+def load_ucr(cfg: UCRConfig | str | None = None, *, max_length: int | None = None, **overrides) -> UCRData:
     """Load one UCR data set as train/val/test splits of shape (N, T, 1).
 
     ``load_ucr("GunPoint")`` or ``load_ucr(UCRConfig(name=..., root=...))``; keyword
-    overrides replace fields of the config. Read once per process and config (the same files
-    give the same data; a changed file is caught by the fingerprint check of :class:`UCRSource`).
+    overrides replace fields of the config. ``max_length`` (the model's ``max_len``): longer
+    series are refused on each file's first row, before the rest is parsed. Read once per
+    process, config and state of the files (a changed file is read again, and caught by the
+    fingerprint check of :class:`UCRSource`).
     """
     if cfg is None or isinstance(cfg, str):
         cfg = UCRConfig(**({"name": cfg} if cfg else {}), **overrides)
     elif overrides:
         cfg = replace(cfg, **overrides)
-    return _load_cached(cfg)
+    return _load_cached(cfg, max_length)
 
 
-def _load_cached(cfg: UCRConfig) -> UCRData:
+def _load_cached(cfg: UCRConfig, max_length: int | None = None) -> UCRData:
     """The set read once per config and per state of its two files (located anew at every
     call, so another root or an edited file is read again)."""
     loc = locate(cfg.name, cfg.root, cfg.source)
     stamp = tuple((str(p), st.st_ino, st.st_size, st.st_mtime_ns) for p in (loc.train, loc.test)
                   for st in (os.stat(p),))
-    return _load(cfg, loc, stamp)
+    return _load(cfg, loc, stamp, max_length)
 
 
 @functools.lru_cache(maxsize=64)
-def _load(cfg: UCRConfig, loc: "Located", stamp: tuple) -> UCRData:
-    lab_tr, x_tr = read_ucr_file(loc.train, loc.delimiter)
-    lab_te, x_te = read_ucr_file(loc.test, loc.delimiter)
+def _load(cfg: UCRConfig, loc: "Located", stamp: tuple, max_length: int | None) -> UCRData:
+    lab_tr, x_tr = read_ucr_file(loc.train, loc.delimiter, max_length)
+    lab_te, x_te = read_ucr_file(loc.test, loc.delimiter, max_length)
     if x_tr.shape[1] != x_te.shape[1]:
         raise UCRError(f"{cfg.name}: train series have length {x_tr.shape[1]} but test series "
                        f"{x_te.shape[1]} ({loc.train}, {loc.test})")

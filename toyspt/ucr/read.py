@@ -19,6 +19,8 @@ guessed around:
   refused. Numeric labels are canonical (``1``, ``1.0`` and ``1.0000000e+00`` are class ``1``).
 * values: ragged rows, empty fields, non-numeric values, NaN (the archive pads
   variable-length series with NaN; nothing is filled, truncated or resampled) and infinities.
+* length: a series longer than the caller's ``max_length`` (the model's ``max_len``) is
+  refused on the first row, before the rest of the file is parsed.
 """
 from __future__ import annotations
 
@@ -136,12 +138,14 @@ def _values(path: Path, lineno: int, fields: list[str]) -> list[float]:
     return values
 
 
-def read_ucr_file(path: str | os.PathLike, delimiter: str | None = "\t") -> tuple[list[str], np.ndarray]:
+def read_ucr_file(path: str | os.PathLike, delimiter: str | None = "\t",
+                  max_length: int | None = None) -> tuple[list[str], np.ndarray]:
     """Labels (canonical strings) and values (N, T) float64 of one UCR file.
 
     ``delimiter`` "\\t" for the archive's .tsv files (every field must be non-empty), None for
-    whitespace-separated text. Blank lines are skipped. Raises :class:`UCRError` naming the
-    file and line for anything in the module docstring's list.
+    whitespace-separated text. Blank lines are skipped. ``max_length``: the longest series
+    accepted, checked on the first row before any value is parsed. Raises :class:`UCRError`
+    naming the file and line for anything in the module docstring's list.
     """
     path = Path(path)
     labels: list[str] = []
@@ -155,6 +159,11 @@ def read_ucr_file(path: str | os.PathLike, delimiter: str | None = "\t") -> tupl
         if BOM in text:
             raise UCRError(f"{path}:{lineno}: byte-order mark (U+FEFF) inside the file, not at its "
                            "start (files concatenated with their BOMs?)")
+        if width is None and max_length is not None:
+            length = text.count(delimiter) if delimiter is not None else len(text.split()) - 1
+            if length > max_length:
+                raise UCRError(f"{path}:{lineno}: a series of length {length} exceeds model.max_len="
+                               f"{max_length}; raise --model.max_len (nothing else of the file was parsed)")
         fields = [s.strip() for s in (text.split(delimiter) if delimiter is not None else text.split())]
         if len(fields) < 2:
             expected = "tabs (the archive's .tsv)" if delimiter == "\t" else "whitespace"

@@ -1,26 +1,57 @@
 """Atomic file writing: a file appears whole or not at all (temp file in the same folder,
 then ``os.replace``), so a killed process never leaves a half-written figure, table,
-checkpoint or cache file behind."""
+checkpoint or cache file behind.
+
+A new file gets the mode the umask gives any new file (``0666 & ~umask``: the temporary
+file is created with that mode, not ``mkstemp``'s 0600); a replaced file keeps its mode. A
+disk fault (full, read-only, I/O error, or torch's writer's ``RuntimeError`` on one) is one
+:class:`WriteError` naming the file, and the temporary file is removed."""
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
+import stat
 from pathlib import Path
 from typing import Callable
 
 
+class WriteError(OSError):
+    """A file that could not be written (disk full, read-only, I/O error); nothing was left."""
+
+
+def disk_fault(e: BaseException) -> str | None:
+    """The reason in words when ``e`` is a failure to write to disk: any OSError, or torch's
+    file writer's RuntimeError (``[enforce fail at inline_container.cc...]``, which carries
+    no errno); None for anything else (a bug keeps its traceback)."""
+    if isinstance(e, OSError):
+        return e.strerror or str(e) or type(e).__name__
+    text = str(e).strip()
+    if isinstance(e, RuntimeError) and ("inline_container" in text or "PytorchStreamWriter" in text):
+        first = text.splitlines()[0] if text else ""
+        return f"torch's file writer failed ({first}; disk full or read-only?)"
+    return None
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[str], object]) -> Path:
     """Call ``write(tmp_path)`` on a temporary file beside ``path``, then rename it into place.
-    The temporary file is removed if ``write`` fails."""
+    The temporary file is removed if ``write`` fails; a disk fault raises :class:`WriteError`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    os.close(fd)
+    tmp = None
     try:
-        write(tmp)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f".tmp-{secrets.token_hex(8)}{path.suffix}"
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # the umask applies
+        write(str(tmp))
+        if os.path.isfile(path):
+            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
         os.replace(tmp, path)
+    except (OSError, RuntimeError) as e:
+        why = disk_fault(e)
+        if why is None:
+            raise
+        raise WriteError(f"{path}: cannot write it: {why}; nothing half-written was left") from None
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.lexists(tmp):
             os.unlink(tmp)
     return path
 
@@ -35,4 +66,4 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     return atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
 
 
-__all__ = ["atomic_write", "write_text", "write_bytes"]
+__all__ = ["atomic_write", "write_text", "write_bytes", "WriteError", "disk_fault"]

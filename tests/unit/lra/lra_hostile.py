@@ -14,11 +14,14 @@ from pathlib import Path
 import torch
 from torch import nn
 
+import zipcraft
+
 # pickle opcodes used below (protocol 2)
 PROTO2, STOP, MARK = b"\x80\x02", b".", b"("
 EMPTY_DICT, EMPTY_LIST, EMPTY_TUPLE = b"}", b"]", b")"
-SETITEMS, APPEND, TUPLE1, TUPLE2, REDUCE = b"u", b"a", b"\x85", b"\x86", b"R"
+SETITEMS, APPEND, TUPLE1, TUPLE2, REDUCE, BUILD = b"u", b"a", b"\x85", b"\x86", b"R", b"b"
 BINPUT0, BINGET0, POP = b"q\x00", b"h\x00", b"0"
+BINPUT1, BINGET1 = b"q\x01", b"h\x01"
 
 
 def _str(s: str) -> bytes:
@@ -226,6 +229,73 @@ def undeclared_records(path: Path, n: int = 2000, declare: int = 9) -> Path:
     return add_entries(path, "archive/version", [f"archive/x{i}" for i in range(n)], declare)
 
 
+def _global(name: str) -> bytes:
+    module, _, qual = name.rpartition(".")
+    return b"c" + module.encode() + b"\n" + qual.encode() + b"\n"
+
+
+def _shared_tuple(levels: int) -> bytes:
+    """t_levels, t_{i+1} = (t_i, t_i) via memo 0: hashing it visits 2^levels nodes."""
+    return EMPTY_TUPLE + (BINPUT0 + BINGET0 + TUPLE2) * levels
+
+
+def _hang_pickle() -> bytes:
+    """A pickle whose unpickling would hash a 2^64-node dict key (hangs)."""
+    return PROTO2 + EMPTY_DICT + _shared_tuple(64) + _int1(0) + b"s" + STOP
+
+
+def hidden_behind(path: Path, surgery) -> Path:
+    """A torch.save archive whose zip surgery (:mod:`zipcraft`) hands torch a hanging pickle
+    while a reader of the classic directory or of exact names sees the benign one."""
+    buf = io.BytesIO()
+    torch.save({"state_dict": {}}, buf)
+    path.write_bytes(surgery(buf.getvalue(), _hang_pickle()))
+    return path
+
+
+def build_pairs(path: Path, levels: int = 64) -> Path:
+    """OrderedDict() given a BUILD state that is a list of pairs whose key is a shared tuple:
+    torch's ``__dict__.update`` hashes it."""
+    state = EMPTY_LIST + _shared_tuple(levels) + _int1(0) + TUPLE2 + APPEND
+    return torch_zip(path, checkpoint_pickle(_global("collections.OrderedDict") + EMPTY_TUPLE
+                                             + REDUCE + state + BUILD))
+
+
+def codecs_nested(path: Path, levels: int = 20, n: int = 6000) -> Path:
+    """_codecs.encode(..., 'hex') nested ``levels`` deep over a latin1 string of n chars:
+    each level doubles the bytes (20 levels: 2^20 x n)."""
+    calls = _global("_codecs.encode") + BINPUT1 + BINGET1 * levels
+    inner = _str("x" * n) + _str("latin1") + TUPLE2 + REDUCE
+    return torch_zip(path, checkpoint_pickle(calls + inner + (_str("hex") + TUPLE2 + REDUCE) * levels))
+
+
+def set_of_shared(path: Path, levels: int = 64) -> Path:
+    """set([t]) with t a shared tuple of 2^levels nodes: building the set hashes it."""
+    items = EMPTY_LIST + _shared_tuple(levels) + APPEND
+    return torch_zip(path, checkpoint_pickle(_global("builtins.set") + items + TUPLE1 + REDUCE))
+
+
+def _copies(func: str, value: bytes, copies: int) -> bytes:
+    """[value, func(value), func(value), ...]: ``value`` memoised, ``func`` called ``copies``
+    times on it (torch's opcode set has no POP, so the value stays in the list)."""
+    first = _global(func) + BINPUT0 + BINGET1 + TUPLE1 + REDUCE + APPEND
+    return (EMPTY_LIST + value + BINPUT1 + APPEND + first
+            + (BINGET0 + BINGET1 + TUPLE1 + REDUCE + APPEND) * (copies - 1))
+
+
+def counter_copies(path: Path, entries: int = 1000, copies: int = 100_000) -> Path:
+    """Counter(d) of one memoised dict of ``entries`` keys, ``copies`` times: each copy
+    inserts every entry again (10^8 entries in all)."""
+    d = EMPTY_DICT + MARK + b"".join(_str(f"k{i}") + _int1(1) for i in range(entries)) + SETITEMS
+    return torch_zip(path, checkpoint_pickle(_copies("collections.Counter", d, copies)))
+
+
+def bytearray_copies(path: Path, n: int = 1 << 20, copies: int = 1000) -> Path:
+    """bytearray(b) of one memoised 1 MiB bytes value, ``copies`` times (1 GiB)."""
+    b = _global("_codecs.encode") + _str("x" * n) + _str("latin1") + TUPLE2 + REDUCE
+    return torch_zip(path, checkpoint_pickle(_copies("builtins.bytearray", b, copies)))
+
+
 HOSTILE = {  # name -> (builder, args): files read_checkpoint must refuse
     "shared_tuples_22kb": (shared_tuples, (4400,)),
     "shared_tuples_60": (shared_tuples, (60,)),
@@ -250,6 +320,13 @@ HOSTILE = {  # name -> (builder, args): files read_checkpoint must refuse
     "shared_views_20": (shared_views, (20,)),
     "shared_views_100": (shared_views, (100,)),
     "undeclared_records": (undeclared_records, ()),
+    "zip64_second_directory": (hidden_behind, (zipcraft.second_directory,)),
+    "case_twin_data_pkl": (hidden_behind, (zipcraft.case_twin,)),
+    "build_list_of_pairs": (build_pairs, ()),
+    "codecs_hex_nested_20": (codecs_nested, ()),
+    "set_of_shared_tuple": (set_of_shared, ()),
+    "counter_copies_1e8": (counter_copies, ()),
+    "bytearray_copies_1gib": (bytearray_copies, ()),
 }
 
 

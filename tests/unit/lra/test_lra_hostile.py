@@ -37,6 +37,13 @@ REASONS = {  # what the message must say, per hostile file
     "shared_views_20": "would materialise 83886080 bytes",
     "shared_views_100": "would materialise 419430400 bytes",
     "undeclared_records": "declares 9 records but its directory holds 2006",
+    "zip64_second_directory": "zip64 and classic directories disagree",
+    "case_twin_data_pkl": "differ only in case",
+    "build_list_of_pairs": "BUILD state that is a list",
+    "codecs_hex_nested_20": "calls _codecs.encode with arguments torch.save never writes",
+    "set_of_shared_tuple": "set item of more than 2^62 values",
+    "counter_copies_1e8": "hash or copy more than 2000000 values",
+    "bytearray_copies_1gib": "in bytes values",
 }
 CFG = LRAConfig(n_layers=1, d_model=8, n_heads=2, d_ff=16, max_len=32)
 # the budget the work item sets for any hostile file

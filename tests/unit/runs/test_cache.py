@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from toyspt.runs.arms import arm_spec, default_swap
-from toyspt.runs import RunCache, RunSpec, get_run, spec_from_dict, sweep, with_overrides
+from toyspt.runs import CacheError, RunCache, RunSpec, get_run, spec_from_dict, sweep, with_overrides
 from toyspt.train.recipes import TrainConfig
 
 from conftest import SMALL_TASK
@@ -53,6 +53,8 @@ def test_corrupted_entry_is_recomputed(tmp_path, counted):
         f.seek(100)
         f.write(b"\x00garbage\x00")
     assert cache.load(BASE) is None and not path.exists()
+    aside = tmp_path / ".damaged" / f"{BASE.key()}-0"  # set aside with its reason, never deleted
+    assert (aside / "weights.pt").exists() and "weights.pt" in aside.with_name(aside.name + ".why").read_text()
     get_run(BASE, cache)
     assert len(counted) == 2 and cache.load(BASE) is not None
     (cache.path(BASE) / "result.json").unlink()  # a missing file counts as damage too
@@ -130,7 +132,7 @@ def _reseal(cache, spec):
 
 def _one_drop_line(capsys, *needles):
     lines = [ln for ln in capsys.readouterr().err.splitlines() if "run cache" in ln]
-    assert len(lines) == 1 and "dropping damaged entry" in lines[0], lines
+    assert len(lines) == 1 and "damaged entry" in lines[0] and "set aside in" in lines[0], lines
     assert all(n in lines[0] for n in needles), lines[0]
 
 
@@ -176,3 +178,95 @@ def test_key_file_is_private_and_stable(tmp_path):
     key = tmp_path / "c" / ".key"
     assert oct(key.stat().st_mode & 0o777) == "0o600"
     assert RunCache(tmp_path / "c").load(BASE) is not None  # a second handle reads the same key
+
+
+# ------------------------------------------------------- the key, and what is never deleted
+
+def _entries(root):
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("kind,words", [
+    ("fifo", "is a FIFO"), ("dev_zero", "is a character device"), ("huge", "over the limit of 128"),
+    ("folder", "is a directory"), ("not_hex", "expected 64 hex digits"), ("short", "expected 64 hex digits"),
+])
+def test_a_bad_key_file_is_refused_unread_and_nothing_is_set_aside(tmp_path, kind, words):
+    import os
+    import time
+
+    cache = RunCache(tmp_path / "c")
+    get_run(BASE, cache)
+    key = tmp_path / "c" / ".key"
+    key.unlink()
+    if kind == "fifo":
+        os.mkfifo(key)  # reading it would block forever
+    elif kind == "dev_zero":
+        os.symlink("/dev/zero", key)  # reading it would never end
+    elif kind == "huge":
+        with open(key, "wb") as f:
+            f.truncate(32 << 30)  # sparse: 32 GB that a read would allocate
+    elif kind == "folder":
+        key.mkdir()
+    else:
+        key.write_text("z" * 64 if kind == "not_hex" else "ab" * 31)
+    before = _entries(tmp_path / "c")
+    t = time.perf_counter()
+    with pytest.raises(CacheError) as e:
+        RunCache(tmp_path / "c").load(BASE)
+    assert time.perf_counter() - t < 1.0
+    msg = str(e.value)
+    assert words in msg and ".key" in msg and "\n" not in msg and "cache entry" not in msg, msg
+    assert _entries(tmp_path / "c") == before and not (tmp_path / "c" / ".damaged").exists()
+
+
+def test_a_cache_copied_without_its_key_is_refused_and_nothing_retrained(tmp_path, counted, capsys):
+    import shutil
+
+    from toyspt.cli.main import main
+
+    src = tmp_path / "c"
+    for s in (BASE, replace(BASE, seed=1)):
+        get_run(s, RunCache(src))
+    copy = tmp_path / "c2"
+    copy.mkdir()
+    for child in src.iterdir():  # what `cp -r c/* c2/` does: the glob skips the hidden .key
+        if not child.name.startswith("."):
+            shutil.copytree(child, copy / child.name)
+    before, trained = _entries(copy), len(counted)
+    for spec in (BASE, replace(BASE, seed=2)):  # a stored run and one that would train
+        with pytest.raises(CacheError, match="holds runs but no key file .*cp SRC/.key"):
+            get_run(spec, RunCache(copy))
+    with pytest.raises(CacheError, match="no key file"):
+        sweep([replace(BASE, seed=3)], RunCache(copy), progress=False)
+    assert main(["train", "--recipe", "scratch", "--cache", str(copy), "--train.epochs", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: run cache") and "no key file" in err[0], err
+    assert _entries(copy) == before and len(counted) == trained  # nothing deleted, nothing trained
+    shutil.copy(src / ".key", copy / ".key")  # restored as the message says: every run is there
+    assert all(RunCache(copy).load(replace(BASE, seed=s)) is not None for s in (0, 1))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero", "huge"])
+def test_an_entry_file_that_is_not_a_small_regular_file_is_set_aside_unread(tmp_path, kind, capsys):
+    import os
+    import time
+
+    cache = RunCache(tmp_path / "c")
+    get_run(BASE, cache)
+    capsys.readouterr()
+    name = {"fifo": "manifest.json", "dev_zero": "weights.pt", "huge": "weights.pt"}[kind]
+    target = cache.path(BASE) / name
+    target.unlink()
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "dev_zero":
+        os.symlink("/dev/zero", target)
+    else:
+        with open(target, "wb") as f:
+            f.truncate(32 << 30)
+    t = time.perf_counter()
+    assert cache.load(BASE) is None
+    assert time.perf_counter() - t < 1.0
+    words = {"fifo": "not a regular file", "dev_zero": "symbolic link", "huge": "over the limit"}[kind]
+    _one_drop_line(capsys, name, words)
+    assert os.path.lexists(tmp_path / "c" / ".damaged" / f"{BASE.key()}-0" / name)

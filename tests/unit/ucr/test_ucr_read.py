@@ -163,3 +163,28 @@ def test_znormalisation_uses_ddof_0_and_undoes_the_archives_ddof_1(tmp_path):
     assert np.array_equal(znormalize(np.full((1, 6), 5.0)), np.zeros((1, 6)))
     nearly = np.array([[1234.5678] * 5 + [1234.5678 + 1e-9]])
     assert np.abs(znormalize(nearly)).max() <= 1e-9 + 1e-12
+
+
+# --------------------------------------------------------------------------------------
+# length: refused on the first row, before the rest of the file is parsed
+
+def test_a_series_longer_than_max_len_is_refused_on_its_first_row(tmp_path, capsys):
+    import time
+
+    from toyspt.cli.main import main
+
+    row = "\t".join(["0.123456"] * 10 ** 6)  # a 10^6-long series: 9 MB per row
+    write_set(tmp_path, "Long", f"1\t{row}\n-1\t{row}\n", f"1\t{row}\n")
+    t = time.perf_counter()
+    with pytest.raises(UCRError, match=r"Long_TRAIN.tsv:1: a series of length 1000000 exceeds "
+                                       r"model.max_len=512; raise --model.max_len"):
+        load_ucr("Long", root=str(tmp_path), max_length=512)
+    assert time.perf_counter() - t < 1.0  # parsing every value took 21.7 s and 556 MB
+    t = time.perf_counter()
+    assert main(["ucr", "--dataset", "Long", "--ucr-root", str(tmp_path), "--seeds", "0"]) == 2
+    assert time.perf_counter() - t < 1.0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "a series of length 1000000 exceeds model.max_len=512" in err[0], err
+    short = "\n".join(tsv_rows([-1, 1] * 4, 512, 0)) + "\n"
+    write_set(tmp_path, "Fits", short, short)
+    assert load_ucr("Fits", root=str(tmp_path), max_length=512).length == 512  # the limit itself fits

@@ -1,0 +1,78 @@
+"""Atomic writes (toyspt.util.atomic): a new file gets the umask's mode, a replaced one keeps its
+own; a disk fault is one WriteError naming the file, the old content kept, no temporary left."""
+import errno
+import os
+import stat
+
+import pytest
+import torch
+
+from toyspt.util.atomic import WriteError, atomic_write, disk_fault, write_text
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+@pytest.fixture
+def umask():
+    """Set the process umask for one test (restored after)."""
+    old = os.umask(0o022)
+    os.umask(old)
+    yield lambda mask: os.umask(mask)
+    os.umask(old)
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027, 0o002])
+def test_a_new_file_gets_the_mode_of_the_umask(tmp_path, umask, mask):
+    umask(mask)
+    write_text(tmp_path / "a.csv", "x\n")
+    assert _mode(tmp_path / "a.csv") == 0o666 & ~mask  # mkstemp's 0600 before
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o600, 0o664])
+def test_a_replaced_file_keeps_its_mode(tmp_path, umask, mode):
+    umask(0o077)
+    (tmp_path / "a.csv").write_text("old\n")
+    os.chmod(tmp_path / "a.csv", mode)
+    write_text(tmp_path / "a.csv", "new\n")
+    assert _mode(tmp_path / "a.csv") == mode and (tmp_path / "a.csv").read_text() == "new\n"
+
+
+@pytest.mark.parametrize("err,words", [
+    (OSError(errno.ENOSPC, "No space left on device"), "No space left on device"),
+    (OSError(errno.EROFS, "Read-only file system"), "Read-only file system"),
+    (OSError(errno.EIO, "Input/output error"), "Input/output error"),
+    (RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534"),
+     "torch's file writer failed ([enforce fail at inline_container.cc:672]"),
+])
+def test_a_disk_fault_is_one_write_error_and_leaves_nothing(tmp_path, err, words):
+    (tmp_path / "a.pt").write_text("old\n")
+
+    def write(tmp):
+        with open(tmp, "wb") as f:
+            f.write(b"half")
+        raise err
+
+    with pytest.raises(WriteError) as e:
+        atomic_write(tmp_path / "a.pt", write)
+    msg = str(e.value)
+    assert msg.startswith(f"{tmp_path / 'a.pt'}: cannot write it: ") and words in msg and "\n" not in msg
+    assert os.listdir(tmp_path) == ["a.pt"] and (tmp_path / "a.pt").read_text() == "old\n"
+
+
+def test_a_bug_in_the_writer_keeps_its_traceback(tmp_path):
+    def write(tmp):
+        raise RuntimeError("a bug, not the disk")
+
+    with pytest.raises(RuntimeError, match="a bug, not the disk"):
+        atomic_write(tmp_path / "a.txt", write)
+    assert os.listdir(tmp_path) == []
+    assert disk_fault(ValueError("x")) is None
+
+
+def test_torch_save_through_atomic_write_is_readable(tmp_path, umask):
+    umask(0o022)
+    atomic_write(tmp_path / "w.pt", lambda tmp: torch.save({"w": torch.ones(2)}, tmp))
+    assert torch.equal(torch.load(tmp_path / "w.pt", weights_only=True)["w"], torch.ones(2))
+    assert _mode(tmp_path / "w.pt") == 0o644
