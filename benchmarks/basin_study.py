@@ -9,7 +9,8 @@ Parts (default model and TrainConfig; one thread per worker process):
 
 * ``beta``: the data's beta_unif (exact over the mask law, train split) for offsets
   {0, .05, .1, .15, .25, .5} x freq_range {(1,3), (.5,1.5), (.25,1)}.
-* ``spt``: SPT only (run_recipe's ``spt_only``, with trackers) per cell and seed: the model's gain beta (toyspt.probe.basin.model_beta, 256
+* ``spt``: SPT only (run_recipe's ``spt_only``, with trackers) per cell and seed: the model's gain beta
+  (toyspt.probe.basin.model_beta, 256
   validation sequences, fixed mask) and the proximity index (toyspt.probe.tracking, 256
   validation sequences, unmasked) after epochs 0 (init), 1, 2, 3 and 30; the attention
   peak offset at the end; T3's sign rule at init (dL_rec[N] along the neighbour direction,
@@ -39,13 +40,13 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from toyspt.data.tasks import TaskConfig, make_task
+from toyspt.nn.model import ModelConfig, build_model
 from toyspt.probe import tracking
 from toyspt.probe.basin import BETA_BATCH, BetaTracker, beta_unif, model_beta, peak_offset
-from toyspt.nn.model import ModelConfig, build_model
-from toyspt.data.tasks import TaskConfig, make_task
 from toyspt.train.loop import Lockstep, RunContext, clone_state
-from toyspt.train.run import finetune, load_model, pretrain, run_recipe, seed_stream, summarize, transfer
 from toyspt.train.recipes import TrainConfig, get_recipe
+from toyspt.train.run import finetune, load_model, pretrain, run_recipe, seed_stream, summarize, transfer
 
 OFFSETS = (0.0, 0.05, 0.1, 0.15, 0.25, 0.5)
 FREQS = ((1.0, 3.0), (0.5, 1.5), (0.25, 1.0))
@@ -74,6 +75,7 @@ def _sign_rule_at_init(model, data, mask_rate) -> tuple[float, float]:
     """T3's first-order quantities (theory/): dL_rec[N] (L1) and beta_eff, float64."""
     from toyspt.theory import toy
     from toyspt.theory.t3_recon import neighbour_direction
+
     from toyspt.probe import engine as probes
     from toyspt.probe import losses
 
@@ -220,7 +222,8 @@ def main(argv=None):
             print(f"  {name:40s} {(pred == prox).sum()}/{len(f)}")
         g = f.groupby("cell", sort=False)
         print("\nper cell: median [min, max]")
-        print(g.agg(beta_unif=("beta_unif", "first"), n_prox=("basin", lambda s: f"{(s == 'proximity').sum()}/{len(s)}"),
+        print(g.agg(beta_unif=("beta_unif", "first"),
+                    n_prox=("basin", lambda s: f"{(s == 'proximity').sum()}/{len(s)}"),
                     pi_end=("pi_end", lambda s: f"{s.median():.3g} [{s.min():.3g}, {s.max():.3g}]"),
                     beta_end=("beta_end", lambda s: f"{s.median():.3g} [{s.min():.3g}, {s.max():.3g}]"),
                     peak=("peak_end", lambda s: ",".join(map(str, s))),

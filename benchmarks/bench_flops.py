@@ -105,16 +105,20 @@ def main(argv=None) -> None:
 
     print(f"model d_model={cfg.d_model} d_mlp={cfg.d_mlp}, batch {args.batch} x T {args.T}, "
           f"torch {torch.__version__}, 1 thread")
-    print(f"FLOPs per step (FlopCounterMode): {flops / 1e6:.1f} M   analytic: {analytic_flops(cfg, args.batch, args.T) / 1e6:.1f} M")
+    analytic = analytic_flops(cfg, args.batch, args.T)
+    print(f"FLOPs per step (FlopCounterMode): {flops / 1e6:.1f} M   analytic: {analytic / 1e6:.1f} M")
     print(f"{'':34s} {'ms':>7s} {'GFLOP/s':>8s} {'% of peak':>9s}")
-    print(f"{'training step (fwd+bwd+AdamW)':34s} {t_step * 1e3:7.2f} {flops / t_step / 1e9:8.1f} {100 * flops / t_step / peak:9.1f}")
+    print(f"{'training step (fwd+bwd+AdamW)':34s} {t_step * 1e3:7.2f} {flops / t_step / 1e9:8.1f} "
+          f"{100 * flops / t_step / peak:9.1f}")
     if compiled is not None:
         print(f"{'compiled step (fwd+bwd, fused AdamW)':34s} {t_comp * 1e3:7.2f} {flops / t_comp / 1e9:8.1f} "
               f"{100 * flops / t_comp / peak:9.1f}   ({t_step / t_comp:.2f}x eager; first call {c_first:.1f} s wall)")
     print(f"{'forward+backward only':34s} {t_fb * 1e3:7.2f} {flops / t_fb / 1e9:8.1f} {100 * flops / t_fb / peak:9.1f}")
     print(f"{'matmul 1024^3 (peak reference)':34s} {'':7s} {peak / 1e9:8.1f} {100.0:9.1f}")
-    print(f"{f'linear {tok}x{cfg.d_model} -> {w.shape[0]} (step shape)':34s} {'':7s} {own / 1e9:8.1f} {100 * own / peak:9.1f}")
-    print(f"{'same step on a 1x2 input (fixed cost)':34s} {t_tiny * 1e3:7.2f}   = {100 * t_tiny / t_step:.0f} % of the step")
+    name = f"linear {tok}x{cfg.d_model} -> {w.shape[0]} (step shape)"
+    print(f"{name:34s} {'':7s} {own / 1e9:8.1f} {100 * own / peak:9.1f}")
+    print(f"{'same step on a 1x2 input (fixed cost)':34s} {t_tiny * 1e3:7.2f}   "
+          f"= {100 * t_tiny / t_step:.0f} % of the step")
     for name, share in shares.items():
         total = sum(share.values())
         print(f"\nshare of a {name} step's CPU time (torch.profiler self time, 20 steps):")
@@ -149,8 +153,8 @@ def compiled_step(cfg: ModelConfig, x: torch.Tensor, y: torch.Tensor):
     cannot compile."""
     from toyspt.train.compiled import available
     from toyspt.train.loop import Lockstep, Objective, RunContext
-    from toyspt.train.run import label_objective, template
     from toyspt.train.recipes import TrainConfig, make_optimizer
+    from toyspt.train.run import label_objective, template
 
     if not available():
         return None

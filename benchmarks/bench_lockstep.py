@@ -20,11 +20,11 @@ from dataclasses import replace
 
 import torch
 
-from toyspt.nn.model import ModelConfig, build_model
 from toyspt.data.tasks import TaskConfig, make_task
+from toyspt.nn.model import ModelConfig, build_model
 from toyspt.train.evaluation import EVAL_CHUNK, accuracy
-from toyspt.train.run import run_recipe, run_recipe_seeds
 from toyspt.train.recipes import TrainConfig
+from toyspt.train.run import run_recipe, run_recipe_seeds
 
 SIZES = {  # name -> (model, sequence length)
     "default": (ModelConfig(), 32),  # d_model 32, d_mlp 128

@@ -96,7 +96,8 @@ def main(argv=None) -> int:
                 subprocess.run(["git", "worktree", "remove", "--force", str(tmp / "before-src")], cwd=ROOT)
         label = f"before = {args.before}" if "before" in modes else ""
         print(f"\npaper_figs.py {' '.join(rest)}  (cold cache each; {label})")
-        print(f"{'mode':14s} {'wall s':>8s} {'training s':>11s} {'runs':>5s} {'peak MB':>8s} {'x wall':>7s} {'x train':>8s}")
+        print(f"{'mode':14s} {'wall s':>8s} {'training s':>11s} {'runs':>5s} {'peak MB':>8s} {'x wall':>7s} "
+              f"{'x train':>8s}")
         base = res[modes[0]]
         for m, r in res.items():
             print(f"{m:14s} {r['wall']:8.1f} {r['train']:11.1f} {str(r['runs'] or '?'):>5s} {r['peak_mb']:8.0f} "

@@ -17,8 +17,8 @@ import time
 
 import torch
 
-from toyspt.runs import RunSpec
 from toyspt.data.tasks import make_task
+from toyspt.runs import RunSpec
 from toyspt.ucr.data import PAPER_DATASETS, load_ucr
 from toyspt.ucr.runs import ucr_spec
 
@@ -49,7 +49,8 @@ def main(argv=None) -> int:
             res[policy] = spec.execute()
             t[policy] = time.perf_counter() - t0
         a, b = res["all"], res["peak"]
-        same = a.summary == b.summary and all(torch.equal(v, b.states["final"][k]) for k, v in a.states["final"].items())
+        same = a.summary == b.summary and all(torch.equal(v, b.states["final"][k])
+                                              for k, v in a.states["final"].items())
         n_test = sum("test_acc" in h for h in b.history if h["phase"] == "finetune")
         n_ft = sum(h["phase"] == "finetune" for h in b.history)
         sizes = f"{len(data.train)}/{len(data.val)}/{len(data.test)}"

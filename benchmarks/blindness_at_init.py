@@ -23,10 +23,10 @@ import argparse
 import pandas as pd
 import torch
 
+from toyspt.data.tasks import TaskConfig, make_task
+from toyspt.nn.model import ModelConfig, build_model
 from toyspt.probe import engine as probes
 from toyspt.probe import losses
-from toyspt.nn.model import ModelConfig, build_model
-from toyspt.data.tasks import TaskConfig, make_task
 
 SITE = "blocks.0.attn.hook_attn_scores"
 PROX = ("circ_w1", "circ_w2", "circ_w4", "toep_w1", "toep_w2", "toep_w4")

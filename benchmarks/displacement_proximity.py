@@ -17,11 +17,11 @@ import argparse
 import pandas as pd
 import torch
 
-from toyspt.probe import tracking
-from toyspt.runs.arms import arm_spec
 from toyspt.cli.flags import add_config_flags, base_spec, parse_seeds
-from toyspt.runs import DEFAULT_CACHE, RunCache, get_run
 from toyspt.data.tasks import make_task
+from toyspt.probe import tracking
+from toyspt.runs import DEFAULT_CACHE, RunCache, get_run
+from toyspt.runs.arms import arm_spec
 from toyspt.train.run import load_model
 
 

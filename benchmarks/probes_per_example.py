@@ -16,12 +16,11 @@ import time
 
 import torch
 
-from toyspt.probe import engine as probes
-from toyspt.probe import losses
-from toyspt.probe import instrument
+from toyspt.data.tasks import make_task
 from toyspt.nn.attention import hooks
 from toyspt.nn.model import ModelConfig, build_model
-from toyspt.data.tasks import make_task
+from toyspt.probe import engine as probes
+from toyspt.probe import instrument, losses
 
 SITE = "blocks.0.attn.hook_attn_scores"
 

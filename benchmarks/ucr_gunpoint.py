@@ -21,8 +21,8 @@ import time
 import pandas as pd
 import torch
 
-from toyspt.probe import tracking as tr
 from toyspt.cli.flags import parse_seeds
+from toyspt.probe import tracking as tr
 from toyspt.runs import DEFAULT_CACHE, RunCache, sweep
 from toyspt.train.run import load_model
 from toyspt.ucr.data import UCRConfig, load_ucr

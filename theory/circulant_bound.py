@@ -14,10 +14,10 @@ import argparse
 
 import torch
 
+from toyspt.data.tasks import make_task
+from toyspt.nn.model import ModelConfig
 from toyspt.probe import engine as probes
 from toyspt.probe import losses
-from toyspt.nn.model import ModelConfig
-from toyspt.data.tasks import make_task
 
 from . import geometry as geo
 from . import toy

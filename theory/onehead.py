@@ -146,5 +146,6 @@ def directional_fd(loss_fn: LossOfScores, S: torch.Tensor, D: torch.Tensor, h: f
 
 
 __all__ = ["OneHeadConfig", "init_params", "sample_tokens", "sample_mask", "scores",
-           "positions", "with_positions", "label_logits", "label_losses", "masked_tokens", "recon_preds", "recon_losses",
+           "positions", "with_positions", "label_logits", "label_losses", "masked_tokens", "recon_preds",
+           "recon_losses",
            "score_grad", "directional_fd", "DTYPE"]

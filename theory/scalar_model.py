@@ -111,8 +111,8 @@ def expected_loss_uniform(T: int, rv, bv, p1, p2):
     C = [[rv ** abs(i - j) for j in range(T)] for i in range(T)]
     tot = 0
     for m in range(T):
-        sq = (T - 1) * p1 + p2 * sum(C[k][l] for k in range(T) for l in range(T)
-                                     if k != l and m not in (k, l))
+        sq = (T - 1) * p1 + p2 * sum(C[k][j] for k in range(T) for j in range(T)
+                                     if k != j and m not in (k, j))
         cross = p1 * sum(C[k][m] for k in range(T) if k != m)
         tot += (bv / T) ** 2 * sq - 2 * (bv / T) * cross + 1
     return tot / T
@@ -122,8 +122,8 @@ def optimal_gain(T: int, rv, p1, p2):
     """The gain minimising :func:`expected_loss_uniform` (a quadratic in beta)."""
     C = [[rv ** abs(i - j) for j in range(T)] for i in range(T)]
     num = sum(p1 * C[k][m] for m in range(T) for k in range(T) if k != m)
-    den = sum((T - 1) * p1 + p2 * sum(C[k][l] for k in range(T) for l in range(T)
-                                      if k != l and m not in (k, l)) for m in range(T))
+    den = sum((T - 1) * p1 + p2 * sum(C[k][j] for k in range(T) for j in range(T)
+                                      if k != j and m not in (k, j)) for m in range(T))
     return T * num / den
 
 

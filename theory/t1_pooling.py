@@ -36,7 +36,7 @@ def symbolic_pooling(T: int, d: int = 2, weights=None, square: bool = False) -> 
     A = sp.Matrix(T, T, lambda i, j: sp.Symbol(f"a{i}_{j}"))
     X = sp.Matrix(T, d, lambda i, k: sp.Symbol(f"x{i}_{k}"))
     V = sp.Matrix(T, d, lambda i, k: sp.Symbol(f"v{i}_{k}"))
-    W = sp.Matrix(d, d, lambda k, l: sp.Symbol(f"w{k}_{l}"))
+    W = sp.Matrix(d, d, lambda k, m: sp.Symbol(f"w{k}_{m}"))
     b = sp.Matrix(1, d, lambda _, k: sp.Symbol(f"b{k}"))
     c = sp.Matrix(T, 1, lambda j, _: sp.Symbol(f"c{j}"))
     w = [sp.Rational(1, T)] * T if weights is None else [sp.nsimplify(v) for v in weights]
@@ -95,7 +95,8 @@ def check_pooling(quick: bool = False, visible: bool = False) -> Result:
         "T1.1", STATEMENT,
         f"sympy T={Ts.start}..{Ts.stop - 1}: z built token by token, A's last row eliminated "
         f"via c leaves no entry of A and gives c^T V W_O + b + mean X; |L(A+E)-L(A)|/(1+max|z|) "
-        f"over 64 random instances, E with zero row+column sums{' (NEGATIVE CONTROL: column sums changed)' if visible else ''}",
+        f"over 64 random instances, E with zero row+column sums"
+        f"{' (NEGATIVE CONTROL: column sums changed)' if visible else ''}",
         sym, resid, "max rel. change", tol, "le",
         f"float64: 10 x n u with n = 2(3d+2T+C) = {2 * (3 * cfg.d + 2 * cfg.T + cfg.n_classes)} "
         "reduction terms (Higham gamma_n per sum, two losses differenced)",

@@ -36,9 +36,8 @@ from toyspt.probe import losses
 from . import geometry as geo
 from . import onehead as oh
 from . import toy
+from .result import FD_STEP, Result, checked_result, fd_agreement, measured_result, rounding_tol
 from .t2_symbolic import symbolic_blind_dim, symbolic_kappa_zero, symbolic_row_identity
-from .result import (FD_STEP, Result, checked_result, fd_agreement, measured_result,
-                     rounding_tol)
 
 STATEMENT_ROWS = "S = 1 s^T  =>  G = dL/dS = 1 g^T;  at S = 0: G_ij = (gamma_j - mean gamma) / T^2"
 STATEMENT_DIM = "dim ker kappa = T^2 - (T - 1),  kappa_j(D) = sum_i (D_ij - mean_k D_ik)"

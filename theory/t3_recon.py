@@ -29,13 +29,31 @@ from toyspt.probe import losses
 from . import geometry as geo
 from . import onehead as oh
 from . import toy
-from .result import (FD_STEP, Result, checked_result, fd_agreement, measured_result,
-                     rounding_tol)
-from .scalar_model import (LAWS, Tsym, ar1, autograd_expected_drec, beta, brute_expected_drec,
-                           expected_drec, expected_loss_uniform, flip_point, mask_moments,
-                           mc_drec, mc_flip_point, mc_samples, neighbour_PQ, neighbours,
-                           optimal_gain, p1s, p2s, q, rho, scalar_drec_formula, scalar_losses)
-
+from .result import FD_STEP, Result, checked_result, fd_agreement, measured_result, rounding_tol
+from .scalar_model import (
+    LAWS,
+    Tsym,
+    ar1,
+    autograd_expected_drec,
+    beta,
+    brute_expected_drec,
+    expected_drec,
+    expected_loss_uniform,
+    flip_point,
+    mask_moments,
+    mc_drec,
+    mc_flip_point,
+    mc_samples,
+    neighbour_PQ,
+    neighbours,
+    optimal_gain,
+    p1s,
+    p2s,
+    q,
+    rho,
+    scalar_drec_formula,
+    scalar_losses,
+)
 
 # ---------------------------------------------------------------------------------------
 # the closed form against independent computations

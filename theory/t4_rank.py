@@ -150,7 +150,8 @@ def check_recon_rank(quick: bool = False) -> Result:
         f"{with_pos['rank_b']}; without: {sorted(set(no_pos['rank'].tolist()))}, batch "
         f"{no_pos['rank_b']}", "n.a.", mism, "mismatches", 0.0, "le",
         f"rank threshold 10 x n u x scale = {max(with_pos['tol'], no_pos['tol']):.1e} of sigma_1 (n = "
-        f"T^2 + 3d + 2T = {with_pos['n']}, scale = || |X~|^T |G| |X~| || / sigma_1); kept singular values >= {min(with_pos['keep'], no_pos['keep']):.1e}, "
+        f"T^2 + 3d + 2T = {with_pos['n']}, scale = || |X~|^T |G| |X~| || / sigma_1); kept singular values >= "
+        f"{min(with_pos['keep'], no_pos['keep']):.1e}, "
         f"dropped <= {max(with_pos['drop'], no_pos['drop']):.1e} of sigma_1",
         ranks_with_positions=with_pos["rank"].tolist(), predicted_with_positions=with_pos["pred"].tolist(),
         batch_rank_with_positions=with_pos["rank_b"], batch_rank_without_positions=no_pos["rank_b"],

@@ -7,7 +7,8 @@ a missing one is trained and stored) and reports, per recipe and seed:
   (:func:`toyspt.probe.tracking.relative_displacement`), after SPT and after fine-tuning;
 * the proximity index on validation data (:func:`toyspt.probe.tracking.proximity_index`: attention
   mass on the neighbours 1 <= |i - j| <= 2 relative to uniform; 1 = flat, > 1 proximity,
-  < 1 anti-local), the self index (T mean_i A_ii) and the positional profile contrast Pi(+-1) - mean_{delta != 0} Pi(delta)
+  < 1 anti-local), the self index (T mean_i A_ii) and the positional profile contrast
+  Pi(+-1) - mean_{delta != 0} Pi(delta)
   of :func:`toyspt.probe.tracking.positional_profile` (row-centred scores on the mean input);
 * peak-validation test accuracy;
 * over the basin figure's SPT-only runs (:mod:`toyspt.runs.basin_grid`: a grid of offsets and
@@ -27,19 +28,19 @@ as ``measured`` and say that they were not checked. T5.2 and T5.3 are descriptiv
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from toyspt.runs import basin_grid as basin_runs
-from toyspt.probe import engine as probes, tracking
-from toyspt.probe import losses
-from toyspt.nn.model import ModelConfig, build_model
-from toyspt.runs import RunCache, RunSpec, get_run, load_answer
-from toyspt.runs.stats import hits_vs_base_rate
 from toyspt.data.tasks import TaskConfig
+from toyspt.nn.model import ModelConfig, build_model
+from toyspt.probe import engine as probes
+from toyspt.probe import losses, tracking
+from toyspt.runs import RunCache, RunSpec, get_run, load_answer
+from toyspt.runs import basin_grid as basin_runs
+from toyspt.runs.stats import hits_vs_base_rate
 from toyspt.train.recipes import TrainConfig
 from toyspt.train.run import load_model
 
@@ -202,11 +203,11 @@ def _phase(quick: bool, cache: str | None):
     its runs are cached, else the quick configuration's."""
     store = RunCache(Path(cache)) if cache is not None else None
     cfg = FULL
-    pairs = basin_runs.phase_specs(RunSpec("scratch", data=cfg.task, model=cfg.model, train=cfg.train, evaluate="peak"), cfg.seeds)
+    base = RunSpec("scratch", data=cfg.task, model=cfg.model, train=cfg.train, evaluate="peak")
+    pairs = basin_runs.phase_specs(base, cfg.seeds)
     if quick and (store is None or not all(load_answer(store, sp) is not None for _, sp in pairs)):
         cfg = QUICK
-        pairs = basin_runs.phase_specs(RunSpec("scratch", data=cfg.task, model=cfg.model, train=cfg.train, evaluate="peak"),
-                                       cfg.seeds)
+        pairs = basin_runs.phase_specs(replace(base, data=cfg.task, model=cfg.model, train=cfg.train), cfg.seeds)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

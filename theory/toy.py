@@ -15,12 +15,12 @@ import warnings
 
 import torch
 
+from toyspt.data.tasks import TaskConfig, make_task, mask_inputs
+from toyspt.nn.attention import hooks
+from toyspt.nn.model import ModelConfig, ToyTransformer, build_model
 from toyspt.probe import engine as probes
 from toyspt.probe import losses
 from toyspt.probe.results import LayerProbe
-from toyspt.nn.attention import hooks
-from toyspt.nn.model import ModelConfig, ToyTransformer, build_model
-from toyspt.data.tasks import TaskConfig, make_task, mask_inputs
 
 HOOK_S = "blocks.0.attn.hook_attn_scores"
 HOOK_A = "blocks.0.attn.hook_pattern"

@@ -3,8 +3,8 @@ import json
 import pandas as pd
 import pytest
 
-from toyspt.cli.main import main
 from toyspt.cli.flags import parse_seeds
+from toyspt.cli.main import main
 
 SMALL = ["--task.T", "16", "--task.n_train", "64", "--task.n_val", "32", "--task.n_test", "32",
          "--train.epochs", "1", "--train.pre_epochs", "1"]

@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from toyspt.cli.main import main
 from toyspt.cli.flags import parse_seeds
-from toyspt.nn.model import ModelConfig
+from toyspt.cli.main import main
 from toyspt.data.tasks import TaskConfig
+from toyspt.nn.model import ModelConfig
 from toyspt.train.recipes import TrainConfig
 
 # small enough that a run which should have been refused finishes in seconds
@@ -111,8 +111,8 @@ def test_numbers_are_ascii_digits_only(tmp_path, capsys, argv, message):
 
 
 def test_arm_values_are_ascii_digits_only():
-    from toyspt.runs.arms import arm_spec, parse_value
     from toyspt.runs import RunSpec
+    from toyspt.runs.arms import arm_spec, parse_value
 
     with pytest.raises(ValueError, match="expected an int in ASCII digits"):
         arm_spec("scratch:T=3_2", RunSpec("scratch", 0))

@@ -14,14 +14,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import SMALL_TASK
 
-from toyspt.cli.main import main
 from toyspt.cli.flags import run_main
+from toyspt.cli.main import main
 from toyspt.runs import CacheError, RunCache, RunSpec, get_run, sweep
 from toyspt.runs.cache import STALE_TMP_SECONDS
 from toyspt.train.recipes import TrainConfig
-
-from conftest import SMALL_TASK
 
 BASE = RunSpec("scratch", 0, SMALL_TASK, train=TrainConfig(epochs=1, pre_epochs=1, batch_size=64))
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,12 +4,12 @@ SPT checkpoints with a decoder and no classifier, tidy records, and the demo fig
 import pytest
 import torch
 
-from toyspt.lra.checkpoint import load_lra
 import toyspt.lra.demo as lra_demo
+from toyspt.lra.checkpoint import load_lra
 from toyspt.lra.demo import MODELS, DemoConfig, run_demo
-from toyspt.runs import RunCache
 from toyspt.lra.figure import demo_figure
 from toyspt.lra.lightning import read_checkpoint
+from toyspt.runs import RunCache
 
 
 @pytest.fixture(scope="module")

@@ -184,8 +184,9 @@ def test_each_figure_plans_once_and_only_the_registry_writes(tmp_path, monkeypat
 
 
 def test_a_table_without_its_documented_columns_writes_nothing(tmp_path):
-    import matplotlib.pyplot as plt
     from types import SimpleNamespace
+
+    import matplotlib.pyplot as plt
 
     from toyspt.figs import FigContext, write
 

@@ -5,13 +5,12 @@ from dataclasses import replace
 
 import pytest
 import torch
+from checks import assert_bitwise
 
-from toyspt.train.evaluation import extra_splits
 from toyspt.nn.model import ModelConfig
+from toyspt.train.evaluation import extra_splits
 from toyspt.train.recipes import TABLE, TrainConfig, get_recipe
 from toyspt.train.run import run_recipe, run_recipe_seeds
-
-from checks import assert_bitwise
 
 TC = TrainConfig(epochs=3, pre_epochs=2, batch_size=32)
 SEEDS = (0, 5)
@@ -132,11 +131,11 @@ def test_start_refused_with_reason(small_data):
 
 # --- through the run cache and the sweep ---------------------------------------------------
 
-from toyspt.train import run as train_mod  # noqa: E402
+from conftest import SMALL_TASK  # noqa: E402
+
 from toyspt.runs import RunCache, RunSpec, get_run, sweep  # noqa: E402
 from toyspt.runs.sweeps import plan  # noqa: E402
-
-from conftest import SMALL_TASK  # noqa: E402
+from toyspt.train import run as train_mod  # noqa: E402
 
 
 def small(recipe, seed=0, **kw):

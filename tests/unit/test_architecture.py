@@ -24,10 +24,12 @@ def modules() -> dict[str, Path]:
     return out
 
 
-def layer(module: str) -> int:
-    """Rank of a module's layer; the root package (toyspt/__init__) sits below everything."""
+def layer(module: str) -> float:
+    """Rank of a module's layer. The root package (toyspt/__init__: the version and the lazy
+    table of public names) sits just above util, the only layer it imports, and below every
+    layer that imports it (for ``__version__``)."""
     parts = module.split(".")
-    return -1 if len(parts) == 1 else LAYERS.index(parts[1])
+    return 0.5 if len(parts) == 1 else LAYERS.index(parts[1])
 
 
 def import_graph() -> dict[str, set[str]]:

@@ -13,8 +13,21 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from toyspt.cli.flags import (add_arms_flag, ascii_float, ascii_int, add_config_flags, add_evaluate_flag, add_numerics_flag,
-                              add_seeds, add_sweep_flags, base_spec, config_values, out_dir, split_arms, split_unique)
+from toyspt.cli.flags import (
+    add_arms_flag,
+    add_config_flags,
+    add_evaluate_flag,
+    add_numerics_flag,
+    add_seeds,
+    add_sweep_flags,
+    ascii_float,
+    ascii_int,
+    base_spec,
+    config_values,
+    out_dir,
+    split_arms,
+    split_unique,
+)
 
 DATA_HELP = "toy (the --task.* flags), or ucr:NAME[,ucr:NAME...] (UCR sets as the archive spells them)"
 
@@ -25,7 +38,8 @@ def add_data_flags(p, default: str = "toy") -> None:
 
     p.add_argument("--data", default=default, help=f"{DATA_HELP} (default {default})")
     p.add_argument("--ucr-root", default=None,
-                   help=f"UCR archive folder holding <Name>/<Name>_TRAIN.tsv (default ${ENV_ROOT}, else a packaged copy)")
+                   help=f"UCR archive folder holding <Name>/<Name>_TRAIN.tsv (default ${ENV_ROOT}, "
+                        "else a packaged copy)")
     p.add_argument("--source", default="auto", choices=SOURCES, help="where to read UCR sets from")
     p.add_argument("--val-fraction", type=ascii_float, default=UCRConfig.val_fraction,
                    help="UCR: share of each class of train held out for validation")

@@ -24,14 +24,20 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from toyspt.util import plots
-from toyspt.util.atomic import write_text
-from toyspt.cli.flags import (add_numerics_flag, add_seeds, add_sweep_flags, default_workers, numerics_of, out_dir,
-    run_main)
-from toyspt.figs import CONTRAST, FIGURES, TIERS, FigContext, in_tier, load
-from toyspt.figs import render
+from toyspt.cli.flags import (
+    add_numerics_flag,
+    add_seeds,
+    add_sweep_flags,
+    default_workers,
+    numerics_of,
+    out_dir,
+    run_main,
+)
+from toyspt.figs import CONTRAST, FIGURES, TIERS, FigContext, in_tier, load, render
 from toyspt.figs.schedule import Drawer, order
 from toyspt.runs import RunCache, sweep
+from toyspt.util import plots
+from toyspt.util.atomic import write_text
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout (for the git revision)
 
@@ -102,7 +108,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
                    help="the real-data study's tier: 'study' trains its powered runs (hours; the cost is printed "
                         "before training starts) and adds the real_gain and archive_scan figures (default: default)")
     add_seeds(p, None, help="seeds, e.g. 0-4 or 0,2 (default 0-4, quick 0-1)")
-    p.add_argument("--out", type=out_dir, default=None, help="output directory (default figures/, quick figures-quick/)")
+    p.add_argument("--out", type=out_dir, default=None,
+                   help="output directory (default figures/, quick figures-quick/)")
     p.add_argument("--compare-to", default=None, metavar="DIR",
                    help="after drawing, compare every CSV with DIR's at the level of arm means "
                         "(toyspt.figs.check: stated tolerances); exit 1 when one disagrees")

@@ -14,11 +14,11 @@ import sys
 from dataclasses import fields
 from typing import Callable, Mapping, Sequence
 
-from toyspt.runs.arms import ALIASES, ascii_number, parse_value
+from toyspt.data.tasks import TaskConfig
 from toyspt.nn.model import ModelConfig
+from toyspt.runs.arms import ALIASES, ascii_number, parse_value
 from toyspt.runs.cache import DEFAULT_CACHE, CacheError
 from toyspt.runs.specs import RunSpec
-from toyspt.data.tasks import TaskConfig
 from toyspt.train.recipes import TrainConfig
 from toyspt.util.atomic import WriteError
 
@@ -47,7 +47,8 @@ def parse_seeds(text: str) -> list[int]:
     seen: set[int] = set()
     for part in (p.strip() for p in text.split(",")):
         lo, dash, hi = part.partition("-")
-        digits = (lambda t: t.isascii() and t.isdigit())  # isdecimal() takes Arabic-Indic digits too
+        def digits(t: str) -> bool:  # isdecimal() takes Arabic-Indic digits too
+            return t.isascii() and t.isdigit()
         if part.startswith("-") and digits(part[1:]):
             raise argparse.ArgumentTypeError(f"seeds must be >= 0, got {part} in {text!r}")
         if not digits(lo) or (dash and not digits(hi)) or len(part) > 20:

@@ -22,11 +22,10 @@ import pandas as pd
 import torch
 
 from toyspt.cli.flags import add_seeds, add_sweep_flags, ascii_float, nonnegative_int, out_dir, positive_int
+from toyspt.data.directions import COMPACT
 from toyspt.lra import listops as lo
 from toyspt.lra.checkpoint import HEAD_OVERRIDES, ArchHints, LoadedLRA, load_lra
-from toyspt.lra.inputs import (PIXEL_TASKS, load_labels, load_npy, load_pixels, make_batch,
-                               make_pair_batch, select)
-from toyspt.data.directions import COMPACT
+from toyspt.lra.inputs import PIXEL_TASKS, load_labels, load_npy, load_pixels, make_batch, make_pair_batch, select
 from toyspt.lra.report import ReportConfig, lra_report
 
 TASKS = ("listops",) + PIXEL_TASKS + ("tokens", "retrieval")
@@ -214,8 +213,8 @@ def cmd_fields(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from toyspt.runs import RunCache, executor_scope
     from toyspt.lra.demo import DemoConfig, run_demo
+    from toyspt.runs import RunCache, executor_scope
 
     torch.set_num_threads(args.threads)
     cfg = DemoConfig.quick() if args.quick else DemoConfig()

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-from pathlib import Path
 
 from toyspt import __version__
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from toyspt.data.directions import DEFAULT
 from toyspt.probe import engine as pr
 from toyspt.probe import losses as toy_losses
 from toyspt.probe.results import Blindness
-from toyspt.data.directions import DEFAULT
 
 AT = ("init", "pretrained", "final")
 
@@ -53,9 +53,8 @@ def summary_frame(bl: Blindness) -> pd.DataFrame:
 
 
 def cmd_probe(args) -> int:
-    from toyspt.runs.arms import arm_spec
     from toyspt.cli.flags import base_spec
-    from toyspt.data.tasks import make_task
+    from toyspt.runs.arms import arm_spec
 
     spec = arm_spec(args.recipe, base_spec(args, seed=args.seed))
     data = spec.data.load()

@@ -1,6 +1,8 @@
-"""Data: the toy task families and SPT masking (:mod:`.tasks`), what a run's data is
+"""Data: the toy task families and SPT masking (:mod:`.tasks`), what a run"s data is
 (:mod:`.source`), score-space directions (:mod:`.directions`)."""
-from toyspt.data.source import DataSource
-from toyspt.data.tasks import TaskConfig, TaskData, make_task, mask_inputs, recon_loss, sample_mask
+from toyspt.util.lazy import exports
 
-__all__ = ["DataSource", "TaskConfig", "TaskData", "make_task", "mask_inputs", "recon_loss", "sample_mask"]
+__all__, __getattr__, __dir__ = exports(globals(), {
+    "toyspt.data.source": ("DataSource",),
+    "toyspt.data.tasks": ("TaskConfig", "TaskData", "make_task", "mask_inputs", "recon_loss", "sample_mask"),
+})

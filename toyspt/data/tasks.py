@@ -37,8 +37,19 @@ import numpy as np
 import torch
 
 from toyspt.data.source import register
-from toyspt.util.validation import (MAX_COUNT, MAX_LENGTH, MAX_SCALE, MAX_WIDTH, Float, Int, Text,
-                                    Tuple, validate, validated, within_memory)
+from toyspt.util.validation import (
+    MAX_COUNT,
+    MAX_LENGTH,
+    MAX_SCALE,
+    MAX_WIDTH,
+    Float,
+    Int,
+    Text,
+    Tuple,
+    validate,
+    validated,
+    within_memory,
+)
 
 _RANGE = Tuple(Float(gt=0, le=MAX_SCALE), length=2, ordered=True)  # (lo, hi) with 0 < lo <= hi
 _BAND = Tuple(Int(gt=0, le=MAX_LENGTH // 2), unique=True)  # a non-empty set of positive integer frequencies

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from toyspt.data.tasks import TaskConfig
 from toyspt.nn.model import ModelConfig
 from toyspt.runs.cache import RunCache
 from toyspt.runs.specs import RunSpec
-from toyspt.data.tasks import TaskConfig
 from toyspt.train.recipes import TrainConfig
 
 TRACKED = ("displacement", "probes:every=100,n=128")  # trackers of the tracked runs

@@ -43,7 +43,8 @@ def draw(ctx, runs):
             ax.hlines(v.mean(), i - 0.3, i + 0.3, color="k", lw=1.5)
         ax.set_xticks(range(len(drawn)), drawn, rotation=60, ha="right")
         ax.axhline(0.5, color="0.5", lw=0.8, ls=":")
-        ax.set_title({"test_at_peak": "test accuracy at peak validation", "final_train_acc": "final training accuracy"}[m])
+        ax.set_title({"test_at_peak": "test accuracy at peak validation",
+                      "final_train_acc": "final training accuracy"}[m])
     axes[0].set_ylabel("accuracy (points: seeds, bar: mean)")
     fig.suptitle(f"{TITLE} ({len(ctx.seeds)} seeds)")
     ctx.meta[NAME] = {a: {m: float(frame[(frame.arm == a) & (frame.metric == m)].value.mean()) for m in METRICS}

@@ -10,15 +10,15 @@ reconstruction loss at the end of SPT on the task's own validation data, and tes
 See :mod:`toyspt.probe.basin` and :mod:`toyspt.runs.basin_grid`."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from dataclasses import replace
-
+from toyspt.probe.tracking import proximity_of, records_frame
 from toyspt.runs.basin_grid import phase_specs, predictor_shares, run_row
 from toyspt.util.plots import color
-from toyspt.probe.tracking import proximity_of, records_frame
 
 NAME = "basin"
 TITLE = "The SPT basin follows the sign of the reconstruction gain on the uniform mean"
@@ -51,7 +51,8 @@ def trap_rows(ctx, runs) -> list[dict]:
         pre = [h for h in res.history if h["phase"] == "pretrain"]
         pi = proximity_of(res, "pretrained", x)
         for m, v in (("recon_val_loss_after_spt", pre[-1]["val_loss"]), ("proximity_index", pi),
-                     ("test_at_peak", res.summary["test_at_peak"]), ("final_train_acc", res.summary["final_train_acc"])):
+                     ("test_at_peak", res.summary["test_at_peak"]),
+                     ("final_train_acc", res.summary["final_train_acc"])):
             rows.append(dict(panel="trap", sweep=arm, offset=0.0, seed=seed, metric=m, value=float(v),
                              basin="proximity" if pi > 1 else "anti-local"))
     return rows

@@ -9,11 +9,10 @@ import pandas as pd
 
 from toyspt.data import directions as dr
 from toyspt.nn.model import ModelConfig, build_model
-from toyspt.util.plots import color
 from toyspt.probe.engine import blindness
 from toyspt.probe.losses import make_batch
-from toyspt.data.tasks import make_task
 from toyspt.probe.tracking import records_frame
+from toyspt.util.plots import color
 
 NAME = "blindness"
 TITLE = "Label supervision is (nearly) blind to proximity directions that reconstruction sees"

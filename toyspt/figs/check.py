@@ -56,7 +56,8 @@ def compare_dirs(new: Path, ref: Path) -> pd.DataFrame:
             ok = r._merge == "both" and (both_nan or bool(diff <= tol))
             rows.append(dict(file=str(rf.relative_to(ref)), group=r.group, column=r.column, ref=r.value_ref,
                              new=r.value_new, diff=diff, tol=tol, ok=ok,
-                             note="" if r._merge == "both" else f"only in {'ref' if r._merge == 'left_only' else 'new'}"))
+                             note="" if r._merge == "both" else
+                             f"only in {'ref' if r._merge == 'left_only' else 'new'}"))
     return pd.DataFrame(rows)
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from toyspt.util.plots import color
 from toyspt.figs import SGD_LR
 from toyspt.probe.tracking import records_frame
+from toyspt.util.plots import color
 
 NAME = "displacement"
 TITLE = "Relative Frobenius displacement from initialisation"

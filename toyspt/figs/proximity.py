@@ -9,9 +9,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from toyspt.util.plots import color
 from toyspt.probe.tracking import attention_maps, profile_rows, proximity_of
 from toyspt.train.run import load_model
+from toyspt.util.plots import color
 
 NAME = "proximity"
 TITLE = "SPT turns absolute positions into an offset-structured attention pattern"

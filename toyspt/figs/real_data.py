@@ -27,7 +27,8 @@ from toyspt.ucr.init_probes import InitProbeSpec
 from toyspt.ucr.runs import UCR_MODEL_DEFAULTS
 
 NAME = "real_data"
-TITLE = "The mechanism on real data: what decides SPT's basin on z-normalised series, and does it go with SPT's accuracy"
+TITLE = ("The mechanism on real data: what decides SPT's basin on z-normalised series, and does it go with SPT's "
+         "accuracy")
 COLUMNS = ["panel", "dataset", "seed", "arm", "metric", "value", "basin", "direction", "loss"]
 BASIN_COLUMNS = ["dataset", "seed", "basin_predictor", "proximity_after_spt", "basin", "beta_unif", "uniform_share",
                  "beta_init", "beta_epoch1", "beta_epoch3", "beta_epoch10", "proximity_init", "proximity_epoch1",
@@ -109,7 +110,8 @@ def draw(ctx, runs):
     spt["centred"] = spt[plan.PRIMARY] - spt.groupby("dataset")[plan.PRIMARY].transform("mean")
     blind = pd.DataFrame([dict(panel="blindness", dataset=r["dataset"], seed=r["seed"], metric="abs_cos",
                                value=r["value"], direction=r["direction"], loss=r["loss"])
-                          for k, res in runs.items() if k[0] == "probes" for r in res.rows if r["probe"] == "blindness"])
+                          for k, res in runs.items() if k[0] == "probes"
+                          for r in res.rows if r["probe"] == "blindness"])
     rows = [dict(panel="basin", dataset=r.dataset, seed=r.seed, arm="spt_only", metric=m, value=getattr(r, m),
                  basin=r.basin) for r in basin.itertuples()
             for m in ("basin_predictor", "proximity_after_spt", "beta_init", "beta_epoch1")]

@@ -37,8 +37,8 @@ def specs(ctx):
 def draw(ctx, runs):
     datasets, skipped = available(PAPER_DATASETS)
     t = ctx.real_tier
-    runs_frame = pd.DataFrame([analysis.metrics_row(src.load(), arm, seed, res) for (src, arm, seed), res in runs.items()],
-                              columns=analysis.ROW_COLUMNS)
+    runs_frame = pd.DataFrame([analysis.metrics_row(src.load(), arm, seed, res)
+                               for (src, arm, seed), res in runs.items()], columns=analysis.ROW_COLUMNS)
     compared = [a for a in ARMS if a != "scratch"]
     gain = analysis.gain_table(runs_frame, compared)
     ctx.meta[NAME] = dict(tier=t.name, primary=plan.PRIMARY, skipped=skipped,

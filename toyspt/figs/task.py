@@ -6,8 +6,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from toyspt.data.tasks import make_task
-
 NAME = "task"
 TITLE = "Local-shuffle trajectories: same points, different local order"
 COLUMNS = ["panel", "label", "series", "t", "value"]

@@ -12,12 +12,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from toyspt.data.tasks import TaskConfig, make_task
 from toyspt.nn.model import ModelConfig, build_model
-from toyspt.util.plots import color
 from toyspt.probe.engine import probe
 from toyspt.probe.losses import make_batch
 from toyspt.runs.specs import FORMAT_VERSION, Spec, Table, single_thread
-from toyspt.data.tasks import TaskConfig, make_task
+from toyspt.util.plots import color
 
 NAME = "theory"
 TITLE = "The blindness theory, checked numerically"

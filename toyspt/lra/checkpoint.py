@@ -23,10 +23,10 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from toyspt.nn.positional import sinusoidal_table
 from toyspt.lra.infer import ArchHints, infer_config
 from toyspt.lra.lightning import CheckpointError, RawCheckpoint, read_checkpoint, write_checkpoint
 from toyspt.lra.model import LRAConfig, LRATransformer
+from toyspt.nn.positional import sinusoidal_table
 
 ATTN_KINDS = ("linears", "mha")
 HEAD_OVERRIDES = ("cls", "rec", "none")

@@ -29,18 +29,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from toyspt.runs.cache import RunCache
-from toyspt.runs.specs import FORMAT_VERSION, Spec, single_thread
-from toyspt.util.hashing import digest
-from toyspt.train.evaluation import accuracy
-from toyspt.train.loop import Lockstep, RunContext
-from toyspt.util.atomic import write_text
-from toyspt.util.validation import Float, Instance, Int, validate, validated
 from toyspt.lra import listops as lo
 from toyspt.lra.checkpoint import load_lra, save_lra
 from toyspt.lra.inputs import make_batch, mask_tokens, select, spt_mask
 from toyspt.lra.model import LRAConfig, build_lra
 from toyspt.lra.report import ReportConfig, lra_report
+from toyspt.runs.cache import RunCache
+from toyspt.runs.specs import FORMAT_VERSION, Spec, single_thread
+from toyspt.train.evaluation import accuracy
+from toyspt.train.loop import Lockstep, RunContext
+from toyspt.util.atomic import write_text
+from toyspt.util.hashing import digest
+from toyspt.util.validation import Float, Instance, Int, validate, validated
 
 MODELS = ("scratch", "spt_pretrained", "spt_finetuned")
 
@@ -370,5 +370,6 @@ def run_demo(cfg: DemoConfig = DemoConfig(), out: Path | str | None = "lra_demo"
     return DemoResult(records, summary, paths)
 
 
-__all__ = ["DemoConfig", "DemoSpec", "DemoRun", "DemoResult", "run_demo", "demo_frames", "write_checkpoints", "train_phase",
+__all__ = ["DemoConfig", "DemoSpec", "DemoRun", "DemoResult", "run_demo", "demo_frames", "write_checkpoints",
+           "train_phase",
            "label_accuracy", "masked_token_accuracy", "MODELS"]

@@ -73,7 +73,6 @@ def demo_figure(records, directions: tuple[str, ...] = ("circ_w1", "toep_w1")):
     Returns (the figure, unsaved; the plotted numbers: panel, model, layer, direction, offset,
     metric, mean, std, n), means over heads and seeds per layer, std over the per-(seed, head)
     values."""
-    import pandas as pd
 
     style()
     r = records

@@ -23,8 +23,18 @@ from torch import nn
 
 from toyspt.nn.attention import Attention, HookPoint
 from toyspt.nn.positional import sinusoidal_table
-from toyspt.util.validation import (MAX_COUNT, MAX_LENGTH, MAX_WIDTH, Bool, Float, Int, Text, validate,
-                                    validated, within_memory)
+from toyspt.util.validation import (
+    MAX_COUNT,
+    MAX_LENGTH,
+    MAX_WIDTH,
+    Bool,
+    Float,
+    Int,
+    Text,
+    validate,
+    validated,
+    within_memory,
+)
 
 ENCODERS = ("embedding", "linear")
 HEADS = ("linear", "mlp", "retrieval", "none")
@@ -61,7 +71,8 @@ class LRAConfig:
     n_heads: int = validated(8, Int(gt=0, le=MAX_WIDTH))
     d_ff: int = validated(2048, Int(gt=0, le=8 * MAX_WIDTH))  # feed-forward hidden width (expand * d_model)
     encoder: str = validated("embedding", Text(ENCODERS))  # embedding (token ids) | linear (pixel values)
-    n_tokens: int = validated(19, Int(gt=0, le=MAX_COUNT))  # embedding rows (token tasks): 4 specials + 15 ListOps symbols
+    # embedding rows (token tasks): 4 specials + 15 ListOps symbols
+    n_tokens: int = validated(19, Int(gt=0, le=MAX_COUNT))
     # linear encoder inputs (pixel tasks): 1 grayscale value or 3 RGB values, + 1 SPT mask indicator
     d_input: int = validated(1, Int(ge=1, le=4))
     max_len: int = validated(16384, Int(gt=0, le=MAX_LENGTH))  # rows of the positional table
@@ -78,7 +89,8 @@ class LRAConfig:
     activation: str = validated("gelu", Text(tuple(ACTIVATIONS)))  # feed-forward activation (ACTIVATIONS)
     head: str = validated("linear", Text(HEADS))  # classifier: linear | mlp | retrieval | none
     n_classes: int = validated(10, Int(gt=0, le=MAX_COUNT))  # classifier outputs
-    head_hidden: int = validated(0, Int(ge=0, le=8 * MAX_WIDTH))  # hidden width of the mlp / retrieval head (0 = d_model)
+    # hidden width of the mlp / retrieval head (0 = d_model)
+    head_hidden: int = validated(0, Int(ge=0, le=8 * MAX_WIDTH))
     # activation inside the mlp / retrieval head: relu | gelu
     head_activation: str = validated("relu", Text(("relu", "gelu")))
     # outputs per token of the SPT decoder (vocab size, 1 for L1 pixels); 0 = none

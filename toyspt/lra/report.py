@@ -39,11 +39,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from toyspt.data import directions as dr
-from toyspt.probe import engine as pr
-from toyspt.probe import tracking as tr
-from toyspt.nn.attention import hooks
 from toyspt.lra.inputs import LOSSES, documents, mask_pixels, mask_tokens, select
 from toyspt.lra.model import LRATransformer
+from toyspt.nn.attention import hooks
+from toyspt.probe import engine as pr
+from toyspt.probe import tracking as tr
 from toyspt.util.validation import Float, Int, Text, Tuple, validate, validated
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -281,7 +281,7 @@ def displacement_rows(model: LRATransformer, ref: LRATransformer) -> tuple[list[
     if model.cfg.n_heads != ref.cfg.n_heads or model.cfg.d_model != ref.cfg.d_model:
         return rows, skipped + ["per-head (different head layout)"]
     H, dh = model.cfg.n_heads, model.cfg.d_model // model.cfg.n_heads
-    for l, (a, r) in enumerate(zip(model.attentions, ref.attentions)):
+    for layer, (a, r) in enumerate(zip(model.attentions, ref.attentions)):
         for h in range(H):
             sl = slice(h * dh, (h + 1) * dh)
             pairs = {"W_Q": (a.W_Q.weight[sl], r.W_Q.weight[sl]), "W_K": (a.W_K.weight[sl], r.W_K.weight[sl]),
@@ -291,7 +291,7 @@ def displacement_rows(model: LRATransformer, ref: LRATransformer) -> tuple[list[
                 w, w0 = w.detach().double(), w0.detach().double()
                 dist = float(torch.linalg.matrix_norm(w - w0))
                 n0 = float(torch.linalg.matrix_norm(w0))
-                base = dict(section="head", name=f"blocks.{l}.attn.{what}", layer=l, head=h)
+                base = dict(section="head", name=f"blocks.{layer}.attn.{what}", layer=layer, head=h)
                 rows.append(dict(base, metric="disp_ref", value=dist))
                 rows.append(dict(base, metric="rel_disp_ref", value=dist / n0 if n0 > 0 else float("nan")))
     return rows, skipped

@@ -19,11 +19,35 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from toyspt.lra.guard import CheckpointError
+from toyspt.lra.runconfig_rules import (
+    ATTN_NAMES,
+    Unhonoured,
+    activation,
+    attn_dropout,
+    boolean,
+    decoder_name,
+    encoder,
+    ignore_val,
+    ignored_by_flash,
+    initializer,
+    l_output,
+    lm_loss,
+    look_forward,
+    model_encoder,
+    nonneg_int,
+    norm,
+    one_of,
+    optional_int,
+    pool,
+    positive_int,
+    rate,
+    residual,
+    rotary,
+    same_as_d_model,
+    spt_prob,
+    window_size,
+)
 from toyspt.util.validation import short_repr
-from toyspt.lra.runconfig_rules import (Unhonoured, positive_int, nonneg_int, boolean, rate, one_of, residual,
-    norm, pool, attn_dropout, ignored_by_flash, rotary, look_forward, window_size, activation, initializer,
-    same_as_d_model, encoder, model_encoder, decoder_name, l_output, optional_int, spt_prob, lm_loss,
-    ignore_val, ATTN_NAMES)
 
 MISSING = object()
 

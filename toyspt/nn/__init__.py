@@ -1,6 +1,8 @@
 """Models: the one explicit attention with its hook points (:mod:`.attention`), positional
 encodings (:mod:`.positional`), the toy model (:mod:`.model`)."""
-from toyspt.nn.attention import Attention, hooks
-from toyspt.nn.model import GROUPS, ModelConfig, ToyTransformer, build_model
+from toyspt.util.lazy import exports
 
-__all__ = ["Attention", "hooks", "GROUPS", "ModelConfig", "ToyTransformer", "build_model"]
+__all__, __getattr__, __dir__ = exports(globals(), {
+    "toyspt.nn.attention": ("Attention", "hooks"),
+    "toyspt.nn.model": ("GROUPS", "ModelConfig", "ToyTransformer", "build_model"),
+})

@@ -15,11 +15,21 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from toyspt.nn.attention import Attention, HookPoint
-from toyspt.nn.positional import ABSOLUTE, POS_KINDS, ALiBi, FIRE, AbsolutePE
 from toyspt.data.tasks import mask_inputs
-from toyspt.util.validation import (MAX_LENGTH, MAX_SCALE, MAX_WIDTH, Bool, Float, Int, Text, validate,
-                                    validated, within_memory)
+from toyspt.nn.attention import Attention, HookPoint
+from toyspt.nn.positional import ABSOLUTE, FIRE, POS_KINDS, AbsolutePE, ALiBi
+from toyspt.util.validation import (
+    MAX_LENGTH,
+    MAX_SCALE,
+    MAX_WIDTH,
+    Bool,
+    Float,
+    Int,
+    Text,
+    validate,
+    validated,
+    within_memory,
+)
 
 SPT_ATTENTION = ("all", "no_masked_keys", "no_self")
 HEAD_PREFIXES = ("head_cls.", "head_rec.")

@@ -23,10 +23,10 @@ from __future__ import annotations
 import torch
 from scipy.stats import binom
 
-from toyspt.probe import instrument
+from toyspt.data.tasks import TaskData, sample_mask
 from toyspt.nn.attention import hooks
 from toyspt.nn.model import ModelConfig, build_model
-from toyspt.data.tasks import TaskData, sample_mask
+from toyspt.probe import instrument
 
 BETA_BATCH = 256  # validation sequences on which the model's gain is read
 INIT_MASKS = 4  # mask draws per training sequence for the init gain (init_beta)

@@ -37,8 +37,21 @@ from torch.func import functional_call, grad, jvp, vmap
 
 from toyspt.data import directions as dr
 from toyspt.nn.attention import hooks
-from toyspt.probe.instrument import (PARAM_PREFIX, Instrument, Session, batch_size, cast_batch, check_grad,
-    functional_params, instrumented, resolve_loss, score_sites, stack_tree, tree_map, working_model)
+from toyspt.probe.instrument import (
+    PARAM_PREFIX,
+    Instrument,
+    Session,
+    batch_size,
+    cast_batch,
+    check_grad,
+    functional_params,
+    instrumented,
+    resolve_loss,
+    score_sites,
+    stack_tree,
+    tree_map,
+    working_model,
+)
 from toyspt.probe.losses import LossFn
 from toyspt.probe.results import Blindness, LayerProbe, PerExampleGrads, PerExampleProbe, ProbeResult, QKGrads
 

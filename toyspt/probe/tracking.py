@@ -40,13 +40,12 @@ import torch
 from torch import nn
 
 from toyspt.data import directions as dr
-from toyspt.probe import engine as pr
-from toyspt.probe import losses
-from toyspt.probe import instrument
-from toyspt.nn.attention import hooks
-from toyspt.probe.basin import BetaTracker
 from toyspt.data.directions import offsets
 from toyspt.data.tasks import TaskData
+from toyspt.nn.attention import hooks
+from toyspt.probe import engine as pr
+from toyspt.probe import instrument, losses
+from toyspt.probe.basin import BetaTracker
 
 PROXIMITY_WINDOW = 2  # the proximity index counts neighbours with 1 <= |i - j| <= this
 TOP_SV = 3  # singular values of W_t - W_0 recorded per matrix

@@ -12,8 +12,8 @@ import re
 from dataclasses import fields, replace
 from typing import Any
 
-from toyspt.runs.specs import RunSpec, with_overrides
 from toyspt.data.tasks import TaskConfig, other_family
+from toyspt.runs.specs import RunSpec, with_overrides
 from toyspt.train.recipes import RECIPES, get_recipe
 
 ALIASES = {

@@ -15,9 +15,9 @@ from typing import Sequence
 
 import pandas as pd
 
+from toyspt.probe.tracking import proximity_of
 from toyspt.runs.specs import RunSpec
 from toyspt.runs.stats import hits_vs_base_rate
-from toyspt.probe.tracking import proximity_of
 from toyspt.train.run import RunResult
 
 OFFSETS = (0.0, 0.05, 0.1, 0.15, 0.25, 0.5)  # per-sequence offset std, at 1-3 cycles per sequence

@@ -44,10 +44,10 @@ from pathlib import Path
 import torch
 
 from toyspt.runs.specs import Entry, Spec
-from toyspt.util.hashing import digest, jsonable
 from toyspt.util import safeload
 from toyspt.util.atomic import disk_fault
 from toyspt.util.files import UnsafeFile, open_regular
+from toyspt.util.hashing import digest, jsonable
 
 DEFAULT_CACHE = Path(os.environ.get("TOYSPT_CACHE", ".cache/toyspt"))
 FILES = ("spec.json", "result.json", "weights.pt")
@@ -72,7 +72,7 @@ def _open_entry_file(path: Path):
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except FileNotFoundError:
         raise Damaged(f"{path.name} is missing") from None
-    except OSError as e:
+    except OSError:
         if not os.path.islink(path):
             raise
         raise Damaged(f"{path.name} is a symbolic link") from None

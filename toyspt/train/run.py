@@ -20,10 +20,19 @@ import torch.nn.functional as F
 
 from toyspt.data.tasks import Split, TaskData, recon_loss, sample_mask
 from toyspt.nn.model import ModelConfig, ToyTransformer, build_model
-from toyspt.train.evaluation import (EVAL_TOKENS, best_loss, best_val, check_policy, eval_rows, extra_splits,
-                                     label_summary, record, scores)
-from toyspt.train.loop import Lockstep, Objective, RunContext, clone_state
 from toyspt.train.compiled import check_numerics
+from toyspt.train.evaluation import (
+    EVAL_TOKENS,
+    best_loss,
+    best_val,
+    check_policy,
+    eval_rows,
+    extra_splits,
+    label_summary,
+    record,
+    scores,
+)
+from toyspt.train.loop import Lockstep, Objective, RunContext, clone_state
 from toyspt.train.recipes import Recipe, TrainConfig, get_recipe, make_optimizer
 
 
@@ -330,7 +339,8 @@ def transform_stream(seed: int) -> int:
     return 10_007 * seed + 2
 
 
-def check_inputs(rec: Recipe, data: TaskData, model_cfg: ModelConfig, pretrain_data: TaskData | None) -> TaskData | None:
+def check_inputs(rec: Recipe, data: TaskData, model_cfg: ModelConfig,
+                 pretrain_data: TaskData | None) -> TaskData | None:
     """Refuse data that does not fit the recipe or model; returns the data whose validation
     split the SPT phase reports (pretrain_data for data_swap, else the task's)."""
     if rec.needs_swap and pretrain_data is None:

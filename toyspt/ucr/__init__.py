@@ -1,8 +1,9 @@
 """Real data: UCR time-series sets read from a local archive or a package (:mod:`.sources`,
-:mod:`.read`, :mod:`.data`), their runs (:mod:`.runs`), the basin study (:mod:`.study`) and
-the powered study of SPT's gain (:mod:`.gain`)."""
-from toyspt.ucr.data import PAPER_DATASETS, UCRConfig, UCRData, UCRSource, load_ucr, ucr_source
-from toyspt.ucr.runs import ucr_spec, ucr_train_config
+:mod:`.read`, :mod:`.data`, :mod:`.archive`), their runs (:mod:`.runs`), the study"s plan by tier
+(:mod:`.plan`), what the runs say (:mod:`.analysis`), the basin on real data (:mod:`.study`)."""
+from toyspt.util.lazy import exports
 
-__all__ = ["PAPER_DATASETS", "UCRConfig", "UCRData", "UCRSource", "load_ucr", "ucr_source", "ucr_spec",
-           "ucr_train_config"]
+__all__, __getattr__, __dir__ = exports(globals(), {
+    "toyspt.ucr.data": ("PAPER_DATASETS", "UCRConfig", "UCRData", "UCRSource", "load_ucr", "ucr_source"),
+    "toyspt.ucr.runs": ("ucr_spec", "ucr_train_config"),
+})

@@ -49,7 +49,8 @@ def metrics_row(data: UCRData, arm: str, seed: int, result: RunResult) -> dict:
                 final_test_acc=s["final_test_acc"],
                 peak_held_out=max(h["test_acc"] for h in ft) if every else float("nan"),
                 test_at_peak=s["test_at_peak"], peak_val_acc=s["peak_val_acc"], min_val_loss=s["min_val_loss"],
-                final_train_acc=s["final_train_acc"], epochs_at_peak_val=sum(h["val_acc"] == s["peak_val_acc"] for h in ft),
+                final_train_acc=s["final_train_acc"],
+                epochs_at_peak_val=sum(h["val_acc"] == s["peak_val_acc"] for h in ft),
                 n_val=len(data.val),
                 proximity_final=proximity_of(result, "final", x) if arm in PROXIMITY_ARMS else float("nan"),
                 proximity_after_spt=proximity_of(result, "pretrained", x) if arm in PROXIMITY_ARMS and

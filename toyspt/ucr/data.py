@@ -41,8 +41,22 @@ import torch
 from toyspt.data.source import register
 from toyspt.data.tasks import Split, TaskData
 from toyspt.ucr.read import UCRError, read_ucr_file
-from toyspt.ucr.sources import (ARCHIVE_SIZES, ENV_ROOT, PACKAGES, PAPER_DATASETS, SOURCES, DataPackage,
-    Located, SourceInfo, UCRNotFound, describe_sources, format_sources, in_package, is_available, locate)
+from toyspt.ucr.sources import (
+    ARCHIVE_SIZES,
+    ENV_ROOT,
+    PACKAGES,
+    PAPER_DATASETS,
+    SOURCES,
+    DataPackage,
+    Located,
+    SourceInfo,
+    UCRNotFound,
+    describe_sources,
+    format_sources,
+    in_package,
+    is_available,
+    locate,
+)
 from toyspt.util.validation import Bool, Float, Int, Text, validate, validated
 
 # per-series z-normalisation divides by the population standard deviation (see the docstring)
@@ -323,7 +337,8 @@ def available(names: "tuple[str, ...] | list[str]") -> tuple[list[UCRData], dict
 
 register("ucr", source_from_fields)
 
-__all__ = ["UCRConfig", "UCRData", "UCRSource", "ucr_source", "source_from_fields", "available", "UCRError", "UCRNotFound", "Located", "SourceInfo", "DataPackage",
+__all__ = ["UCRConfig", "UCRData", "UCRSource", "ucr_source", "source_from_fields", "available", "UCRError",
+           "UCRNotFound", "Located", "SourceInfo", "DataPackage",
            "ENV_ROOT", "SOURCES", "PACKAGES", "PAPER_DATASETS", "ARCHIVE_SIZES", "ZNORM_DDOF",
            "locate", "in_package", "is_available", "describe_sources", "format_sources",
            "read_ucr_file", "flat_series", "znormalize", "check_znormalizable", "check_split_sizes",

@@ -60,7 +60,8 @@ def predictor_test(basin: pd.DataFrame, column: str) -> dict:
     if len(t) < 2:
         hits, n = predictor_share(t, column)
         nan = float("nan")
-        return dict(hits=hits, n=n, share=hits / n if n else nan, majority="none", majority_hits=n, base_rate=nan, p=nan)
+        return dict(hits=hits, n=n, share=hits / n if n else nan, majority="none", majority_hits=n, base_rate=nan,
+                    p=nan)
     out = hits_vs_base_rate((t[column] > 0).to_numpy(bool), (t.basin == "proximity").to_numpy(bool))
     return dict(out, majority="proximity" if out["majority"] else "anti-local")
 
@@ -78,7 +79,8 @@ def predictor_check(basin: pd.DataFrame, column: str = "basin_predictor", thresh
     return checked_result("R1", f"sign({column}) names the SPT basin on real (UCR) data in >= {threshold:.0%} of runs",
                           f"{hits}/{n} SPT-only runs ({sets}); always answering the majority basin ({r['majority']}) "
                           f"names {r['majority_hits']}/{n}, one-sided binomial p = {r['p']:.2g} against that base rate",
-                          "n.a.", hits / n if n else float("nan"), "share of runs", threshold, "ge", "the goal stated for real data",
+                          "n.a.", hits / n if n else float("nan"), "share of runs", threshold, "ge",
+                          "the goal stated for real data",
                           hits=hits, n=n, base_rate=r["base_rate"], majority=r["majority"], p_base_rate=r["p"])
 
 

@@ -344,7 +344,8 @@ class _Scan:
     def tensor(self, fname: str, items: list[_V]) -> _V:
         """A dense tensor over a storage, priced by its own size (v3 names its dtype)."""
         v3 = fname.endswith("_v3")
-        ints = (lambda v: v.kind == "tuple" and all(x.kind == "int" for x in v.items))
+        def ints(v) -> bool:
+            return v.kind == "tuple" and all(x.kind == "int" for x in v.items)
         if (len(items) < (7 if v3 else 4) or items[0].kind != "storage" or items[1].kind != "int"
                 or not ints(items[2]) or not ints(items[3])):
             self.fail("its pickle rebuilds a tensor from something other than a storage, an "

@@ -62,7 +62,6 @@ def _figures(log: Path):
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_figure_is_written_before_the_last_run_of_another_ends(tmp_path, monkeypatch, workers):
-    import toyspt.figs.schedule as schedule
 
     log = tmp_path / "events.log"
     planned = _figures(log)

@@ -12,9 +12,8 @@ from collections import OrderedDict
 from pathlib import Path
 
 import torch
-from torch import nn
-
 import zipcraft
+from torch import nn
 
 # pickle opcodes used below (protocol 2)
 PROTO2, STOP, MARK = b"\x80\x02", b".", b"("

@@ -4,8 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from toyspt.lra.checkpoint import (ArchHints, infer_config, load_lra, load_state, lra_state_dict, run_config,
-                                   save_lra)
+from toyspt.lra.checkpoint import ArchHints, infer_config, load_lra, load_state, lra_state_dict, run_config, save_lra
 from toyspt.lra.lightning import CheckpointError, write_checkpoint
 from toyspt.lra.model import LRAConfig, build_lra
 
@@ -63,7 +62,8 @@ def test_key_layout_of_the_code():
     assert sd["model.layers.3.layer.ff.2.weight"].shape == (16, 64)
     assert sd["model.norm.norm.weight"].shape == (16,)
     assert sd["decoder.0.output_transform.weight"].shape == (10, 16)
-    assert len([k for k in sd if k.startswith("model.layers.")]) == 2 * ((2 + 8) + (2 + 4))  # pairs x (attention block + ff block)
+    # pairs x (attention block + ff block)
+    assert len([k for k in sd if k.startswith("model.layers.")]) == 2 * ((2 + 8) + (2 + 4))
 
 
 def test_packed_in_proj_matches_torch_multiheadattention():
@@ -136,7 +136,8 @@ def test_classifier_or_spt_decoder(tmp_path):
     sd = lra_state_dict(build_lra(cfg))
     c, _, notes = infer_config(sd, None, ArchHints(n_heads=2, causal=False, window=0, activation="gelu"))
     assert c.rec_out == 19 and "guess" in " ".join(notes)
-    c, _, _ = infer_config(sd, {"dataset": {"mlm_prob": 0.0}}, ArchHints(n_heads=2, causal=False, pool="mean", use_lengths=True))
+    c, _, _ = infer_config(sd, {"dataset": {"mlm_prob": 0.0}},
+                           ArchHints(n_heads=2, causal=False, pool="mean", use_lengths=True))
     assert c.head == "linear" and c.n_classes == 19
     c, _, _ = infer_config(sd, None, ArchHints(n_heads=2, head="cls", causal=False, window=0, activation="gelu",
                                                pool="max", use_lengths=False))

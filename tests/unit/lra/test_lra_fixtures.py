@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from parity import parity_tol
+
 from toyspt.lra.checkpoint import load_lra
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "lra"

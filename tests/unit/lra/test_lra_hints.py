@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from parity import parity_tol
+
 from toyspt.lra.checkpoint import ArchHints, load_lra, lra_state_dict
 from toyspt.lra.infer import FLAGS
 from toyspt.lra.lightning import CheckpointError, read_checkpoint, write_checkpoint

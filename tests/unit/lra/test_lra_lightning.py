@@ -6,8 +6,7 @@ import pickle
 import pytest
 import torch
 
-from toyspt.lra.lightning import (CheckpointError, CheckpointRefused, read_checkpoint,
-                                  write_checkpoint)
+from toyspt.lra.lightning import CheckpointError, CheckpointRefused, read_checkpoint, write_checkpoint
 
 CONFIG = {"model": {"d_model": 8, "n_layers": 1, "prenorm": True,
                     "layer": [{"_name_": "mhfa", "n_heads": 2, "causal": False, "dropout": None},

@@ -4,11 +4,10 @@ import math
 
 import pytest
 import torch
-
 from parity import parity_tol
 
-from toyspt.nn.attention import hooks
 from toyspt.lra.model import LRAConfig, build_lra
+from toyspt.nn.attention import hooks
 
 CASES = {
     "listops": LRAConfig(n_layers=3, d_model=32, n_heads=4, d_ff=128, max_len=256),

@@ -9,12 +9,18 @@ import pytest
 import torch
 
 from toyspt.data import directions as dr
-from toyspt.nn.attention import hooks
 from toyspt.lra import listops as lo
 from toyspt.lra.inputs import LOSSES, make_batch, select
 from toyspt.lra.model import LRAConfig, build_lra
-from toyspt.lra.report import (ReportConfig, aggregate_probes, displacement_rows,
-                               fit_missing_heads, lra_report, probe_rows)
+from toyspt.lra.report import (
+    ReportConfig,
+    aggregate_probes,
+    displacement_rows,
+    fit_missing_heads,
+    lra_report,
+    probe_rows,
+)
+from toyspt.nn.attention import hooks
 
 CFG = LRAConfig(n_layers=2, d_model=16, n_heads=2, d_ff=32, max_len=64, rec_out=19)
 RCFG = ReportConfig(directions=("circ_w1", "toep_w1", "prev"))
@@ -55,7 +61,8 @@ def test_probe_rows_match_direct_autograd_and_aggregate(batch):
             model.zero_grad()
             sel = f[(f.example == ex_i) & (f.loss == loss) & (f.layer == 1) & (f["head"] == 1)]
             # float64 autograd of the same graph in a different order: relative rounding ~1e-15
-            assert sel[(sel.metric == "deriv") & (sel.direction == "toep_w1")].value.item() == pytest.approx(d, rel=1e-9, abs=1e-14)
+            got = sel[(sel.metric == "deriv") & (sel.direction == "toep_w1")].value.item()
+            assert got == pytest.approx(d, rel=1e-9, abs=1e-14)
             assert sel[sel.metric == "grad_norm"].value.item() == pytest.approx(g, rel=1e-9)
     agg = aggregate_probes(rows)
     sel = f[(f.layer == 0) & (f["head"] == 0)]

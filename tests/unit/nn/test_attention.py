@@ -14,7 +14,7 @@ def test_matches_fused_sdpa_in_float64():
     for lin in (att.W_Q, att.W_K, att.W_V, att.W_O):
         torch.nn.init.normal_(lin.bias)
     x = torch.randn(3, 10, 16, dtype=torch.float64)
-    q, k, v = (att._heads(l(x)) for l in (att.W_Q, att.W_K, att.W_V))
+    q, k, v = (att._heads(lin(x)) for lin in (att.W_Q, att.W_K, att.W_V))
     ref = att.W_O(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(3, 10, 16))
     # float64 rounding on O(10)-term sums of O(1) values: 1e-12 is ~1e4 ulps of slack
     assert torch.allclose(att(x), ref, atol=1e-12, rtol=0)

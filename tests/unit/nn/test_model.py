@@ -1,10 +1,10 @@
 import pytest
 import torch
 
+from toyspt.data.tasks import sample_mask
 from toyspt.nn.attention import hooks
 from toyspt.nn.model import ModelConfig, build_model, qk_param_names, spt_allowed
 from toyspt.nn.positional import POS_KINDS
-from toyspt.data.tasks import sample_mask
 
 
 @pytest.mark.parametrize("pos", POS_KINDS)
@@ -39,7 +39,7 @@ def test_zero_qk_init_gives_exactly_uniform_attention():
 
 def test_qk_param_names():
     m = build_model(ModelConfig(n_layers=2), 0)
-    assert qk_param_names(m) == [f"blocks.{l}.attn.{w}.{t}" for l in range(2) for w in ("W_Q", "W_K")
+    assert qk_param_names(m) == [f"blocks.{b}.attn.{w}.{t}" for b in range(2) for w in ("W_Q", "W_K")
                                  for t in ("weight", "bias")]
 
 

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from toyspt.nn.positional import ALiBi, FIRE, AbsolutePE, alibi_slopes, rope, sinusoidal_table
+from toyspt.nn.positional import FIRE, AbsolutePE, ALiBi, alibi_slopes, rope, sinusoidal_table
 
 
 def test_sinusoidal_formula():

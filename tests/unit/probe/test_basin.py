@@ -5,12 +5,12 @@ import pytest
 import torch
 from torch import nn
 
-from toyspt.probe.basin import BetaTracker, beta_unif, mask_moments, model_beta, peak_offset, uniform_moments
-from toyspt.nn.model import ModelConfig, build_model
 from toyspt.data.tasks import TaskConfig, make_task, sample_mask
+from toyspt.nn.model import ModelConfig, build_model
+from toyspt.probe.basin import BetaTracker, beta_unif, mask_moments, model_beta, peak_offset, uniform_moments
+from toyspt.train.loop import RunContext, clone_state
 from toyspt.train.recipes import TrainConfig
 from toyspt.train.run import load_model, run_recipe
-from toyspt.train.loop import RunContext, clone_state
 
 
 def _brute_moments(x_NxTxD, q):

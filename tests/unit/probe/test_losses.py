@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from toyspt.probe import losses
-from toyspt.nn.model import ModelConfig, build_model
 from toyspt.data.tasks import recon_loss
+from toyspt.nn.model import ModelConfig, build_model
+from toyspt.probe import losses
 
 
 def test_make_batch_checks_shapes_and_is_seeded(small_data):

@@ -7,10 +7,10 @@ import pytest
 import torch
 from torch import nn
 
-from toyspt.probe import engine as probes
-from toyspt.probe import losses
 from toyspt.nn.attention import Attention, active_hook_count
 from toyspt.nn.model import ModelConfig, build_model
+from toyspt.probe import engine as probes
+from toyspt.probe import losses
 
 SITE = "blocks.0.attn.hook_attn_scores"
 T1 = dict(d_model=16, d_mlp=0, final_norm=False)  # theory.md T1: affine per token, mean pool

@@ -7,7 +7,9 @@ import sys
 import pytest
 import torch
 
-from toyspt.probe import losses, results as res, engine as probes
+from toyspt.probe import engine as probes
+from toyspt.probe import losses
+from toyspt.probe import results as res
 
 H, T, K, B, d = 2, 3, 2, 4, 4
 

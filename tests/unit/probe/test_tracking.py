@@ -4,8 +4,8 @@ import math
 import pytest
 import torch
 
-from toyspt.probe import tracking
 from toyspt.nn.model import ModelConfig, build_model
+from toyspt.probe import tracking
 from toyspt.runs import RunSpec
 from toyspt.train.recipes import TrainConfig
 from toyspt.train.run import run_recipe

@@ -4,12 +4,11 @@ from dataclasses import replace
 
 import pytest
 import torch
-
-from toyspt.runs.arms import arm_spec, default_swap
-from toyspt.runs import CacheError, RunCache, RunSpec, get_run, spec_from_dict, sweep, with_overrides
-from toyspt.train.recipes import TrainConfig
-
 from conftest import SMALL_TASK
+
+from toyspt.runs import CacheError, RunCache, RunSpec, get_run, spec_from_dict, sweep, with_overrides
+from toyspt.runs.arms import arm_spec, default_swap
+from toyspt.train.recipes import TrainConfig
 
 BASE = RunSpec("scratch", 0, SMALL_TASK, train=TrainConfig(epochs=1, pre_epochs=1, batch_size=64))
 

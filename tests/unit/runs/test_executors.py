@@ -5,14 +5,13 @@ from dataclasses import replace
 
 import pytest
 import torch
+from conftest import SMALL_TASK
 
+from toyspt.runs import RunCache, RunSpec, sweep
 from toyspt.runs.executors import executor_scope, make_executor, slots
 from toyspt.runs.sweeps import plan_jobs
-from toyspt.runs import RunCache, RunSpec, sweep
 from toyspt.train.recipes import TrainConfig
 from toyspt.train.run import RunResult
-
-from conftest import SMALL_TASK
 
 TC = TrainConfig(epochs=1, pre_epochs=1, batch_size=64)
 BASE = RunSpec("spt", 0, SMALL_TASK, train=TC)
@@ -21,7 +20,8 @@ TRACKED = replace(BASE, recipe="scratch", trackers=("displacement",))
 
 def assert_same_runs(a, b):
     for x, y in zip(a, b, strict=True):
-        assert (x.recipe, x.seed, x.history, x.summary, x.records) == (y.recipe, y.seed, y.history, y.summary, y.records)
+        assert ((x.recipe, x.seed, x.history, x.summary, x.records)
+                == (y.recipe, y.seed, y.history, y.summary, y.records))
         for which in x.states:
             for n, v in x.states[which].items():
                 assert torch.equal(v, y.states[which][n]), (which, n)

@@ -9,7 +9,6 @@ from scipy import stats as sps
 
 from toyspt.runs import stats
 
-
 # ---------------------------------------------------------------------------------------
 # paired
 

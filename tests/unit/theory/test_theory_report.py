@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from toyspt.theory import report, t2_blindness
 from toyspt.theory.__main__ import main
 from toyspt.theory.result import Result

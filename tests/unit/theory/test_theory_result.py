@@ -4,9 +4,16 @@ import math
 
 import numpy as np
 import pytest
-
-from toyspt.theory.result import (U64, Result, checked_result, decide, error_result, fd_agreement,
-    measured_result, rounding_tol)
+from toyspt.theory.result import (
+    U64,
+    Result,
+    checked_result,
+    decide,
+    error_result,
+    fd_agreement,
+    measured_result,
+    rounding_tol,
+)
 
 
 def test_decide_le_ge_and_symbolic():

@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 import torch
-
 from toyspt.theory import geometry as geo
 from toyspt.theory import onehead as oh
 from toyspt.theory import t2_blindness as t2
+
 from toyspt.data import directions as dr
 
 

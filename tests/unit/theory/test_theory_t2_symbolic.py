@@ -1,6 +1,5 @@
 """T2's symbolic statements: row identity, the blind dimension, kappa of symbolic directions."""
 import pytest
-
 from toyspt.theory import t2_symbolic as t2s
 
 

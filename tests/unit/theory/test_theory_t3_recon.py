@@ -4,7 +4,6 @@ import math
 import pytest
 import sympy as sp
 import torch
-
 from toyspt.theory import t3_recon as t3
 
 

@@ -1,6 +1,5 @@
 """T4: the label gradient on M is rank one per example; the recon gradient is not."""
 import torch
-
 from toyspt.theory import t4_rank as t4
 
 
@@ -34,7 +33,6 @@ def test_toy_rank_one():
 
 def test_autograd_dLdM_matches_the_probe_and_refuses_other_points():
     import pytest
-
     from toyspt.theory import toy
     batch = toy.toy_batch(8, 4, seed=0)
     model = toy.toy_model(toy.T1_MODEL, seed=0)

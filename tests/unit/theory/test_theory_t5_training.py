@@ -3,11 +3,11 @@ import math
 from pathlib import Path
 
 import pytest
-
 from toyspt.theory import t5_training as t5
+
+from toyspt.data.tasks import TaskConfig
 from toyspt.nn.model import ModelConfig
 from toyspt.runs import RunCache
-from toyspt.data.tasks import TaskConfig
 from toyspt.train.recipes import TrainConfig
 
 TINY = t5.T5Config(TaskConfig(T=16, n_train=64, n_val=32, n_test=32, seed=5),
@@ -47,7 +47,8 @@ def _table(pred, basin_prox, beta_unif=0.5):
 
 
 def test_share_verdict_fails_below_its_threshold_and_when_the_sign_is_flipped():
-    t = _table([0.3, -0.2, 0.1, 0.4, -0.5, 0.2, -0.1, 0.3, 0.6, -0.3, 0.2, 0.9, -0.4, 0.5, 0.7, -0.2, 0.1, 0.2, 0.3, -0.6],
+    t = _table([0.3, -0.2, 0.1, 0.4, -0.5, 0.2, -0.1, 0.3, 0.6, -0.3, 0.2, 0.9, -0.4, 0.5, 0.7, -0.2, 0.1, 0.2, 0.3,
+                -0.6],
                [True, False, True, True, False, True, False, True, True, False, True, True, False, True, True,
                 False, True, True, True, True])  # the last run is a miss: 19/20 = 0.95
     assert t5.share_verdict(t, lambda x: x.pred, 0.95, "ge") == (19, 20, "pass")

@@ -3,9 +3,9 @@ import math
 
 import torch
 from torch.func import jacrev
-
 from toyspt.theory import onehead as oh
 from toyspt.theory import toy
+
 from toyspt.nn.attention import hooks
 from toyspt.nn.model import ModelConfig
 

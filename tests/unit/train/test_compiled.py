@@ -8,7 +8,6 @@ from dataclasses import replace
 
 import pytest
 import torch
-
 from checks import assert_bitwise
 
 from toyspt.nn.model import ModelConfig, build_model
@@ -16,10 +15,8 @@ from toyspt.runs import RunSpec
 from toyspt.runs.specs import digest
 from toyspt.train.compiled import available, check_numerics
 from toyspt.train.loop import Lockstep, Objective, RunContext
-from toyspt.train.run import label_objective, recon_objective, run_recipe, run_recipe_seeds, template
 from toyspt.train.recipes import TrainConfig, make_optimizer
-
-from conftest import SMALL_TASK
+from toyspt.train.run import label_objective, recon_objective, run_recipe, run_recipe_seeds, template
 
 TC = TrainConfig(epochs=2, pre_epochs=1, batch_size=32)  # 128 sequences: 4 full batches per epoch
 U = 2.0 ** -24  # float32 unit roundoff
@@ -138,8 +135,8 @@ def test_no_compiler_falls_back_to_eager_in_one_line(tmp_path):
     said = [line for line in p.stderr.splitlines() if "torch.compile is not available" in line]
     assert len(said) == 1 and "Traceback" not in p.stderr, p.stderr[-2000:]
     assert "eager" in said[0]
-    from toyspt.runs import RunCache
     from toyspt.data.tasks import TaskConfig
+    from toyspt.runs import RunCache
 
     eager = RunSpec("scratch", 0, data=TaskConfig(n_train=64, n_val=32, n_test=32, T=16),
                     train=replace(TrainConfig(), epochs=1), evaluate="peak")

@@ -2,18 +2,16 @@ from dataclasses import replace
 
 import pytest
 import torch
-
 from checks import assert_bitwise
+from conftest import SMALL_TASK
 
+from toyspt.data.tasks import Split, TaskConfig, make_task
 from toyspt.nn.model import ModelConfig
 from toyspt.runs import RunSpec
-from toyspt.data.tasks import Split, TaskConfig, make_task
 from toyspt.train.recipes import RECIPES, TrainConfig
 from toyspt.train.run import run_recipe, run_recipe_seeds
 
 execute_seeds = RunSpec.execute_group
-
-from conftest import SMALL_TASK
 
 TC = TrainConfig(epochs=2, pre_epochs=2, batch_size=32, swap_epochs=1)  # 4 steps per epoch on 128 sequences
 SEEDS = (0, 5)
@@ -51,8 +49,8 @@ def _textbook(data, tc, seed, model_cfg=ModelConfig()):
     """A scratch run the textbook way: one model, torch's optimizer over its parameters,
     zero_grad / backward / step; the oracle for the flat optimizer buffer."""
     from toyspt.nn.model import build_model
-    from toyspt.train.run import seed_stream
     from toyspt.train.recipes import make_optimizer
+    from toyspt.train.run import seed_stream
 
     model = build_model(model_cfg, seed)
     opt = make_optimizer(model.parameters(), tc, tc.lr)

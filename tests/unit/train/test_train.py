@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from toyspt.nn.model import ModelConfig, build_model, group_param_names, head_param_names, qk_param_names
 from toyspt.data.tasks import Split, TaskConfig, TaskData, make_task
+from toyspt.nn.model import ModelConfig, build_model, group_param_names, head_param_names, qk_param_names
 from toyspt.train.recipes import RECIPES, TrainConfig, get_recipe
 from toyspt.train.run import run_recipe
 

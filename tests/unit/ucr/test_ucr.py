@@ -8,19 +8,29 @@ import pandas as pd
 import pytest
 import torch
 
-from toyspt.ucr import sources as ucr_sources
 from toyspt.cli.main import main
 from toyspt.figs import FigContext, write
 from toyspt.figs import ucr as ucr_fig
 from toyspt.nn.model import ModelConfig
-from toyspt.runs import RunCache
-from toyspt.train.recipes import TrainConfig
-from toyspt.ucr.data import (ENV_ROOT, PAPER_DATASETS, UCRConfig, UCRError, UCRNotFound, is_available, load_ucr, locate,
-                        read_ucr_file, stratified_split, znormalize)
-from toyspt.runs import sweep
+from toyspt.runs import RunCache, sweep
 from toyspt.runs.arms import arm_spec
 from toyspt.runs.tables import default_columns, per_seed_frame
-from toyspt.ucr.data import UCRSource
+from toyspt.train.recipes import TrainConfig
+from toyspt.ucr import sources as ucr_sources
+from toyspt.ucr.data import (
+    ENV_ROOT,
+    PAPER_DATASETS,
+    UCRConfig,
+    UCRError,
+    UCRNotFound,
+    UCRSource,
+    is_available,
+    load_ucr,
+    locate,
+    read_ucr_file,
+    stratified_split,
+    znormalize,
+)
 from toyspt.ucr.runs import ucr_spec
 
 needs_gunpoint = pytest.mark.skipif(not is_available("GunPoint", source="package"),
@@ -285,7 +295,8 @@ def test_figure_draws_available_sets_and_lists_the_rest_as_skipped(tmp_path, mon
     assert "beta_unif" not in frame.columns  # a constant on z-normalised sets: not drawn
 
 
-@pytest.mark.skipif(not all(is_available(n, source="package") for n in PAPER_DATASETS), reason="needs the ucr-all extra")
+@pytest.mark.skipif(not all(is_available(n, source="package") for n in PAPER_DATASETS),
+                    reason="needs the ucr-all extra")
 @pytest.mark.parametrize("tier", ["default", "study"])
 def test_figure_plan_full_mode(monkeypatch, tier):
     """Full mode: every set, the tier's arms and seeds (toyspt.ucr.plan.TIERS), untracked."""

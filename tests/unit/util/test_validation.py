@@ -7,19 +7,30 @@ import math
 import numpy as np
 import pytest
 
-from toyspt.runs.arms import parse_value
-from toyspt.nn.model import ModelConfig
 from toyspt.data.tasks import TaskConfig
-from toyspt.train.recipes import TrainConfig
-from toyspt.util.validation import (Bool, Float, Instance, Int, Number, Text, Tuple, rule_of, unruled,
-                               validate, validated)
 
 # every config that adopts toyspt.util.validation; a new config belongs here too
 from toyspt.lra.demo import DemoConfig  # noqa: E402
 from toyspt.lra.listops import ListOpsConfig  # noqa: E402
 from toyspt.lra.model import LRAConfig  # noqa: E402
 from toyspt.lra.report import ReportConfig  # noqa: E402
+from toyspt.nn.model import ModelConfig
+from toyspt.runs.arms import parse_value
+from toyspt.train.recipes import TrainConfig
 from toyspt.ucr.data import UCRConfig  # noqa: E402
+from toyspt.util.validation import (
+    Bool,
+    Float,
+    Instance,
+    Int,
+    Number,
+    Text,
+    Tuple,
+    rule_of,
+    unruled,
+    validate,
+    validated,
+)
 
 # every config of toyspt: task, model, train, UCR data, LRA model/data/report/demo
 CONFIGS = (TaskConfig, ModelConfig, TrainConfig, UCRConfig, LRAConfig, ListOpsConfig, ReportConfig, DemoConfig)
