@@ -25,10 +25,9 @@ from toyspt.cli.flags import add_seeds, add_sweep_flags, ascii_float, nonnegativ
 from toyspt.data.directions import COMPACT
 from toyspt.lra import listops as lo
 from toyspt.lra.checkpoint import HEAD_OVERRIDES, ArchHints, LoadedLRA, load_lra
-from toyspt.lra.inputs import PIXEL_TASKS, load_labels, load_npy, load_pixels, make_batch, make_pair_batch, select
+from toyspt.lra.inputs import select
+from toyspt.lra.probe_data import N_CLASSES, TASKS, ProbeInputs, probe_inputs
 from toyspt.lra.report import ReportConfig, lra_report
-
-TASKS = ("listops",) + PIXEL_TASKS + ("tokens", "retrieval")
 
 
 def hints(args) -> ArchHints:
@@ -44,80 +43,6 @@ def _load(path, args) -> LoadedLRA:
                     strict=not args.allow_unexpected, dtype=torch.float64)
 
 
-N_CLASSES = {"listops": 10, "image": 10, "pathfinder": 2, "retrieval": 2}  # LRA class counts (tokens: from labels)
-
-
-def listops_data(args, loaded: LoadedLRA, n_total: int) -> tuple[dict, list[str]]:
-    """(batch of n_total examples, notes) from --data or the generator."""
-    cfg, notes = loaded.cfg, []
-    vocab = lo.read_vocab_file(args.vocab) if args.vocab else None
-    if args.data:
-        toks, ys = lo.read_tsv(args.data)
-        toks, ys = toks[:n_total], ys[:n_total]
-        src = args.data
-    else:
-        gcfg = lo.ListOpsConfig(max_depth=args.max_depth, max_args=args.max_args,
-                                min_len=args.min_len, max_len=args.max_len)
-        if gcfg.max_len + 1 > cfg.max_len:
-            raise ValueError(f"generated ListOps reach {gcfg.max_len + 1} tokens (with <eos>) but the "
-                             f"model's positional table has {cfg.max_len} rows; lower --max-len")
-        trees = lo.generate(gcfg, n_total, args.seed)
-        toks, ys = [lo.tokens(t) for t in trees], [lo.evaluate(t) for t in trees]
-        src = f"generated ListOps ({gcfg}, seed {args.seed})"
-    if vocab is None:
-        vocab = lo.build_vocab(toks)
-        notes.append(f"vocabulary built from the probed data ({src}); the checkpoint's symbol ids "
-                     "follow its training file's frequency order: pass --vocab basic_train.tsv to match")
-    else:
-        notes.append(f"vocabulary from {args.vocab}")
-    if len(vocab) != cfg.n_tokens:
-        raise ValueError(f"the vocabulary has {len(vocab)} tokens but the checkpoint's embedding has "
-                         f"{cfg.n_tokens} rows; pass the run's vocabulary with --vocab")
-    b = lo.encode_batch(toks, ys, vocab, l_max=min(2048, cfg.max_len))
-    notes.append(f"data: {src}, {len(ys)} examples, lengths {int(b.lengths.min())}..{int(b.lengths.max())}")
-    return make_batch(b.ids, b.y, b.lengths, args.p_mask, args.seed), notes
-
-
-def _token_ids(args, loaded: LoadedLRA, n_total: int, ndim: int, layout: str) -> torch.Tensor:
-    """The first ``n_total`` rows of an id array, its shape and ids checked before widening."""
-    import numpy as np
-
-    def expect(shape, dtype):
-        if len(shape) != ndim or (ndim == 3 and shape[1] != 2) or dtype.kind not in "iu":
-            raise ValueError(f"{args.data}: {layout} must be integer ids, got {dtype} {shape}")
-
-    a = load_npy(args.data, "id array", expect, n_total)
-    if a.size and (a.min() < 0 or a.max() >= loaded.cfg.n_tokens):
-        raise ValueError(f"{args.data}: ids must lie in 0..{loaded.cfg.n_tokens - 1} (the embedding's "
-                         f"rows), found {a.min() if a.min() < 0 else a.max()}")
-    return torch.from_numpy(a.astype(np.int64))
-
-
-def array_data(args, loaded: LoadedLRA, n_total: int) -> tuple[dict, list[str]]:
-    if not args.data:
-        raise ValueError(f"--task {args.task} needs --data FILE.npy (and --labels FILE.npy)")
-    n_classes = loaded.cfg.n_classes if loaded.cfg.head != "none" else N_CLASSES.get(args.task)
-    y = load_labels(args.labels, n_classes, n_total) if args.labels else None
-    if args.task == "retrieval":
-        x = _token_ids(args, loaded, n_total, 3, "retrieval pairs (N, 2, T)").transpose(1, 2)
-        lengths = (x != lo.PAD_ID).long().cumsum(1).argmax(1) + 1  # (N, 2): up to the last non-<pad>
-        if y is None:
-            raise ValueError("--labels FILE.npy is needed for the label loss")
-        return (make_pair_batch(x, y, lengths, args.p_mask, args.seed),
-                [f"data: {args.data} ({len(x)} document pairs; <pad> = {lo.PAD_ID})"])
-    if args.task == "tokens":
-        x = _token_ids(args, loaded, n_total, 2, "token ids (N, T)")
-        lengths = (x != lo.PAD_ID).long().cumsum(1).argmax(1) + 1  # up to the last non-<pad>
-    else:
-        x, _ = load_pixels(args.data, args.task, count=n_total)
-        lengths = None
-    if y is not None and len(y) != len(x):
-        raise ValueError(f"{args.labels}: {len(y)} labels for {len(x)} examples")
-    if y is None:
-        raise ValueError("--labels FILE.npy is needed for the label loss")
-    return make_batch(x, y, lengths, args.p_mask, args.seed), [f"data: {args.data} ({len(x)} examples)"]
-
-
 def cmd_inspect(args) -> int:
     loaded = _load(args.ckpt, args)
     r = loaded.report
@@ -130,19 +55,6 @@ def cmd_inspect(args) -> int:
     for u in r.unused:
         print(f"    unused: {u}")
     return 0
-
-
-def check_data_kind(task: str, data: str | None) -> None:
-    """Refuse a --data file of the wrong kind for the task before anything is loaded."""
-    if data is None:
-        return
-    suffix = Path(data).suffix.lower()
-    if task == "listops" and suffix in (".npy", ".npz"):
-        raise ValueError(f"--task listops reads ListOps text (.tsv: Source<TAB>Target), got the NumPy file "
-                         f"{data}; arrays go with --task image, pathfinder or retrieval")
-    if task != "listops" and suffix != ".npy":
-        raise ValueError(f"--task {task} reads a .npy array (numpy.save), got {data}"
-                         + (" (an .npz archive: save the array itself with numpy.save)" if suffix == ".npz" else ""))
 
 
 ARCHITECTURE = ("n_layers", "d_model", "n_heads", "d_ff", "encoder", "n_tokens", "d_input",
@@ -161,20 +73,16 @@ def check_same_architecture(loaded: LoadedLRA, ref: LoadedLRA, path: str) -> Non
 
 def cmd_probe(args) -> int:
     torch.set_num_threads(args.threads)
-    check_data_kind(args.task, args.data)
+    gen = {} if args.data else dict(listops=lo.ListOpsConfig(max_depth=args.max_depth, max_args=args.max_args,
+                                                             min_len=args.min_len, max_len=args.max_len))
+    inputs = ProbeInputs(task=args.task, n=args.n + args.fit_n, data=args.data, labels=args.labels,
+                         vocab=args.vocab, p_mask=args.p_mask, seed=args.seed, **gen)
     loaded = _load(args.ckpt, args)
-    if (loaded.cfg.head == "retrieval") != (args.task == "retrieval"):
-        raise ValueError("retrieval (two-document) models need --task retrieval with pairs "
-                         "(N, 2, T), and --task retrieval needs a retrieval model")
-    if args.task == "listops" and not loaded.cfg.token_task:
-        raise ValueError("--task listops needs a token (embedding) model; this one has a linear encoder")
-    if args.task in PIXEL_TASKS and loaded.cfg.token_task:
-        raise ValueError(f"--task {args.task} needs a pixel (linear encoder) model")
+    inputs.check_model(loaded)
     ref = _load(args.ref, args) if args.ref else None
     if ref is not None:
         check_same_architecture(loaded, ref, args.ref)
-    n_total = args.n + args.fit_n
-    batch, notes = (listops_data if args.task == "listops" else array_data)(args, loaded, n_total)
+    batch, notes = probe_inputs(inputs, loaded)
     n = min(args.n, len(batch["lengths"]))
     probe_batch = select(batch, slice(0, n))
     fit_batch = select(batch, slice(n, None)) if len(batch["lengths"]) > n else probe_batch
@@ -312,4 +220,4 @@ def register(sub) -> None:
     d.set_defaults(func=cmd_demo)
 
 
-__all__ = ["register", "cmd_probe", "cmd_inspect", "cmd_demo", "listops_data", "array_data"]
+__all__ = ["register", "cmd_probe", "cmd_inspect", "cmd_demo"]
