@@ -78,3 +78,47 @@ def test_theory_report_is_generated_not_pasted():
     assert rows and len(rows) == len(set(rows))
     # no report rows (the text table `python -m theory` prints) pasted into the prose page
     assert not re.search(r"^T\d\.\d+ +\S", (ROOT / "docs" / "theory.md").read_text(), re.M)
+
+
+# A number the docs quote from figures/metadata.json is followed by a marker naming where it
+# comes from and how it is printed: `+34.4<!-- meta figures.accuracy.headline.x .1f 100 -->`
+# (path with dots, list items by index; a format spec; an optional scale). The quoted text must
+# end with the value so printed (a sign is part of the format spec, e.g. "+.3f").
+META_MARK = re.compile(r"<!-- meta ([\w.]+) (\S+)(?: ([-\d.e]+))? -->")
+
+
+def _meta_value(meta, path: str):
+    v = meta
+    for part in path.split("."):
+        v = v[int(part)] if isinstance(v, list) else v[part]
+    return v
+
+
+def quoted_numbers(text: str, meta: dict) -> list[tuple[str, str, str]]:
+    """(path, expected, found before the marker) of every marker in ``text``."""
+    out = []
+    for m in META_MARK.finditer(text):
+        path, spec, scale = m.group(1), m.group(2), m.group(3)
+        v = _meta_value(meta, path)
+        want = format(v * float(scale) if scale else v, spec)
+        out.append((path, want, text[max(0, m.start() - len(want)):m.start()]))
+    return out
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_numbers_quoted_from_metadata_match_it(page):
+    import json
+
+    text = page.read_text()
+    meta = json.loads((ROOT / "figures" / "metadata.json").read_text())
+    wrong = [(p, w, f) for p, w, f in quoted_numbers(text, meta) if w != f]
+    assert not wrong, f"{page.name}: numbers that do not match figures/metadata.json: {wrong}"
+
+
+def test_a_wrong_quoted_number_is_caught():
+    meta = {"figures": {"accuracy": {"gain": 0.344, "seeds": [0, 1]}}}
+    ok = ("gain +34.4<!-- meta figures.accuracy.gain +.1f 100 --> points, "
+          "seed 1<!-- meta figures.accuracy.seeds.1 d -->")
+    assert all(w == f for _, w, f in quoted_numbers(ok, meta))
+    bad = ok.replace("+34.4", "+34.5")
+    assert [p for p, w, f in quoted_numbers(bad, meta) if w != f] == ["figures.accuracy.gain"]
