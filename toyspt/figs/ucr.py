@@ -57,14 +57,14 @@ def _empty(skipped):
 def draw(ctx, runs):
     datasets, skipped = available(PAPER_DATASETS)
     t = ctx.real_tier
-    seeds = {a: len(plan.arm_seeds(t, a)) for a in ARMS}
+    seeds = {a: len(plan.arm_seeds(t, a)) for a in ARMS if plan.arm_seeds(t, a)}
     ctx.meta[NAME] = dict(tier=t.name, datasets=[d.config.name for d in datasets], skipped=skipped,
-                          sources={d.config.name: d.source for d in datasets}, arms=list(ARMS), seeds=seeds,
+                          sources={d.config.name: d.source for d in datasets}, arms=list(seeds), seeds=seeds,
                           primary=plan.PRIMARY)
     if not datasets:
         return _empty(skipped)
     df = frame(runs)
-    pair = analysis.gain_table(df, [a for a in ARMS if a != "scratch"])
+    pair = analysis.gain_table(df, [a for a in seeds if a != "scratch"])
     ctx.meta[NAME]["saturation"] = analysis.saturation(df).to_dict("records")
     n = len(datasets)
     fig, axes = plt.subplots(5, n, figsize=(2.4 + 3.6 * n, 14.5), squeeze=False)

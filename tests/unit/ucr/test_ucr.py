@@ -262,7 +262,7 @@ def test_figure_draws_available_sets_and_lists_the_rest_as_skipped(tmp_path, mon
     monkeypatch.setenv(ENV_ROOT, str(root))
     ctx = FigContext(out=tmp_path / "figs", seeds=(0, 1), quick=True, cache=RunCache(tmp_path / "cache"))
     specs = ucr_fig.specs(ctx)  # the registry trains these beside the toy runs
-    per_set = 6 * 2  # scratch, spt, qk_transfer, ALiBi, FIRE, RoPE at seeds 0-1 (quick)
+    per_set = 3 * 2  # scratch, spt, qk_transfer at seeds 0-1 (quick, default tier: no baselines)
     assert len(specs) == 2 * per_set
     assert {s.data.name for s in specs.values()} == {"GunPoint", "ECG200"}
     assert all((s.data, s.seed) == (src, k) for (src, _, k), s in specs.items())
