@@ -17,7 +17,7 @@ Arms (recipes of :mod:`toyspt.train.recipes`, aliases of :mod:`toyspt.runs.arms`
   the first :attr:`Tier.archive_sets` sets the archive rule admits, in its stated order
   (:mod:`toyspt.ucr.archive`).
 
-Metrics of a label run (:func:`metrics_row`): the **primary** metric, chosen before any run of
+Metrics of a label run (:func:`toyspt.ucr.analysis.metrics_row`): the **primary** metric, chosen before any run of
 the study was looked at, is ``mean_test_last20``, the mean test accuracy over the last fifth
 of the label epochs: it selects nothing (no validation split of 5-27 series decides anything),
 cannot saturate the way validation accuracy does, and averages 40 evaluations, so it is the
@@ -47,6 +47,8 @@ EVERY_EPOCH = ("scratch", "spt", "scratch_matched")  # evaluated every epoch (pe
 BASIN_TRACKERS = ("beta", "profile:every=1000")  # basin runs: the model's beta and proximity along SPT
 PRIMARY = "mean_test_last20"
 METRICS = (PRIMARY, "test_at_min_val_loss", "final_test_acc", "peak_held_out")
+
+
 @dataclass(frozen=True)
 class Tier:
     """Seeds and training of one tier of the real-data study (every seed tuple may be empty)."""
