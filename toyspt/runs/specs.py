@@ -101,6 +101,16 @@ class Spec:
         """Specs whose results answer this spec exactly (default: none)."""
         return []
 
+    def twins(self) -> list["Spec"]:
+        """Other specs whose entries this spec's computation yields too, exactly: their
+        entries are :meth:`twin_result` of this one's (default: none). A tracked run's twin
+        is the untracked run (its trackers only read the model)."""
+        return []
+
+    def twin_result(self, twin: "Spec", result: Entry) -> Entry:
+        """The entry of ``twin`` (one of :meth:`twins`) made from this spec's ``result``."""
+        raise NotImplementedError
+
     def group(self) -> str | None:
         """Specs with the same non-None group may train together through ``execute_group``."""
         return None
@@ -199,6 +209,24 @@ class RunSpec(Spec):
 
     def alternatives(self):
         return [replace(self, evaluate="all")] if self.evaluate != "all" else []
+
+    def twins(self) -> list["RunSpec"]:
+        """A tracked run answers for its untracked twin and serves as a parent in its place:
+        trackers only read the model (tests/unit/probe/test_trackers_read_only.py), so its
+        weights, history, summary and resume state are bitwise the untracked run's. A run
+        without label phase evaluates nothing, so its twin takes the policy parents use ("all")."""
+        if not self.trackers:
+            return []
+        label = get_recipe(self.recipe).label_phase
+        return [replace(self, trackers=(), evaluate=self.evaluate if label else "all")]
+
+    def twin_result(self, twin: "RunSpec", result: RunResult) -> RunResult:
+        """``result`` as the untracked ``twin`` stores it: no tracker records, the twin's policy
+        in its config, no seconds of its own (its computation is this run's)."""
+        if twin not in self.twins():
+            raise ValueError(f"{twin.label()} is not a twin of {self.label()}")
+        return RunResult(result.recipe, result.seed, result.history, result.summary, [], result.states,
+                         {**result.config, "evaluate": twin.evaluate}, None)
 
     def group(self) -> str | None:
         """Specs without trackers that differ only by seed train in lockstep."""
