@@ -12,7 +12,7 @@ from toyspt.probe.tracking import TRACKERS
 from toyspt.runs import RunCache, RunSpec, sweep
 from toyspt.runs.sweeps import plan
 from toyspt.train.recipes import TrainConfig
-from toyspt.ucr.plan import BASIN_TRACKERS
+from toyspt.ucr.plan import basin_trackers
 
 TC = TrainConfig(epochs=3, pre_epochs=2, batch_size=32)
 # every registered tracker, with options that make it record often (more chances to disturb)
@@ -40,7 +40,7 @@ def test_a_tracker_only_reads_the_model(name, recipe):
     assert tracked.states["resume"]["generator"].equal(spec.execute().states["resume"]["generator"])
 
 
-@pytest.mark.parametrize("trackers", [TRACKED, BASIN_TRACKERS])
+@pytest.mark.parametrize("trackers", [TRACKED, basin_trackers(TC)])
 def test_the_figures_tracker_sets_only_read_the_model(trackers):
     spec = RunSpec("spt", 0, data=SMALL_TASK, train=TC)
     assert_bitwise([spec.execute()], [_untracked(replace(spec, trackers=trackers).execute())])
@@ -103,3 +103,14 @@ def test_twins_of_a_run():
     assert spec.parent() == only.twins()[0]
     with pytest.raises(ValueError, match="is not a twin"):
         only.twin_result(spec, None)
+
+
+def test_trackers_record_after_the_epochs_asked_only():
+    tc = TrainConfig(epochs=2, pre_epochs=4, batch_size=32)
+    res = RunSpec("spt_only", 0, data=SMALL_TASK, train=tc, trackers=("beta:at=1/3", "profile:every=100,at=3")).execute()
+    beta = sorted(r["epoch"] for r in res.records if r["metric"] == "beta")
+    prox = sorted({r["epoch"] for r in res.records if r["metric"] == "proximity_index"})
+    assert beta == [0, 1, 3] and prox == [0, 3]  # 0: the phase start, always
+    for bad, msg in (("beta:at=0", "positive integers"), ("profile:at=1/x", "integers separated by '/'")):
+        with pytest.raises(ValueError, match=msg):
+            RunSpec("spt_only", 0, data=SMALL_TASK, train=tc, trackers=(bad,)).execute()
