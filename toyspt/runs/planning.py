@@ -72,6 +72,15 @@ class Plan:
     todo: list[Spec]
     makes: dict[str, Spec] = field(default_factory=dict)
     after: dict[str, str] = field(default_factory=dict)
+    loaded: list[tuple[Spec, Entry]] = field(default_factory=list)  # every entry read while planning
+
+    def children(self) -> dict[str, list[Spec]]:
+        """todo key -> the todo specs that continue its run."""
+        by_key = {s.key(): s for s in self.todo}
+        out: dict[str, list[Spec]] = {}
+        for k, p in self.after.items():
+            out.setdefault(p, []).append(by_key[k])
+        return out
 
     def producer(self, key: str) -> Spec | None:
         """The todo spec whose run stores the entry ``key`` (None: cached, or not needed)."""
@@ -114,9 +123,12 @@ def make_plan(specs: Sequence[Spec], cache: RunCache, recompute: bool = False) -
     done: dict[str, Entry] = {}
     own: dict[str, Entry | None] = {}  # asked specs' own entries, loaded once
 
+    seen: dict[str, Spec] = {}
+
     def cached(x: Spec) -> Entry | None:
         if x.key() not in own:
             own[x.key()] = cache.load(x)
+            seen[x.key()] = x
         return own[x.key()]
 
     def repaired(x: Spec) -> Entry | None:
@@ -160,6 +172,8 @@ def make_plan(specs: Sequence[Spec], cache: RunCache, recompute: bool = False) -
         if s.key() not in done:
             add(twin_of.get(s.key(), s))
     plan.todo = list(todo.values())
+    plan.loaded = [(x, r) for x in {**{s.key(): s for s in targets}, **seen}.values()
+                   if (r := own.get(x.key()) or done.get(x.key())) is not None]
     for s in plan.todo:
         p = s.parent()
         if p is not None and p.key() in plan.makes:

@@ -90,8 +90,13 @@ class Spec:
         raise NotImplementedError
 
     def cost(self) -> float:
-        """Rough cost of ``execute`` in token-steps (for ordering and estimates; 0 = negligible)."""
+        """Rough cost of ``execute`` in token-steps (0 = negligible or unknown)."""
         return 0.0
+
+    def seconds_hint(self) -> float | None:
+        """Rough seconds ``execute`` takes on one idle core, where the spec knows better than
+        :meth:`cost` says (None: :mod:`toyspt.runs.costs` estimates it from ``cost``)."""
+        return None
 
     def parent(self) -> "Spec | None":
         """The spec whose run this run continues from its stored end state (default: none)."""
@@ -137,10 +142,17 @@ def single_thread(fn, *args, **kwargs):
 
 
 @functools.lru_cache(maxsize=256)
+def data_shape(data: DataSource) -> tuple[int, int, int, int]:
+    """(training, validation, test examples, positions per example) of a data source (loaded
+    once per process)."""
+    d = data.load()
+    return len(d.train), len(d.val), len(d.test), int(d.train.x.shape[1])
+
+
 def data_size(data: DataSource) -> tuple[int, int]:
     """(training examples, positions per example) of a data source (loaded once per process)."""
-    d = data.load()
-    return len(d.train), int(d.train.x.shape[1])
+    n, _, _, T = data_shape(data)
+    return n, T
 
 
 @dataclass(frozen=True)
@@ -311,4 +323,4 @@ def with_overrides(spec: RunSpec, **overrides) -> RunSpec:
 
 
 __all__ = ["Spec", "Entry", "Table", "RunSpec", "FORMAT_VERSION", "jsonable", "digest", "single_thread", "train_spec",
-           "spec_from_dict", "with_overrides", "data_size"]
+           "spec_from_dict", "with_overrides", "data_size", "data_shape"]

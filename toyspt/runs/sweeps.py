@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 from tqdm.auto import tqdm
 
 from toyspt.runs.cache import RunCache
-from toyspt.runs.executors import make_executor, slots
+from toyspt.runs.executors import halt, make_executor, slots
 from toyspt.runs.planning import Plan, load_answer, make_plan, store_with_twins
 from toyspt.runs.specs import Entry, Spec
 from toyspt.util.hashing import jsonable
@@ -125,10 +125,13 @@ def plan(specs: Sequence[Spec], cache: RunCache, recompute: bool = False) -> tup
 
 class Watch:
     """What a sweep tells an observer (e.g. an ETA): ``planned(plan)`` once, before anything
-    trains; ``started(job)`` when a job is handed to a worker; ``finished(job, results)`` when
-    its runs are stored (``results``: the entries, with ``seconds``)."""
+    trains; ``started(job)`` when a job is handed to a worker; ``launched()`` once the first
+    jobs are handed out (or when nothing trains), just before the cached results are reported;
+    ``finished(job, results)`` when its runs are stored (``results``: the entries, with ``seconds``)."""
 
     def planned(self, plan: Plan) -> None: ...
+
+    def launched(self) -> None: ...
 
     def started(self, job: list[Spec]) -> None: ...
 
@@ -174,9 +177,15 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
             on_result(k, result)
 
     got: dict[str, Entry] = {}  # trained in this sweep, as stored, and their twins' entries
-    if not todo:
+
+    def cached_results() -> None:
+        if watch is not None:
+            watch.launched()
         for key, res in list(done.items()):
             report(key, res)
+
+    if not todo:
+        cached_results()
     else:
         cache.check_writable()
         own = executor is None
@@ -215,8 +224,7 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
         bar = tqdm(total=len(todo), desc=desc() if callable(desc) else desc, disable=not progress)
         try:
             if ex is None:  # in this process: results stay in memory, parents included
-                for key, res in list(done.items()):
-                    report(key, res)
+                cached_results()
                 while pending:
                     job = pending.pop(0)
                     if watch is not None:
@@ -234,8 +242,7 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
                         if watch is not None:
                             watch.started(job)
                 fill()  # the workers start before this process uses the cached results
-                for key, res in list(done.items()):
-                    report(key, res)
+                cached_results()
                 while futures:
                     fut = next(cf.as_completed(futures))
                     job = futures.pop(fut)
@@ -247,10 +254,14 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
                     stored(job, results)
                     fill()  # the workers go on while this process uses the results
                     announce(job, results)
-        finally:
+        except BaseException:  # Ctrl-C or an error: the workers stop now, the stored runs stay
             bar.close()
             if own and ex is not None:
-                ex.shutdown(cancel_futures=True)
+                halt(ex)
+            raise
+        bar.close()
+        if own and ex is not None:
+            ex.shutdown(cancel_futures=True)
         if waiting:
             raise RuntimeError(f"{waiting[0].label()} waited for a parent run that never trained")
     for s in todo:

@@ -107,7 +107,8 @@ def test_twins_of_a_run():
 
 def test_trackers_record_after_the_epochs_asked_only():
     tc = TrainConfig(epochs=2, pre_epochs=4, batch_size=32)
-    res = RunSpec("spt_only", 0, data=SMALL_TASK, train=tc, trackers=("beta:at=1/3", "profile:every=100,at=3")).execute()
+    trackers = ("beta:at=1/3", "profile:every=100,at=3")
+    res = RunSpec("spt_only", 0, data=SMALL_TASK, train=tc, trackers=trackers).execute()
     beta = sorted(r["epoch"] for r in res.records if r["metric"] == "beta")
     prox = sorted({r["epoch"] for r in res.records if r["metric"] == "proximity_index"})
     assert beta == [0, 1, 3] and prox == [0, 3]  # 0: the phase start, always
