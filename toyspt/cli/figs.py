@@ -39,6 +39,7 @@ from toyspt.figs.schedule import Drawer, Schedule, clock
 from toyspt.runs import RunCache, sweep
 from toyspt.runs.planning import make_plan
 from toyspt.util import plots
+from toyspt.util.atomic import uninterrupted
 
 
 @contextlib.contextmanager
@@ -128,10 +129,11 @@ def make(args: argparse.Namespace) -> int:
 
         def draw(label, c, mod, specs, results):
             t = time.time()
-            render(c, mod, specs, results)
-            timings[label] = round(time.time() - t, 2)
-            meta.figure(label, dict(draw_seconds=timings[label], written_after_seconds=round(time.time() - t0, 1),
-                                    **credit().get(label, {}), **c.meta.get(mod.NAME, {})))
+            with uninterrupted():  # a figure's PNG, PDF, CSV and its metadata are written together
+                render(c, mod, specs, results)
+                timings[label] = round(time.time() - t, 2)
+                meta.figure(label, dict(draw_seconds=timings[label], written_after_seconds=round(time.time() - t0, 1),
+                                        **credit().get(label, {}), **c.meta.get(mod.NAME, {})))
             tqdm.write(f"{label:22s} {timings[label]:7.1f}s  -> {c.out / mod.NAME}.png/.pdf/.csv "
                        f"({time.time() - t0:.0f}s after start)")
 

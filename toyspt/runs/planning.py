@@ -10,8 +10,10 @@ Work is not done twice. A spec is answered by
 
 A spec with a ``parent()`` continues the parent's stored end state; the parent is likewise
 taken from the cache, from a twin (a tracked SPT-only run serves as the parent of the runs
-that continue SPT), or trained first. An entry whose twin entry is missing (a run killed
-between storing the two) has it written from its own: nothing is trained again.
+that continue SPT), or trained first. A spec that only reads its parent's weights
+(``reads_parent()``: a probe of a stored run) takes any entry that answers the parent. An
+entry whose twin entry is missing (a run killed between storing the two) has it written from
+its own: nothing is trained again.
 """
 from __future__ import annotations
 
@@ -73,6 +75,7 @@ class Plan:
     makes: dict[str, Spec] = field(default_factory=dict)
     after: dict[str, str] = field(default_factory=dict)
     loaded: list[tuple[Spec, Entry]] = field(default_factory=list)  # every entry read while planning
+    reads: dict[str, str] = field(default_factory=dict)  # todo key -> the entry key it reads (reads_parent)
 
     def children(self) -> dict[str, list[Spec]]:
         """todo key -> the todo specs that continue its run."""
@@ -150,15 +153,41 @@ def make_plan(specs: Sequence[Spec], cache: RunCache, recompute: bool = False) -
     plan = Plan(answer, done, [])
     todo: dict[str, Spec] = {}
 
+    def available(p: Spec) -> bool:
+        """Whether ``p``'s own entry is made by a todo spec, cached, or made now from a stored
+        tracked twin's, or will be made by an asked tracked run (then put into todo)."""
+        if p.key() in plan.makes or cached(p) is not None or repaired(p) is not None:
+            return True
+        if p.key() in twin_of:  # trained anyway (asked), and its run yields p
+            add(twin_of[p.key()])
+            return True
+        return False
+
+    def read(p: Spec) -> str | None:
+        """For a child that only reads its parent's weights: the key of the entry answering
+        ``p`` it will read (``p``'s, an alternative's, a twin's), put into todo if it must be
+        trained and is asked for anyway; None when none is at hand or asked."""
+        for c in (p, *p.alternatives()):
+            if available(c):
+                return c.key()
+        for c in (p, *p.alternatives()):
+            if c.key() in asked:
+                add(c)
+                return c.key()
+        return None
+
     def add(s: Spec) -> None:
         """Put ``s`` (not cached) and the part of its lineage that is neither cached nor made
         by a todo spec into todo, parents first."""
         chain = [s]
         while (p := chain[-1].parent()) is not None:
-            if p.key() in plan.makes or cached(p) is not None or repaired(p) is not None:
-                break
-            if p.key() in twin_of:  # trained anyway (asked), and its run yields p
-                add(twin_of[p.key()])
+            if chain[-1].reads_parent():
+                k = read(p)
+                if k is not None:
+                    plan.reads[chain[-1].key()] = k
+                    break
+                plan.reads[chain[-1].key()] = p.key()
+            elif available(p):
                 break
             chain.append(p)
         for x in reversed(chain):
@@ -176,8 +205,9 @@ def make_plan(specs: Sequence[Spec], cache: RunCache, recompute: bool = False) -
                    if (r := own.get(x.key()) or done.get(x.key())) is not None]
     for s in plan.todo:
         p = s.parent()
-        if p is not None and p.key() in plan.makes:
-            plan.after[s.key()] = plan.makes[p.key()].key()
+        k = plan.reads.get(s.key(), p.key() if p is not None else None)
+        if k is not None and k in plan.makes:
+            plan.after[s.key()] = plan.makes[k].key()
     return plan
 
 

@@ -106,6 +106,12 @@ class Spec:
         """Specs whose results answer this spec exactly (default: none)."""
         return []
 
+    def reads_parent(self) -> bool:
+        """True when ``execute`` only reads its parent's stored weights (a probe of a stored
+        run), so any entry that answers the parent will do (default: it continues the parent's
+        exact end state)."""
+        return False
+
     def twins(self) -> list["Spec"]:
         """Other specs whose entries this spec's computation yields too, exactly: their
         entries are :meth:`twin_result` of this one's (default: none). A tracked run's twin

@@ -62,6 +62,17 @@ def as_stored(result: Entry) -> Entry:
     return type(result).from_stored(json.loads(json.dumps(jsonable(result.to_json()))), result.tensors())
 
 
+def _start_of(spec: Spec, parent: Spec, cache: RunCache, known: dict[str, Entry]) -> Entry | None:
+    """The parent entry ``spec`` starts from: the parent's own, or for a spec that only reads its
+    parent's weights, any entry answering the parent (an alternative's, a tracked twin's)."""
+    if not spec.reads_parent():
+        return known.get(parent.key()) or cache.load(parent)
+    for c in (parent, *parent.alternatives()):
+        if c.key() in known:
+            return known[c.key()]
+    return load_answer(cache, parent)
+
+
 def train_job(specs: Sequence[Spec], cache: RunCache, together: bool = False,
               known: dict[str, Entry] | None = None) -> list[Entry]:
     """Train a job (one spec, or with ``together`` specs of one group through the group's
@@ -73,7 +84,7 @@ def train_job(specs: Sequence[Spec], cache: RunCache, together: bool = False,
     parents = [s.parent() for s in specs]
     starts = None
     if any(p is not None for p in parents):
-        starts = [(known.get(p.key()) or cache.load(p)) if p is not None else None for p in parents]
+        starts = [(_start_of(s, p, cache, known)) if p is not None else None for s, p in zip(specs, parents)]
         missing = [s.label() for s, p, st in zip(specs, parents, starts) if p is not None and st is None]
         if missing:
             raise RuntimeError(f"the runs {missing[:3]} start from runs missing from the cache at {cache.root}")
