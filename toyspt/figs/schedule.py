@@ -25,6 +25,9 @@ from toyspt.runs.specs import Spec
 from toyspt.runs.sweeps import Watch
 
 
+ETA_EVERY = 1.0  # seconds between two simulations of the remaining work for the progress bar
+
+
 def clock(seconds: float | None) -> str:
     """``m:ss`` or ``h:mm:ss`` (``?`` when unknown)."""
     if seconds is None:
@@ -153,6 +156,7 @@ class Drawer(Watch):
 
     def __post_init__(self):
         self.need = {label: {s.key() for s in specs.values()} for label, (_, _, specs) in self.figures.items()}
+        self._eta = None  # (label, when, seconds to it, seconds to the end) of the last simulation
 
     def planned(self, plan) -> None:
         if self.schedule is not None:
@@ -196,8 +200,12 @@ class Drawer(Watch):
         text = f"training {label} ({k}/{len(self.figures)} figures"
         if self.schedule is None:
             return text + ")"
-        nxt, end = self.schedule.eta(label)
-        return text + f"; it in {clock(nxt)}, all in {clock(end)})"
+        now = time.time()
+        if self._eta is None or self._eta[0] != label or now - self._eta[1] >= ETA_EVERY:
+            self._eta = (label, now, *self.schedule.eta(label))  # the simulation, at most once a second
+        _, then, nxt, end = self._eta
+        ago = now - then
+        return text + f"; it in {clock(nxt - ago if nxt is not None else None)}, all in {clock(end - ago)})"
 
 
 __all__ = ["Schedule", "Drawer", "clock"]

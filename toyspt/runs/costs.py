@@ -139,27 +139,31 @@ class CostModel:
 
     speed: float = 1.0
     sums: dict[tuple, list[float]] = field(default_factory=dict)  # level -> [sum of log ratios, count]
-    _prior: dict[str, float] = field(default_factory=dict)
+    _prior: dict[str, tuple[float, tuple]] = field(default_factory=dict)  # spec key -> (prior, levels)
 
-    def prior(self, spec: Spec) -> float:
+    def _known(self, spec: Spec) -> tuple[float, tuple]:
         key = spec.key()
         if key not in self._prior:
-            self._prior[key] = prior(spec)
+            self._prior[key] = (prior(spec), levels(spec))
         return self._prior[key]
+
+    def prior(self, spec: Spec) -> float:
+        return self._known(spec)[0]
 
     def observe(self, spec: Spec, seconds: float | None) -> None:
         """One entry of ``spec`` that took ``seconds`` (None or not positive: ignored)."""
         if seconds is None or not seconds > 0 or not math.isfinite(seconds):
             return
-        r = math.log(seconds / max(self.prior(spec), 1e-6))
-        for lv in levels(spec):
+        p, lvs = self._known(spec)
+        r = math.log(seconds / max(p, 1e-6))
+        for lv in lvs:
             s = self.sums.setdefault(lv, [0.0, 0])
             s[0] += r
             s[1] += 1
 
     def factor(self, spec: Spec) -> float:
         log_f = math.log(self.speed)
-        for lv in levels(spec):
+        for lv in self._known(spec)[1]:
             total, n = self.sums.get(lv, (0.0, 0))
             log_f = (total + SHRINK * log_f) / (n + SHRINK)
         return math.exp(log_f)

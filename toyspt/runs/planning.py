@@ -92,7 +92,9 @@ class Plan:
     def needs(self, spec: Spec) -> list[Spec]:
         """The todo specs that must train before ``spec`` (one of the asked specs) is answered:
         the run answering it and every run that one continues, nearest first."""
-        by_key = {s.key(): s for s in self.todo}
+        if getattr(self, "_by_key", None) is None or len(self._by_key) != len(self.todo):
+            self._by_key = {s.key(): s for s in self.todo}
+        by_key = self._by_key
         out, p = [], self.producer(self.answer[spec.key()].key())
         while p is not None:
             out.append(p)

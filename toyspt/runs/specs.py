@@ -82,8 +82,12 @@ class Spec:
         return d
 
     def key(self) -> str:
-        """Stable content hash of the spec."""
-        return digest(self.identity_of(self.to_dict()))
+        """Stable content hash of the spec (computed once per spec object: specs are frozen)."""
+        k = self.__dict__.get("_key")
+        if k is None:
+            k = digest(self.identity_of(self.to_dict()))
+            object.__setattr__(self, "_key", k)
+        return k
 
     def execute(self, progress: bool = False, start: Entry | None = None) -> Entry:
         """Compute the entry (no cache); ``start``: the result of ``parent()``, continued."""

@@ -5,8 +5,9 @@ run's stored states on its data's probe inputs.
 A :class:`ProximitySpec` names its run as its parent and only reads it (``reads_parent``): the
 sweep computes it in a worker right after the run is stored (or from the run's cached entry, or
 from any entry answering it: the run evaluated every epoch, its tracked twin), on one thread,
-so any process computes the same bits. Its key names the run's weights, which neither the
-evaluation policy nor the trackers change, so one entry serves every form of the run.
+so any process computes the same bits; probes ready together go to a worker together (their
+``group``). Its key names the run's weights, which neither the evaluation policy nor the
+trackers change, so one entry serves every form of the run.
 """
 from __future__ import annotations
 
@@ -53,6 +54,17 @@ class ProximitySpec(Spec):
 
     def seconds_hint(self) -> float:
         return 0.1
+
+    def group(self) -> str:
+        """Probes are jobs of several (fewer round trips to the workers; see :meth:`execute_group`)."""
+        return self.kind
+
+    @classmethod
+    def execute_group(cls, specs, starts=None) -> list[Table]:
+        """Each probe of ``specs`` from its run's entry in ``starts``, one after the other."""
+        if starts is None or len(starts) != len(specs):
+            raise ValueError("proximity probes need their runs' stored entries")
+        return [s.execute(start=st) for s, st in zip(specs, starts)]
 
     def execute(self, progress: bool = False, start=None) -> Table:
         if start is None:

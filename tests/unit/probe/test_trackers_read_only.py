@@ -115,3 +115,33 @@ def test_trackers_record_after_the_epochs_asked_only():
     for bad, msg in (("beta:at=0", "positive integers"), ("profile:at=1/x", "integers separated by '/'")):
         with pytest.raises(ValueError, match=msg):
             RunSpec("spt_only", 0, data=SMALL_TASK, train=tc, trackers=(bad,)).execute()
+
+
+@pytest.mark.parametrize("lockstep", [False, True])  # with lockstep, probes ready together are one job
+def test_a_probe_of_a_stored_run_is_a_cached_entry_read_from_any_entry_answering_the_run(tmp_path, monkeypatch,
+                                                                                        lockstep):
+    """A ProximitySpec reads its run's weights (the run evaluated every epoch, or its tracked
+    twin, will do); its numbers are those of probing the weights directly; it is cached."""
+    import toyspt.runs.sweeps as sw
+    from toyspt.probe.tracking import proximity_of
+    from toyspt.runs.state_probes import ProximitySpec, proximities
+
+    jobs = []
+    real = sw.train_job
+    monkeypatch.setattr(sw, "train_job", lambda specs, *a, **k: jobs.append([s.kind for s in specs])
+                        or real(specs, *a, **k))
+    cache = RunCache(tmp_path)
+    peak = RunSpec("spt", 0, data=SMALL_TASK, train=TC, evaluate="peak")
+    tracked = RunSpec("spt_only", 1, data=SMALL_TASK, train=TC, trackers=("beta",), evaluate="peak")
+    probes = [ProximitySpec.of(peak), ProximitySpec.of(replace(tracked, trackers=(), evaluate="all"))]
+    assert probes[0] == ProximitySpec(peak, ("pretrained", "final"))
+    assert probes[0].key() == ProximitySpec.of(replace(peak, evaluate="all", trackers=("beta",))).key()
+    got = sweep([replace(peak, evaluate="all"), tracked, *probes, peak], cache, progress=False, lockstep=lockstep)
+    assert sorted(k for job in jobs for k in job) == ["proximity", "proximity", "toy", "toy", "toy"]  # no peak run
+    for run, probe in zip((got[0], got[1]), got[2:4]):
+        x = SMALL_TASK.probe_inputs()
+        assert proximities(probe) == {w: proximity_of(run, w, x) for w in ("pretrained", "final")}
+    jobs.clear()
+    assert sweep(probes, cache, progress=False)[0].rows == got[2].rows and jobs == []
+    with pytest.raises(ValueError, match="needs its run's stored entry"):
+        probes[0].execute()
