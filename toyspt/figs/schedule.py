@@ -24,7 +24,6 @@ from toyspt.runs.planning import Plan
 from toyspt.runs.specs import Spec
 from toyspt.runs.sweeps import Watch
 
-
 ETA_EVERY = 1.0  # seconds between two simulations of the remaining work for the progress bar
 
 
