@@ -117,7 +117,7 @@ def test_contrast_regime_is_drawn_on_request_in_quick_mode(tmp_path):
 
 def test_compute_by_figure_rounds_each_figure_once():
     """Many short runs: summing before rounding keeps each figure within 0.05 s of the truth."""
-    from toyspt.cli.figs import compute_by_figure
+    from toyspt.figs.metadata import compute_by_figure
 
     class Spec:
         def __init__(self, k, parent=None):

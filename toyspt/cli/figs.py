@@ -34,7 +34,7 @@ from toyspt.cli.flags import (
     run_main,
 )
 from toyspt.figs import CONTRAST, FIGURES, TIERS, FigContext, in_tier, load, render
-from toyspt.figs.metadata import Metadata, compute_by_figure
+from toyspt.figs.metadata import Metadata, compute_by_figure, owners
 from toyspt.figs.schedule import Drawer, Schedule, clock
 from toyspt.runs import RunCache, sweep
 from toyspt.runs.planning import make_plan
@@ -120,10 +120,11 @@ def make(args: argparse.Namespace) -> int:
         meta = Metadata(out, args.quick, dict(seeds=list(seeds), tier=args.tier, workers=args.workers, dask=args.dask,
                                               lockstep=not args.no_lockstep, cache=str(args.cache)),
                         contrast.regime if with_contrast else None)
-        needs = {label: [s for s in planned[label].values()] for label in drawing}
+        owner = owners({label: list(planned[label].values()) for label in drawing},
+                       lambda s: [p.key() for p in pl.needs(s)])  # each run counts for the first figure needing it
 
         def credit() -> dict[str, dict]:
-            return compute_by_figure(needs, schedule.trained, lambda s: [p.key() for p in pl.needs(s)])
+            return compute_by_figure({}, schedule.trained, owner=owner)
 
         timings: dict[str, float] = {}
 
@@ -143,7 +144,8 @@ def make(args: argparse.Namespace) -> int:
         def last_run(**extra) -> dict:
             train_s = time.time() - t0 - sum(timings.values())
             written = {k: v["written_after_seconds"] for k, v in meta.drawn().items()}
-            first = min((written[k] for k in drawing if k in written and credit().get(k, {}).get("runs_trained")),
+            tally = credit()
+            first = min((written[k] for k in drawing if k in written and tally.get(k, {}).get("runs_trained")),
                         default=None)
             return dict(figures=list(mods), drawing_order=drawing, training_seconds=round(train_s, 1),
                         total_seconds=round(time.time() - t0, 1), first_trained_figure_seconds=first,

@@ -65,17 +65,24 @@ def _lineage_keys(spec) -> Iterable[str]:
         x = x.parent()
 
 
-def compute_by_figure(planned: dict[str, list], trained: dict[str, float],
-                      needs: Callable[[Any], Iterable[str]] = _lineage_keys) -> dict[str, dict]:
-    """The runs this call trained, and their training seconds, per figure (``planned``: each
-    figure's label and specs, in drawing order): each run counts for the first figure that
-    needs it (``needs(spec)``: the keys of the runs a spec waits for; by default the spec, its
-    alternatives, its parent and theirs)."""
+def owners(planned: dict[str, list], needs: Callable[[Any], Iterable[str]] = _lineage_keys) -> dict[str, str]:
+    """Run key -> the first figure that needs it (``planned``: each figure's label and specs, in
+    drawing order; ``needs(spec)``: the keys of the runs a spec waits for; by default the spec,
+    its alternatives, its parent and theirs)."""
     owner: dict[str, str] = {}
     for label, specs in planned.items():
         for s in specs:
             for key in needs(s):
                 owner.setdefault(key, label)
+    return owner
+
+
+def compute_by_figure(planned: dict[str, list], trained: dict[str, float],
+                      needs: Callable[[Any], Iterable[str]] = _lineage_keys,
+                      owner: dict[str, str] | None = None) -> dict[str, dict]:
+    """The runs this call trained, and their training seconds, per figure: each run counts for
+    the first figure that needs it (:func:`owners`, or ``owner`` when computed already)."""
+    owner = owner if owner is not None else owners(planned, needs)
     out: dict[str, dict] = {}
     for key, sec in trained.items():
         d = out.setdefault(owner.get(key, "?"), dict(runs_trained=0, run_seconds=0.0))
@@ -123,4 +130,4 @@ class Metadata:
         write_text(self.path, json.dumps(self.meta, indent=1))
 
 
-__all__ = ["Metadata", "git_revision", "machine_info", "peak_memory_mb", "compute_by_figure"]
+__all__ = ["Metadata", "git_revision", "machine_info", "peak_memory_mb", "owners", "compute_by_figure"]
