@@ -33,10 +33,10 @@ from toyspt.cli.flags import (
     out_dir,
     run_main,
 )
-from toyspt.figs import CONTRAST, FIGURES, TIERS, FigContext, in_tier, load, render
+from toyspt.figs import CONTRAST, FIGURES, HEADLINE, TIERS, FigContext, in_tier, load, render
 from toyspt.figs.metadata import Metadata, compute_by_figure, owners
 from toyspt.figs.schedule import Drawer, Schedule, clock
-from toyspt.runs import RunCache, sweep
+from toyspt.runs import RunCache, RunSpec, sweep
 from toyspt.runs.planning import make_plan
 from toyspt.util import plots
 from toyspt.util.atomic import uninterrupted
@@ -149,8 +149,8 @@ def make(args: argparse.Namespace) -> int:
                         default=None)
             return dict(figures=list(mods), drawing_order=drawing, training_seconds=round(train_s, 1),
                         total_seconds=round(time.time() - t0, 1), first_trained_figure_seconds=first,
-                        headline_figure=drawing[0] if drawing else None,
-                        headline_figure_seconds=written.get(drawing[0]) if drawing else None,
+                        headline_figure=HEADLINE if HEADLINE in drawing else None,
+                        headline_figure_seconds=written.get(HEADLINE),
                         runs_trained=len(schedule.trained),
                         run_seconds=round(sum(v or 0.0 for v in schedule.trained.values()), 1),
                         estimate=schedule.initial, **extra)
@@ -183,16 +183,18 @@ def make(args: argparse.Namespace) -> int:
 
 def cost_line(schedule: Schedule, tier: str) -> str:
     """What training costs by the estimates (before anything trains): runs, CPU time, wall time
-    at the workers, and when the first figure that trains will be written."""
+    at the workers, and when the headline (or the first figure that trains) will be written."""
     c = schedule.cost()
     schedule.initial = dict(runs=c["runs"], cpu_hours=round(c["cpu_hours"], 3), wall_hours=round(c["wall_hours"], 3),
                             calibrated_on=c["observed"])
-    first = next((k for k, v in schedule.needs.items() if v), None)
+    first = HEADLINE if schedule.needs.get(HEADLINE) else next((k for k, v in schedule.needs.items() if v), None)
     head = schedule.eta(first)[0] if first is not None else None
     basis = f"calibrated on {c['observed']} cached entries" if c["observed"] else "not calibrated: no cached entry yet"
-    cpu = (f"{c['cpu_hours']:.1f} CPU-hours" if c["cpu_hours"] >= 1 else f"{c['cpu_hours'] * 60:.0f} CPU-minutes")
-    return (f"{'study tier' if tier == 'study' else 'plan'}: {c['runs']} runs to train ({c['cached']} answered from "
-            f"the cache), about {cpu}, {clock(c['wall_hours'] * 3600)} wall at {c['workers']} "
+    cpu = f"{c['cpu_hours']:.1f} CPU-hours" if c["cpu_hours"] >= 1 else f"{c['cpu_hours'] * 60:.1f} CPU-minutes"
+    wall = f"{c['wall_hours']:.1f} h" if c["wall_hours"] >= 1 else clock(c["wall_hours"] * 3600)
+    runs = sum(isinstance(s, RunSpec) for s in schedule.plan.todo)
+    return (f"{'study tier' if tier == 'study' else 'plan'}: {runs} runs to train and {c['runs'] - runs} other entries "
+            f"to compute ({c['cached']} answered from the cache), about {cpu}, {wall} wall at {c['workers']} "
             f"worker{'s' if c['workers'] > 1 else ''}; {first} in about {clock(head)} ({basis})")
 
 

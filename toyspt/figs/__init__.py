@@ -49,6 +49,7 @@ CONTRAST = ("accuracy", "proximity", "ablations", "displacement", "blindness")  
 # whose runs take most of the job. The contrast regime comes after all of them.
 FIGURES = ("task", "accuracy", "proximity", "ablations", "displacement", "blindness", "basin", "theory",
            "lra", "ucr", "real_data", "real_gain", "archive_scan")
+HEADLINE = "accuracy"  # the figure a reader opens first: trained first, its time measured (benchmarks/)
 TIERS = ("default", "study")  # a figure module may say which tiers draw it (``TIERS``; default: every tier)
 
 

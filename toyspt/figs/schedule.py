@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from toyspt.runs.costs import CostModel, simulate
+from toyspt.runs.costs import CostModel, busy_factor, simulate
 from toyspt.runs.planning import Plan
 from toyspt.runs.specs import Spec
 from toyspt.runs.sweeps import Watch
@@ -44,7 +44,7 @@ class Schedule(Watch):
     def __init__(self, planned: dict[str, dict], plan: Plan, workers: int = 1, model: CostModel | None = None,
                  now: Callable[[], float] = time.time):
         self.figures, self.plan, self.workers, self.now = planned, plan, max(1, workers), now
-        self.model = model or CostModel()
+        self.model = model or CostModel(speed=busy_factor(self.workers))
         for spec, entry in plan.loaded:  # what the cache already records
             self.model.observe(spec, getattr(entry, "seconds", None))
         self.todo = {s.key(): s for s in plan.todo}

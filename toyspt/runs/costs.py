@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -118,6 +119,17 @@ def prior(spec: Spec) -> float:
         return float(hint)
     c = spec.cost()
     return c * SECONDS_PER_COST if c > 0 else UNKNOWN_SECONDS
+
+
+def busy_factor(workers: int) -> float:
+    """A first guess, before any run is timed, of how much slower than the reference each worker
+    runs here: the processes that will want a core (the load average now, plus ``workers``) per
+    core, at least 1."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return 1.0
+    return max(1.0, (load + workers) / max(1, os.cpu_count() or 1))
 
 
 def levels(spec: Spec) -> tuple[tuple, ...]:
@@ -220,4 +232,4 @@ def simulate(pending: Sequence[Spec], after: dict[str, str], estimate: Callable[
     return finish
 
 
-__all__ = ["prior", "run_prior", "levels", "CostModel", "simulate", "FLOPS"]
+__all__ = ["prior", "run_prior", "levels", "busy_factor", "CostModel", "simulate", "FLOPS"]

@@ -11,6 +11,7 @@ import pytest
 
 from toyspt.figs.schedule import Drawer, Schedule, clock
 from toyspt.runs import RunCache, sweep
+from toyspt.runs.costs import CostModel
 from toyspt.runs.executors import executor_scope
 from toyspt.runs.planning import make_plan
 from toyspt.runs.specs import Spec
@@ -138,7 +139,7 @@ def test_eta_of_the_next_figure_and_of_the_end(tmp_path):
     planned = {"first": {"a2": a2, "b": b}, "second": {"c": c}}
     t = [100.0]
     for workers, first, end in ((1, 5.03, 10.04), (2, 3.02, 7.02)):
-        s = Schedule(planned, make_plan([a2, b, c], RunCache(tmp_path)), workers, now=lambda: t[0])
+        s = Schedule(planned, make_plan([a2, b, c], RunCache(tmp_path)), workers, CostModel(), now=lambda: t[0])
         nxt, total = s.eta("first")
         assert (nxt, total) == (pytest.approx(first), pytest.approx(end))
         assert s.cost()["runs"] == 4 and s.cost()["cpu_hours"] * 3600 == pytest.approx(10.04)
