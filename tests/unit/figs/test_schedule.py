@@ -150,3 +150,28 @@ def test_eta_of_the_next_figure_and_of_the_end(tmp_path):
     s.finished([b], [RunResult("b", 0, [], {}, [], {}, {}, seconds=4.02)])  # twice as slow as thought
     assert s.eta("first")[0] > 3.02  # the estimates of the other step specs moved up
     assert clock(59.6) == "1:00" and clock(3725) == "1:02:05" and clock(None) == "?"
+
+
+def test_the_registry_is_in_the_order_a_reader_wants():
+    from toyspt.cli.figs import select
+    from toyspt.figs import CONTRAST, FIGURES, HEADLINE
+
+    main = [n for n in FIGURES if n not in ("task", "lra")]
+    assert main[:7] == ["accuracy", "proximity", "ablations", "displacement", "blindness", "basin", "theory"]
+    assert main[7:] == ["ucr", "real_data", "real_gain", "archive_scan"] and HEADLINE == main[0]
+    assert FIGURES.index("lra") == FIGURES.index("theory") + 1  # after the toy figures, before the real data
+    assert list(CONTRAST) == [n for n in FIGURES if n in CONTRAST]
+    assert select("ablations,accuracy") == ("accuracy", "ablations")  # --only keeps the order of importance
+
+
+def test_the_cost_is_printed_before_training(tmp_path):
+    from toyspt.cli.figs import cost_line
+
+    a2, b, c = Step("a2", sleep=3.0, after="a"), Step("b", sleep=2.0), Step("c", sleep=5.0)
+    planned = {"accuracy": {"a2": a2}, "second": {"b": b, "c": c}}
+    s = Schedule(planned, make_plan([a2, b, c], RunCache(tmp_path)), 2, CostModel())
+    line = cost_line(s, "study")
+    assert line.startswith("study tier: 0 runs to train and 4 other entries to compute (0 answered from the cache)")
+    assert "0.2 CPU-minutes, 0:05 wall at 2 workers; accuracy in about 0:03 (not calibrated" in line
+    assert s.initial["runs"] == 4 and s.initial["cpu_hours"] == pytest.approx(10.04 / 3600, abs=1e-3)
+    assert cost_line(s, "default").startswith("plan: ")
