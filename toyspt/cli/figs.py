@@ -167,8 +167,8 @@ def make(args: argparse.Namespace) -> int:
         raise RuntimeError(f"figures {unwritten} did not get all their results")
     meta.finish(last_run())
     lr = meta.meta["last_run"]
-    print(f"done in {lr['total_seconds']:.1f}s (training {lr['training_seconds']:.1f}s, {lr['runs_trained']} runs "
-          f"trained); peak memory {lr['peak_rss_mb_main']:.0f} MB (this process), {lr['peak_rss_mb_worker']:.0f} MB "
+    print(f"done in {lr['total_seconds']:.1f}s (training {lr['training_seconds']:.1f}s, {lr['runs_trained']} entries "
+          f"computed); peak memory {lr['peak_rss_mb_main']:.0f} MB (this process), {lr['peak_rss_mb_worker']:.0f} MB "
           f"(largest worker); metadata in {meta.path}")
     if args.compare_to:
         from toyspt.figs.check import ATOL, RTOL, compare_dirs, summary

@@ -58,7 +58,16 @@ def _forwards(rows: int, T: int) -> int:
     return -(-rows // per) if rows else 0
 
 
+def _int(value: Any, default: int) -> int:
+    """``value`` as a positive int, else ``default`` (a tracker name is checked where it is made, not here)."""
+    try:
+        return max(1, int(value))
+    except (TypeError, ValueError):
+        return default
+
+
 def _trackers(spec: RunSpec) -> list[tuple[str, dict[str, Any]]]:
+    """(name, options as written) of each tracker of ``spec``."""
     out = []
     for name in spec.trackers:
         base, _, rest = name.partition(":")
@@ -98,8 +107,8 @@ def run_prior(spec: RunSpec) -> float:
     for base, kw in _trackers(spec):
         at = kw.get("at")
         if base == "probes":
-            rows = int(kw.get("n", 128))
-            events = all_epochs * steps_per_epoch // max(1, int(kw.get("every", 50))) + 2
+            rows = _int(kw.get("n"), 128)
+            events = all_epochs * steps_per_epoch // _int(kw.get("every"), 50) + 2
             cost = 4 * FLOAT64 * fwd * min(rows, n) * T / FLOPS
         else:
             rows = min(256, n_val)
