@@ -1,28 +1,30 @@
-"""Wall time, training time and peak memory of ``paper_figs.py`` from a cold (empty) run
-cache, side by side in one call on the same machine, and whether the figure CSVs agree.
+"""The main job's times, measured: ``python paper_figs.py`` from a cold (empty) run cache --
+the time to the headline figure (``accuracy``), to every figure, to the end -- with the
+machine it ran on and its load average, the estimate the job printed before training against
+what it took, and, with two modes, whether the figure CSVs agree byte for byte.
 
-Modes (``--modes``, comma-separated, run in the order given, each in a fresh process):
+Modes (``--modes``, comma-separated, run in the order given, each in a fresh process from an
+empty cache):
 
-* ``before``: the revision ``--before REV`` (default :data:`BEFORE`, the last revision that
-  trained every phase of every run and evaluated every split every epoch), checked out into
-  a temporary git worktree and run from there;
-* ``after``: this checkout;
+* ``after``: this checkout (the default);
+* ``before``: the revision ``--before REV``, checked out into a temporary git worktree;
 * ``one-at-a-time`` / ``lockstep``: this checkout with ``--no-lockstep`` / without.
 
-    python benchmarks/bench_paper_figs.py --quick                         # before vs after, ~2 min
-    python benchmarks/bench_paper_figs.py --workers 2                     # the full default: ~1.5 h here
-    python benchmarks/bench_paper_figs.py --modes one-at-a-time,lockstep --quick --only accuracy
+    python benchmarks/bench_paper_figs.py --quick                      # the quick time (README: <= 60 s)
+    python benchmarks/bench_paper_figs.py --workers 2                  # the cold default (an hour or so)
+    python benchmarks/bench_paper_figs.py --quick --modes before,after --before 086a162
 
-Arguments other than the ones below go to paper_figs.py unchanged (--out and --cache are
-set here). Everything is written under a temporary directory, removed afterwards, except
-the ``after`` run's cache and figures when ``--keep-after DIR`` is given (DIR/cache,
-DIR/figures), so the figures of the measured run can be kept and a warm rerun timed.
+Arguments other than the ones below go to paper_figs.py unchanged (--out and --cache are set
+here). Everything is written under a temporary directory, removed afterwards, except the
+``after`` run's cache and figures when ``--keep-after DIR`` is given (DIR/cache, DIR/figures).
 """
 from __future__ import annotations
 
 import argparse
 import filecmp
 import json
+import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -30,13 +32,37 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BEFORE = "c1e5f0e"  # every run trained in full, every split evaluated every epoch
 MODES = {"before": [], "after": [], "one-at-a-time": ["--no-lockstep"], "lockstep": []}
-# runs a command and prints the peak resident memory of its whole process tree (kB): the
-# maximum over the command and every descendant it waited for (getrusage RUSAGE_CHILDREN)
+HEADLINE = "accuracy"
+# runs a command; prints the peak resident memory of its whole process tree (kB) and the CPU
+# seconds (user + sys) of every process it waited for
 WRAP = ("import resource, subprocess, sys; rc = subprocess.run(sys.argv[1:]).returncode; "
-        "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); "
-        "sys.exit(rc)")
+        "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+        "print('PEAK_RSS_KB', u.ru_maxrss, 'CPU_S', u.ru_utime + u.ru_stime, file=sys.stderr); sys.exit(rc)")
+
+
+def machine() -> str:
+    """The machine in one line: CPU model, cores, memory, Python and torch."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        info = Path("/proc/cpuinfo").read_text().splitlines()
+        cpu = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    try:
+        mem = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                   if line.startswith("MemTotal")) / 2 ** 20
+        mem_s = f", {mem:.0f} GiB"
+    except (OSError, StopIteration):
+        mem_s = ""
+    import torch
+
+    return (f"{cpu}, {os.cpu_count()} cores{mem_s}; Python {platform.python_version()}, torch {torch.__version__} "
+            f"({platform.system()} {platform.release()})")
+
+
+def load() -> str:
+    return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
 def checkout(rev: str, where: Path) -> Path:
@@ -49,18 +75,23 @@ def run(mode: str, argv: list[str], tmp: Path, src: Path, out: Path, cache: Path
         raise SystemExit(f"{mode}: the cache {cache} is not empty; a cold run needs an empty one")
     cmd = [sys.executable, "-c", WRAP, sys.executable, str(src / "paper_figs.py"), *argv, *MODES[mode],
            "--out", str(out), "--cache", str(cache)]
-    env = {**__import__("os").environ, "PYTHONPATH": str(src)}
-    print(f"[{time.strftime('%H:%M:%S')}] {mode}: {' '.join(cmd[3:])}", flush=True)
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    print(f"[{time.strftime('%H:%M:%S')}] {mode}: {' '.join(cmd[3:])} ({load()})", flush=True)
     t = time.perf_counter()
     proc = subprocess.run(cmd, cwd=src, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t
     (tmp / f"{mode}.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         raise SystemExit(f"paper_figs.py failed ({mode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    peak = next(int(line.split()[1]) for line in proc.stderr.splitlines() if line.startswith("PEAK_RSS_KB"))
+    line = next(line.split() for line in proc.stderr.splitlines() if line.startswith("PEAK_RSS_KB"))
     meta = json.loads((out / "metadata.json").read_text())
-    return dict(wall=wall, train=meta["last_run"]["training_seconds"], peak_mb=peak / 1024, out=out,
-                runs=meta["last_run"].get("runs_trained"), meta=meta)
+    written = {k: v.get("written_after_seconds") for k, v in meta.get("figures", {}).items()}
+    written |= {f"{meta['contrast']['regime']}/{k}": v.get("written_after_seconds")
+                for k, v in meta.get("contrast", {}).get("figures", {}).items()}
+    last = meta["last_run"]
+    return dict(wall=wall, cpu=float(line[3]), peak_mb=int(line[1]) / 1024, out=out, meta=meta, written=written,
+                train=last["training_seconds"], runs=last.get("runs_trained"), run_seconds=last.get("run_seconds"),
+                headline=written.get(HEADLINE), estimate=last.get("estimate") or {}, load_after=load())
 
 
 def compare_csvs(a: Path, b: Path) -> tuple[list[str], list[str], list[str]]:
@@ -71,10 +102,38 @@ def compare_csvs(a: Path, b: Path) -> tuple[list[str], list[str], list[str]]:
     return same, sorted(ca & cb - set(same)), sorted(ca ^ cb)
 
 
+def report(res: dict, modes: list[str], rest: list[str]) -> None:
+    print(f"\npaper_figs.py {' '.join(rest)}  (cold cache each)\nmachine: {machine()}")
+    print(f"{'mode':14s} {'wall s':>8s} {'CPU s':>8s} {'headline s':>10s} {'runs':>5s} {'run-s':>8s} "
+          f"{'estimate h':>10s} {'peak MB':>8s}  load average after")
+    for m, r in res.items():
+        est = r["estimate"].get("wall_hours")
+        print(f"{m:14s} {r['wall']:8.1f} {r['cpu']:8.1f} {r['headline'] or float('nan'):10.1f} "
+              f"{str(r['runs'] or '?'):>5s} {r['run_seconds'] or float('nan'):8.1f} "
+              f"{est if est is not None else float('nan'):10.3f} {r['peak_mb']:8.0f}  {r['load_after']}")
+    last = res[modes[-1]]
+    print(f"\n{modes[-1]}: each figure written after (s), in drawing order; the job's own clock starts after imports")
+    for k, v in last["written"].items():
+        print(f"  {k:24s} {v:8.1f}")
+    if last["estimate"]:
+        e = last["estimate"]
+        print(f"  estimate before training: {e.get('runs')} runs, {e.get('cpu_hours', 0) * 60:.1f} CPU-minutes, "
+              f"{e.get('wall_hours', 0) * 60:.1f} min wall (calibrated on {e.get('calibrated_on')} cached entries); "
+              f"actual {last['meta']['last_run']['total_seconds'] / 60:.1f} min")
+    if len(modes) >= 2:
+        a, b = res[modes[0]]["out"], res[modes[-1]]["out"]
+        same, differ, lone = compare_csvs(a, b)
+        print(f"\nfigure CSVs byte-identical ({modes[0]} vs {modes[-1]}): {len(same)}/{len(same) + len(differ)}")
+        for f in differ:
+            print(f"  differs: {f}")
+        for f in lone:
+            print(f"  only in one of them: {f}")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--modes", default="before,after", help=f"comma-separated, of {','.join(MODES)}")
-    p.add_argument("--before", default=BEFORE, help=f"git revision of the 'before' mode (default {BEFORE})")
+    p.add_argument("--modes", default="after", help=f"comma-separated, of {','.join(MODES)} (default after)")
+    p.add_argument("--before", default=None, help="git revision of the 'before' mode")
     p.add_argument("--keep-after", default=None, metavar="DIR",
                    help="keep the 'after' run's cache and figures in DIR/cache and DIR/figures")
     args, rest = p.parse_known_args(argv)
@@ -82,6 +141,9 @@ def main(argv=None) -> int:
     unknown = [m for m in modes if m not in MODES]
     if unknown or not modes:
         raise SystemExit(f"--modes: unknown {unknown} (choose from {', '.join(MODES)})")
+    if "before" in modes and not args.before:
+        raise SystemExit("--modes before needs --before REV")
+    print(f"machine: {machine()}; {load()}", flush=True)
     with tempfile.TemporaryDirectory(prefix="toyspt-bench-") as tmp:
         tmp = Path(tmp)
         res = {}
@@ -94,30 +156,7 @@ def main(argv=None) -> int:
         finally:
             if (tmp / "before-src").exists():
                 subprocess.run(["git", "worktree", "remove", "--force", str(tmp / "before-src")], cwd=ROOT)
-        label = f"before = {args.before}" if "before" in modes else ""
-        print(f"\npaper_figs.py {' '.join(rest)}  (cold cache each; {label})")
-        print(f"{'mode':14s} {'wall s':>8s} {'training s':>11s} {'runs':>5s} {'peak MB':>8s} {'x wall':>7s} "
-              f"{'x train':>8s}")
-        base = res[modes[0]]
-        for m, r in res.items():
-            print(f"{m:14s} {r['wall']:8.1f} {r['train']:11.1f} {str(r['runs'] or '?'):>5s} {r['peak_mb']:8.0f} "
-                  f"{base['wall'] / r['wall']:7.2f} {base['train'] / r['train']:8.2f}")
-        last = res[modes[-1]]["meta"]
-        per_fig = {**{k: v for k, v in last.get("figures", {}).items() if "run_seconds" in v},
-                   **{f"zero_mean/{k}": v for k, v in last.get("contrast", {}).get("figures", {}).items()
-                      if "run_seconds" in v}}
-        if per_fig:
-            print(f"\n{modes[-1]}: training per figure (each run counted once, for the first figure that needs it)")
-            for k, v in per_fig.items():
-                print(f"  {k:22s} {v['runs_trained']:4d} runs {v['run_seconds']:8.1f} s")
-        if len(modes) >= 2:
-            a, b = res[modes[0]]["out"], res[modes[-1]]["out"]
-            same, differ, lone = compare_csvs(a, b)
-            print(f"\nfigure CSVs byte-identical ({modes[0]} vs {modes[-1]}): {len(same)}/{len(same) + len(differ)}")
-            for f in differ:
-                print(f"  differs: {f}")
-            for f in lone:
-                print(f"  only in one of them: {f}")
+        report(res, modes, rest)
     return 0
 
 

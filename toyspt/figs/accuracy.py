@@ -5,6 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from toyspt.runs.state_probes import ProximitySpec, proximities
 from toyspt.util.plots import color
 
 NAME = "accuracy"
@@ -23,18 +24,16 @@ def specs(ctx):
     out = {("curve", a, s): ctx.spec(a, s, evaluate="all") for a in ARMS for s in ctx.seeds}  # every epoch
     if ctx.regime == "proximity":
         out |= {("headline", a, s): ctx.spec(a, s) for a in HEADLINE_ARMS for s in headline_seeds(ctx)}
+        out |= {("proximity", s): ProximitySpec.of(out["headline", "spt", s]) for s in headline_seeds(ctx)}
     return out
 
 
 def headline(ctx, runs) -> dict:
     """SPT - scratch and qk_transfer - scratch over the headline seeds (test at peak
     validation, final train accuracy), and which basin SPT's attention is in after SPT."""
-    from toyspt.probe.tracking import proximity_of
-
     seeds = headline_seeds(ctx)
     summ = {a: [runs["headline", a, s].summary for s in seeds] for a in HEADLINE_ARMS}
-    x = ctx.base.data.probe_inputs()
-    pis = [proximity_of(runs["headline", "spt", s], "pretrained", x) for s in seeds]
+    pis = [proximities(runs["proximity", s])["pretrained"] for s in seeds]  # cached probes of the SPT weights
     out = dict(seeds=list(seeds), proximity_index_after_spt=pis, share_proximity=sum(p > 1 for p in pis) / len(pis))
     for m in ("test_at_peak", "final_train_acc"):
         mean = {a: sum(r[m] for r in summ[a]) / len(seeds) for a in HEADLINE_ARMS}

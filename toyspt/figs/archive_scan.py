@@ -32,11 +32,12 @@ def specs(ctx):
     paper, _ = available(PAPER_DATASETS)
     out.update({("paper", UCRSource.of(d), a, s.seed): s
                 for d, a, s in plan.paper_specs(paper, t, plan.ARCHIVE_ARMS)})
-    return out
+    return out | analysis.probe_specs(out)
 
 
 def _frame(runs, group: str) -> pd.DataFrame:
-    rows = [analysis.metrics_row(src.load(), arm, seed, res) for (g, src, arm, seed), res in runs.items() if g == group]
+    rows = [analysis.metrics_row(src.load(), arm, seed, res, analysis.probed(runs, (g, src, arm, seed)))
+            for (g, src, arm, seed), res in analysis.label_runs(runs) if g == group]
     return pd.DataFrame(rows, columns=analysis.ROW_COLUMNS)
 
 

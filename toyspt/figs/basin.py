@@ -16,8 +16,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from toyspt.probe.tracking import proximity_of, records_frame
+from toyspt.probe.tracking import records_frame
 from toyspt.runs.basin_grid import phase_specs, predictor_shares, run_row
+from toyspt.runs.state_probes import ProximitySpec, proximities
 from toyspt.util.plots import color
 
 NAME = "basin"
@@ -36,20 +37,20 @@ def specs(ctx):
     """``("cell", setting items, seed, task)``: the SPT-only run of one grid setting and seed
     (:func:`toyspt.runs.basin_grid.phase_specs`); ``("trap", arm, seed)``: the trap runs."""
     cells = {("cell", tuple(st.items()), s.seed, s.data): s for st, s in phase_specs(ctx.base, ctx.seeds)}
-    return cells | {("trap", a, s): ctx.spec(a, s, data=_zero_mean(ctx)) for a in TRAP_ARMS for s in ctx.seeds}
+    runs = cells | {("trap", a, s): ctx.spec(a, s, data=_zero_mean(ctx)) for a in TRAP_ARMS for s in ctx.seeds}
+    return runs | {("proximity", *label): ProximitySpec.of(s) for label, s in runs.items()}  # cached probes
 
 
 def trap_rows(ctx, runs) -> list[dict]:
     """Per trap arm and seed: recon loss at the end of SPT (the task's validation data),
     proximity index after SPT, test accuracy at peak validation, final train accuracy."""
-    x = _zero_mean(ctx).probe_inputs()
     rows = []
     for label, res in runs.items():
         if label[0] != "trap":
             continue
         _, arm, seed = label
         pre = [h for h in res.history if h["phase"] == "pretrain"]
-        pi = proximity_of(res, "pretrained", x)
+        pi = proximities(runs[("proximity", *label)])["pretrained"]
         for m, v in (("recon_val_loss_after_spt", pre[-1]["val_loss"]), ("proximity_index", pi),
                      ("test_at_peak", res.summary["test_at_peak"]),
                      ("final_train_acc", res.summary["final_train_acc"])):
@@ -97,7 +98,8 @@ def _panel(ax, t: pd.DataFrame, xcol: str, labels, title: str) -> None:
 
 def draw(ctx, runs):
     cells = [(label, res) for label, res in runs.items() if label[0] == "cell"]
-    table = pd.DataFrame([run_row(dict(items), task, seed, res) for (_, items, seed, task), res in cells])
+    table = pd.DataFrame([run_row(dict(items), task, seed, res, proximities(runs[("proximity", *label)])["pretrained"])
+                          for label, res in cells for _, items, seed, task in [label]])
     ctx.meta[NAME] = dict(predicted=predictor_shares(table), predicted_all=predictor_shares(table, clear_only=False),
                           cells=len(table) // max(1, len(ctx.seeds)), seeds=list(ctx.seeds))
     rows = []

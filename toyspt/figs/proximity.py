@@ -9,7 +9,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from toyspt.probe.tracking import attention_maps, profile_rows, proximity_of
+from toyspt.probe.tracking import attention_maps, profile_rows
+from toyspt.runs.state_probes import ProximitySpec, proximities
 from toyspt.train.run import load_model
 from toyspt.util.plots import color
 
@@ -28,7 +29,10 @@ def basin(pi: float) -> str:
 
 
 def specs(ctx):
-    return {(a, s): ctx.spec(a, s) for a in ("scratch",) + SPT_OPTIONS for s in ctx.seeds}
+    """``(arm, seed)``: the runs; ``("proximity", arm, seed)``: the proximity indices of the SPT
+    options' stored weights (cached probes)."""
+    runs = {(a, s): ctx.spec(a, s) for a in ("scratch",) + SPT_OPTIONS for s in ctx.seeds}
+    return runs | {("proximity", a, s): ProximitySpec.of(runs[a, s]) for a in SPT_OPTIONS for s in ctx.seeds}
 
 
 def draw(ctx, runs):
@@ -38,7 +42,7 @@ def draw(ctx, runs):
     basins = {}
     for a in SPT_OPTIONS:
         for s in ctx.seeds:
-            pi = proximity_of(runs[a, s], "pretrained", x)
+            pi = proximities(runs["proximity", a, s])["pretrained"]
             basins[a, s] = basin(pi)
             rows.append(dict(panel="basin_index", state="SPT pretrained", arm=a, basin=basins[a, s], seed=s, value=pi))
     for arm, which, label in STATES:

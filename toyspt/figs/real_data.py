@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from toyspt.nn.model import ModelConfig
+from toyspt.runs.state_probes import ProximitySpec, proximities
 from toyspt.ucr import analysis, plan, study
 from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available
 from toyspt.ucr.init_probes import InitProbeSpec
@@ -38,11 +39,14 @@ BASIN_COLORS = {"proximity": "#2ca02c", "anti-local": "#d62728"}
 
 def specs(ctx):
     """``("basin", source, seed)``: tracked SPT-only runs; ``("label", source, arm, seed)``:
-    scratch and spt; ``("probes", source)``: the init probes of the set."""
+    scratch and spt; ``("proximity", *label)``: the proximity indices of their stored weights
+    (cached probes); ``("probes", source)``: the init probes of the set."""
     datasets, _ = available(PAPER_DATASETS)
     t = ctx.real_tier
     out = {("basin", UCRSource.of(d), s.seed): s for d, s in plan.basin_specs(datasets, t)}
     out.update({("label", UCRSource.of(d), a, s.seed): s for d, a, s in plan.paper_specs(datasets, t, plan.POWER_ARMS)})
+    out |= analysis.probe_specs({k: s for k, s in out.items() if k[0] == "label"})
+    out |= {("proximity", *k): ProximitySpec.of(s) for k, s in out.items() if k[0] == "basin"}
     for d in datasets:
         src = UCRSource.of(d)
         out["probes", src] = InitProbeSpec(src, src.fit(ModelConfig(**UCR_MODEL_DEFAULTS)), t.basin_seeds,
@@ -60,7 +64,8 @@ def basin_frame(runs) -> pd.DataFrame:
         _, src, seed = label
         probes = runs["probes", src]
         pred = next(r for r in probes.rows if r["probe"] == "basin_predictor" and r["seed"] == seed)
-        rows.append(dict(study.basin_row(src.load(), seed, res), basin_predictor=pred["value"],
+        after = proximities(runs["proximity", "basin", src, seed])["final"]
+        rows.append(dict(study.basin_row(src.load(), seed, res, after), basin_predictor=pred["value"],
                          predictor_seconds=pred["seconds"], run_seconds=res.seconds if res.seconds else np.nan,
                          beta_unif=probes.details["beta_unif"], uniform_share=probes.details["uniform_share"]))
     return pd.DataFrame(rows)
@@ -94,8 +99,8 @@ def draw(ctx, runs):
         ax.text(0.5, 0.5, "no UCR data set available\n(see metadata: skipped)", ha="center", va="center")
         return fig, {NAME: pd.DataFrame(columns=COLUMNS), "real_basin": pd.DataFrame(columns=BASIN_COLUMNS)}
     basin = basin_frame(runs)
-    labels = pd.DataFrame([analysis.metrics_row(src.load(), arm, seed, res)
-                           for (kind, src, *rest), res in runs.items() if kind == "label" for arm, seed in [rest]])
+    labels = pd.DataFrame([analysis.metrics_row(src.load(), arm, seed, res, analysis.probed(runs, label))
+                           for label, res in runs.items() if label[0] == "label" for _, src, arm, seed in [label]])
     preds = predictor_table(basin)
     check = study.predictor_check(basin)
     assoc = analysis.basin_accuracy(labels)

@@ -31,14 +31,15 @@ SHARE_LIMITS = (-1.0, 2.0)  # shares drawn within these; an interval beyond is d
 def specs(ctx):
     """``(source, arm, seed)``: every arm of the study on every available paper set."""
     datasets, _ = available(PAPER_DATASETS)
-    return {(UCRSource.of(d), arm, s.seed): s for d, arm, s in plan.paper_specs(datasets, ctx.real_tier, ARMS)}
+    runs = {(UCRSource.of(d), arm, s.seed): s for d, arm, s in plan.paper_specs(datasets, ctx.real_tier, ARMS)}
+    return runs | analysis.probe_specs(runs)
 
 
 def draw(ctx, runs):
     datasets, skipped = available(PAPER_DATASETS)
     t = ctx.real_tier
-    runs_frame = pd.DataFrame([analysis.metrics_row(src.load(), arm, seed, res)
-                               for (src, arm, seed), res in runs.items()], columns=analysis.ROW_COLUMNS)
+    runs_frame = pd.DataFrame([analysis.metrics_row(src.load(), arm, seed, res, analysis.probed(runs, (src, arm, seed)))
+                               for (src, arm, seed), res in analysis.label_runs(runs)], columns=analysis.ROW_COLUMNS)
     compared = [a for a in ARMS if a != "scratch"]
     gain = analysis.gain_table(runs_frame, compared)
     ctx.meta[NAME] = dict(tier=t.name, primary=plan.PRIMARY, skipped=skipped,

@@ -43,6 +43,9 @@ class TheoryFigSpec(Spec):
     def label(self) -> str:
         return f"theory figure numbers {self.key()} ({'quick' if self.quick else 'full'})"
 
+    def seconds_hint(self) -> float:
+        return 5.0 if self.quick else 12.0  # measured on one idle core (docs/performance.md)
+
     def execute(self, progress: bool = False, start=None) -> Table:
         if start is not None:
             raise ValueError(f"{self.label()}: has no parent run to continue")

@@ -36,14 +36,18 @@ LABELS = {"mean_test_last20": "mean test acc., last 20% of epochs\n(primary: no 
 
 
 def specs(ctx):
-    """``(source, arm, seed)``: the label runs of every available set at the tier's seeds."""
+    """``(source, arm, seed)``: the label runs of every available set at the tier's seeds;
+    ``("proximity", source, arm, seed)``: the proximity indices of those whose tables carry them
+    (cached probes of the stored weights, :func:`toyspt.ucr.analysis.probe_specs`)."""
     datasets, _ = available(PAPER_DATASETS)
-    return {(UCRSource.of(d), arm, s.seed): s for d, arm, s in plan.paper_specs(datasets, ctx.real_tier, ARMS)}
+    runs = {(UCRSource.of(d), arm, s.seed): s for d, arm, s in plan.paper_specs(datasets, ctx.real_tier, ARMS)}
+    return runs | analysis.probe_specs(runs)
 
 
 def frame(runs) -> pd.DataFrame:
     """One row per run (:func:`toyspt.ucr.analysis.metrics_row`), labelled as :func:`specs` does."""
-    rows = [analysis.metrics_row(src.load(), arm, seed, res) for (src, arm, seed), res in runs.items()]
+    rows = [analysis.metrics_row(src.load(), arm, seed, res, analysis.probed(runs, (src, arm, seed)))
+            for (src, arm, seed), res in analysis.label_runs(runs)]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

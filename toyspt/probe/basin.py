@@ -215,16 +215,29 @@ def peak_offset(A_HxTxT: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------
 # tracker
 
+def check_epochs(at) -> frozenset[int] | None:
+    """The epochs a tracker records after (``at=1/2/5`` in its name: those epochs of each
+    phase; None: every epoch); a clear error for epochs that are not positive integers."""
+    if at is None:
+        return None
+    at = (at,) if isinstance(at, int) else tuple(at)
+    if not at or any(not isinstance(e, int) or e <= 0 for e in at):
+        raise ValueError(f"at: epochs must be positive integers, got {at}")
+    return frozenset(at)
+
+
 class BetaTracker:
     """SPT phase only: the data's :func:`beta_unif` (metric ``beta_unif``, at phase start)
     and :func:`model_beta` (metric ``beta``) at the phase start (epoch 0) and after every
-    epoch, on the first ``n`` validation sequences with a mask seeded by ``seed``. Nothing
-    is recorded in the label phase: the reconstruction head is not trained there.
-    ``mask_rate`` must be the SPT run's (TrainConfig.mask_rate); the tracker cannot see it."""
+    epoch (``at``: after those epochs only), on the first ``n`` validation sequences with a
+    mask seeded by ``seed``. Nothing is recorded in the label phase: the reconstruction head
+    is not trained there. ``mask_rate`` must be the SPT run's (TrainConfig.mask_rate); the
+    tracker cannot see it."""
 
-    def __init__(self, data: TaskData, n: int = BETA_BATCH, mask_rate: float = 0.5, seed: int = 0):
+    def __init__(self, data: TaskData, n: int = BETA_BATCH, mask_rate: float = 0.5, seed: int = 0, at=None):
         if n <= 0:
             raise ValueError(f"n: must be positive, got {n}")
+        self.at = check_epochs(at)
         self.x = data.val.x[:n]
         self.mask = sample_mask(len(self.x), self.x.shape[1], mask_rate,
                                 torch.Generator().manual_seed(seed))
@@ -239,10 +252,10 @@ class BetaTracker:
             self._beta(ctx)
 
     def on_epoch(self, ctx, record) -> None:
-        if ctx.phase == "pretrain":
+        if ctx.phase == "pretrain" and (self.at is None or ctx.epoch in self.at):
             self._beta(ctx)
 
 
 __all__ = ["mask_moments", "uniform_moments", "beta_unif", "uniform_share", "model_beta", "init_beta",
            "zero_sum", "basin_predictor", "ZERO_SUM_TOL",
-           "peak_offset", "BetaTracker", "BETA_BATCH", "INIT_MASKS", "INIT_BATCH"]
+           "peak_offset", "check_epochs", "BetaTracker", "BETA_BATCH", "INIT_MASKS", "INIT_BATCH"]

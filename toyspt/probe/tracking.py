@@ -45,7 +45,7 @@ from toyspt.data.tasks import TaskData
 from toyspt.nn.attention import hooks
 from toyspt.probe import engine as pr
 from toyspt.probe import instrument, losses
-from toyspt.probe.basin import BetaTracker
+from toyspt.probe.basin import BetaTracker, check_epochs
 
 PROXIMITY_WINDOW = 2  # the proximity index counts neighbours with 1 <= |i - j| <= this
 TOP_SV = 3  # singular values of W_t - W_0 recorded per matrix
@@ -241,19 +241,20 @@ class DisplacementTracker:
 
 
 class ProfileTracker:
-    """Proximity and self index every epoch; full positional and attention profiles at each
-    phase start and every ``every`` epochs (a full profile is 2 x (2T-1) records per head)."""
+    """Proximity and self index after every epoch (``at``: those only); full positional and attention
+    profiles at each phase start and every ``every`` epochs (2 x (2T-1) records per head)."""
 
-    def __init__(self, data: TaskData, every: int = 10, n: int = PROFILE_BATCH):
+    def __init__(self, data: TaskData, every: int = 10, n: int = PROFILE_BATCH, at=None):
         if every <= 0:
             raise ValueError(f"every: must be positive, got {every}")
-        self.x, self.every = data.val.x[:n], every
+        self.x, self.every, self.at = data.val.x[:n], every, check_epochs(at)
 
     def on_phase_start(self, ctx) -> None:
         _emit(ctx, profile_rows(ctx.model, self.x, profiles=True))
 
     def on_epoch(self, ctx, record) -> None:
-        _emit(ctx, profile_rows(ctx.model, self.x, profiles=ctx.epoch % self.every == 0))
+        if (full := ctx.epoch % self.every == 0) or self.at is None or ctx.epoch in self.at:
+            _emit(ctx, profile_rows(ctx.model, self.x, profiles=full))
 
 
 class ProbeTracker:
@@ -290,13 +291,19 @@ def _parse(name: str) -> tuple[str, dict[str, Any]]:
         k, eq, v = item.partition("=")
         if not eq:
             raise ValueError(f"tracker {name!r}: expected key=value, got {item!r}")
-        kw[k] = int(v) if v.lstrip("-").isdigit() else float(v)
+        if "/" in v:  # a list of integers, e.g. at=1/2/5
+            if not all(e.lstrip("-").isdigit() for e in v.split("/")):
+                raise ValueError(f"tracker {name!r}: expected integers separated by '/', got {v!r}")
+            kw[k] = tuple(int(e) for e in v.split("/"))
+        else:
+            kw[k] = int(v) if v.lstrip("-").isdigit() else float(v)
     return base, kw
 
 
 def make_trackers(names: Sequence[str], data: TaskData, train=None) -> list:
     """Callbacks from names in :data:`TRACKERS`, optionally with integer/float options:
-    ``"displacement"``, ``"profile:every=5"``, ``"probes:every=25,n=64"``, ``"beta"``.
+    ``"displacement"``, ``"profile:every=5"``, ``"probes:every=25,n=64"``, ``"beta"``, ``"beta:at=1/2/5"``
+    (profile and beta: after the epochs ``at`` only).
     ``train`` (the run's TrainConfig) gives the beta tracker the run's SPT mask rate; a
     ``mask_rate`` option that contradicts it is refused."""
     out = []
@@ -387,8 +394,7 @@ PROBE_COLUMNS: dict[str, Callable[[Any, Any], float]] = {
 }
 
 
-__all__ = ["matrices", "displacement", "relative_displacement", "diagonal_means", "offsets",
-           "positional_profile", "attention_maps", "proximity_index", "self_index", "profile_rows",
-           "probe_rows", "DisplacementTracker", "ProfileTracker", "ProbeTracker", "TRACKERS",
-           "make_trackers", "records_frame", "state_displacement_frame", "proximity_of", "blindness_columns",
-           "PROBE_COLUMNS", "PROBE_BATCH"]
+__all__ = ["matrices", "displacement", "relative_displacement", "diagonal_means", "offsets", "positional_profile",
+           "attention_maps", "proximity_index", "self_index", "profile_rows", "probe_rows", "DisplacementTracker",
+           "ProfileTracker", "ProbeTracker", "TRACKERS", "make_trackers", "records_frame", "state_displacement_frame",
+           "proximity_of", "blindness_columns", "PROBE_COLUMNS", "PROBE_BATCH"]

@@ -43,13 +43,14 @@ def phase_specs(base: RunSpec, seeds: Sequence[int]) -> list[tuple[dict, RunSpec
     return [(st, setting_spec(base, st, s)) for st in settings() for s in seeds]
 
 
-def run_row(setting: dict, task, seed: int, res: RunResult) -> dict:
+def run_row(setting: dict, task, seed: int, res: RunResult, pi: float | None = None) -> dict:
     """One (setting, seed) row of the run ``res`` on ``task``: beta_unif, the model's beta by
-    epoch (NaN past the run's SPT epochs), the basin after SPT."""
+    epoch (NaN past the run's SPT epochs), the basin after SPT (``pi``: the proximity index after
+    SPT, computed already, e.g. by a cached :class:`toyspt.runs.state_probes.ProximitySpec`)."""
     recs = [r for r in res.records if r["name"] in ("recon", "data")]
     beta = {r["epoch"]: float(r["value"]) for r in recs if r["metric"] == "beta"}
     bu = next(float(r["value"]) for r in recs if r["metric"] == "beta_unif")
-    pi = proximity_of(res, "pretrained", task.probe_inputs())
+    pi = pi if pi is not None else proximity_of(res, "pretrained", task.probe_inputs())
     row = dict(sweep=setting["sweep"], offset=task.offset, freq_lo=task.freq_range[0],
                freq_hi=task.freq_range[1], seed=seed, beta_unif=bu, beta_init=beta[0],
                **{f"beta_epoch{e}": beta.get(e, float("nan")) for e in EARLY_EPOCHS}, beta_final=beta[max(beta)],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import os
+import signal
 import threading
 import time
 from typing import Iterator
@@ -38,7 +39,11 @@ def process_pool(workers: int) -> cf.ProcessPoolExecutor:
 
 
 def _die_with_parent(parent: int, every: float = 0.5) -> None:
-    """Worker initializer: a daemon thread exits the worker once its parent is gone."""
+    """Worker initializer: a daemon thread exits the worker once its parent is gone. Ctrl-C
+    is the parent's to handle (:func:`halt` ends the workers), so a worker ignores SIGINT
+    and prints nothing of it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
     def watch():
         while os.getppid() == parent:
             time.sleep(every)
@@ -91,9 +96,20 @@ class DaskExecutor(cf.Executor):
             self._cluster.close()
 
 
+def halt(executor: cf.Executor) -> None:
+    """Stop ``executor`` now (Ctrl-C, an error): queued jobs cancelled, a local pool's workers
+    ended mid-job (what they were writing is a temporary entry, swept later; stored entries
+    stay), without waiting for the jobs they run."""
+    pool = getattr(executor, "_processes", None) if isinstance(executor, cf.ProcessPoolExecutor) else None
+    for proc in list((pool or {}).values()):
+        with contextlib.suppress(Exception):  # already gone
+            proc.terminate()
+    executor.shutdown(wait=False, cancel_futures=True)
+
+
 def slots(executor: cf.Executor | None, default: int = 1) -> int:
     """How many jobs the executor runs at once (its worker count where it says)."""
     return getattr(executor, "_max_workers", None) or default
 
 
-__all__ = ["make_executor", "executor_scope", "process_pool", "DaskExecutor", "slots"]
+__all__ = ["make_executor", "executor_scope", "process_pool", "DaskExecutor", "slots", "halt"]

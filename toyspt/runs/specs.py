@@ -82,16 +82,25 @@ class Spec:
         return d
 
     def key(self) -> str:
-        """Stable content hash of the spec."""
-        return digest(self.identity_of(self.to_dict()))
+        """Stable content hash of the spec (computed once per spec object: specs are frozen)."""
+        k = self.__dict__.get("_key")
+        if k is None:
+            k = digest(self.identity_of(self.to_dict()))
+            object.__setattr__(self, "_key", k)
+        return k
 
     def execute(self, progress: bool = False, start: Entry | None = None) -> Entry:
         """Compute the entry (no cache); ``start``: the result of ``parent()``, continued."""
         raise NotImplementedError
 
     def cost(self) -> float:
-        """Rough cost of ``execute`` in token-steps (for ordering and estimates; 0 = negligible)."""
+        """Rough cost of ``execute`` in token-steps (0 = negligible or unknown)."""
         return 0.0
+
+    def seconds_hint(self) -> float | None:
+        """Rough seconds ``execute`` takes on one idle core, where the spec knows better than
+        :meth:`cost` says (None: :mod:`toyspt.runs.costs` estimates it from ``cost``)."""
+        return None
 
     def parent(self) -> "Spec | None":
         """The spec whose run this run continues from its stored end state (default: none)."""
@@ -100,6 +109,22 @@ class Spec:
     def alternatives(self) -> list["Spec"]:
         """Specs whose results answer this spec exactly (default: none)."""
         return []
+
+    def reads_parent(self) -> bool:
+        """True when ``execute`` only reads its parent's stored weights (a probe of a stored
+        run), so any entry that answers the parent will do (default: it continues the parent's
+        exact end state)."""
+        return False
+
+    def twins(self) -> list["Spec"]:
+        """Other specs whose entries this spec's computation yields too, exactly: their
+        entries are :meth:`twin_result` of this one's (default: none). A tracked run's twin
+        is the untracked run (its trackers only read the model)."""
+        return []
+
+    def twin_result(self, twin: "Spec", result: Entry) -> Entry:
+        """The entry of ``twin`` (one of :meth:`twins`) made from this spec's ``result``."""
+        raise NotImplementedError
 
     def group(self) -> str | None:
         """Specs with the same non-None group may train together through ``execute_group``."""
@@ -127,10 +152,17 @@ def single_thread(fn, *args, **kwargs):
 
 
 @functools.lru_cache(maxsize=256)
+def data_shape(data: DataSource) -> tuple[int, int, int, int]:
+    """(training, validation, test examples, positions per example) of a data source (loaded
+    once per process)."""
+    d = data.load()
+    return len(d.train), len(d.val), len(d.test), int(d.train.x.shape[1])
+
+
 def data_size(data: DataSource) -> tuple[int, int]:
     """(training examples, positions per example) of a data source (loaded once per process)."""
-    d = data.load()
-    return len(d.train), int(d.train.x.shape[1])
+    n, _, _, T = data_shape(data)
+    return n, T
 
 
 @dataclass(frozen=True)
@@ -199,6 +231,24 @@ class RunSpec(Spec):
 
     def alternatives(self):
         return [replace(self, evaluate="all")] if self.evaluate != "all" else []
+
+    def twins(self) -> list["RunSpec"]:
+        """A tracked run answers for its untracked twin and serves as a parent in its place:
+        trackers only read the model (tests/unit/probe/test_trackers_read_only.py), so its
+        weights, history, summary and resume state are bitwise the untracked run's. A run
+        without label phase evaluates nothing, so its twin takes the policy parents use ("all")."""
+        if not self.trackers:
+            return []
+        label = get_recipe(self.recipe).label_phase
+        return [replace(self, trackers=(), evaluate=self.evaluate if label else "all")]
+
+    def twin_result(self, twin: "RunSpec", result: RunResult) -> RunResult:
+        """``result`` as the untracked ``twin`` stores it: no tracker records, the twin's policy
+        in its config, no seconds of its own (its computation is this run's)."""
+        if twin not in self.twins():
+            raise ValueError(f"{twin.label()} is not a twin of {self.label()}")
+        return RunResult(result.recipe, result.seed, result.history, result.summary, [], result.states,
+                         {**result.config, "evaluate": twin.evaluate}, None)
 
     def group(self) -> str | None:
         """Specs without trackers that differ only by seed train in lockstep."""
@@ -283,4 +333,4 @@ def with_overrides(spec: RunSpec, **overrides) -> RunSpec:
 
 
 __all__ = ["Spec", "Entry", "Table", "RunSpec", "FORMAT_VERSION", "jsonable", "digest", "single_thread", "train_spec",
-           "spec_from_dict", "with_overrides", "data_size"]
+           "spec_from_dict", "with_overrides", "data_size", "data_shape"]

@@ -5,9 +5,10 @@ of at most :data:`MAX_GROUP` that train together; every other spec is a job of i
 Each job stores its runs as soon as it ends, so an interrupted sweep resumes where it
 stopped, and two workers that train the same spec leave one sound entry.
 
-Work is not done twice: a spec whose ``alternatives()`` include a spec also asked for (or
-cached) is answered by that one, and a spec with a ``parent()`` (the run its own run begins
-with) continues the parent's stored end state; a parent that is neither asked for nor
+Work is not done twice (:mod:`toyspt.runs.planning`): a spec whose ``alternatives()`` include
+a spec also asked for (or cached) is answered by that one, a tracked run answers for its
+untracked twin, and a spec with a ``parent()`` (the run its own run begins with) continues
+the parent's stored end state (or its tracked twin's); a parent that is neither asked for nor
 cached is trained first and stored too. ``--recompute`` recomputes parents as well.
 """
 from __future__ import annotations
@@ -16,12 +17,13 @@ import concurrent.futures as cf
 import json
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from tqdm.auto import tqdm
 
 from toyspt.runs.cache import RunCache
-from toyspt.runs.executors import make_executor, slots
+from toyspt.runs.executors import halt, make_executor, slots
+from toyspt.runs.planning import Plan, load_answer, make_plan, store_with_twins
 from toyspt.runs.specs import Entry, Spec
 from toyspt.util.hashing import jsonable
 
@@ -60,18 +62,29 @@ def as_stored(result: Entry) -> Entry:
     return type(result).from_stored(json.loads(json.dumps(jsonable(result.to_json()))), result.tensors())
 
 
+def _start_of(spec: Spec, parent: Spec, cache: RunCache, known: dict[str, Entry]) -> Entry | None:
+    """The parent entry ``spec`` starts from: the parent's own, or for a spec that only reads its
+    parent's weights, any entry answering the parent (an alternative's, a tracked twin's)."""
+    if not spec.reads_parent():
+        return known.get(parent.key()) or cache.load(parent)
+    for c in (parent, *parent.alternatives()):
+        if c.key() in known:
+            return known[c.key()]
+    return load_answer(cache, parent)
+
+
 def train_job(specs: Sequence[Spec], cache: RunCache, together: bool = False,
               known: dict[str, Entry] | None = None) -> list[Entry]:
     """Train a job (one spec, or with ``together`` specs of one group through the group's
     engine, even a single one: the lockstep engine is the faster), store every run in
-    ``cache`` and return the results as stored; specs with a parent continue its run, taken
-    from ``known`` (key -> result) or else from the cache."""
+    ``cache`` (with its twins' entries) and return the results as stored; specs with a parent
+    continue its run, taken from ``known`` (key -> result) or else from the cache."""
     specs = list(specs)
     known = known or {}
     parents = [s.parent() for s in specs]
     starts = None
     if any(p is not None for p in parents):
-        starts = [(known.get(p.key()) or cache.load(p)) if p is not None else None for p in parents]
+        starts = [(_start_of(s, p, cache, known)) if p is not None else None for s, p in zip(specs, parents)]
         missing = [s.label() for s, p, st in zip(specs, parents, starts) if p is not None and st is None]
         if missing:
             raise RuntimeError(f"the runs {missing[:3]} start from runs missing from the cache at {cache.root}")
@@ -85,7 +98,7 @@ def train_job(specs: Sequence[Spec], cache: RunCache, together: bool = False,
     per_run = (time.perf_counter() - t) / len(specs)
     for s, r in zip(specs, results):
         r.seconds = per_run
-        cache.store(s, r)
+        store_with_twins(cache, s, r)
     return [as_stored(r) for r in results]
 
 
@@ -96,28 +109,12 @@ def run_job(specs: Sequence[Spec], root: str | Path, together: bool = False) -> 
     return [s.key() for s in specs]
 
 
-def load_answer(cache: RunCache, spec: Spec) -> Entry | None:
-    """The cached run of ``spec`` or of one of its alternatives."""
-    for s in (spec, *spec.alternatives()):
-        if (hit := cache.load(s)) is not None:
-            return hit
-    return None
-
-
-def _lineage(spec: Spec) -> list[Spec]:
-    """``spec``, its parent, the parent's parent, ..."""
-    out = [spec]
-    while (p := out[-1].parent()) is not None:
-        out.append(p)
-    return out
-
-
 def get_run(spec: Spec, cache: RunCache | None = None, recompute: bool = False,
             progress: bool = False) -> Entry:
     """One run through the cache (its parent run first, if it has one)."""
     cache = cache or RunCache()
     if recompute:
-        for s in (spec, *spec.alternatives()):
+        for s in (spec, *spec.alternatives(), *spec.twins()):
             cache.remove(s)
     hit = load_answer(cache, spec)
     if hit is not None:
@@ -126,42 +123,39 @@ def get_run(spec: Spec, cache: RunCache | None = None, recompute: bool = False,
     parent = spec.parent()
     start = get_run(parent, cache, recompute, progress) if parent is not None else None
     result = spec.execute(progress=progress, start=start) if start is not None else spec.execute(progress=progress)
-    cache.store(spec, result)
+    store_with_twins(cache, spec, result)
     return as_stored(result)
 
 
 def plan(specs: Sequence[Spec], cache: RunCache, recompute: bool = False) -> tuple[dict, dict, list[Spec]]:
     """What a sweep of ``specs`` does: (the spec answering each asked key, the cached results
-    by key, the specs to train, parents first)."""
-    unique = list({s.key(): s for s in specs}.values())
-    asked = {s.key() for s in unique}
-    answer = {s.key(): next((a for a in s.alternatives() if a.key() in asked), s) for s in unique}
-    targets = list({a.key(): a for a in answer.values()}.values())
-    if recompute:
-        for s in targets:
-            for x in _lineage(s):
-                for y in (x, *x.alternatives()):
-                    cache.remove(y)
-    done = {s.key(): r for s in targets if (r := load_answer(cache, s)) is not None}  # load once
-    todo: dict[str, Spec] = {}
-    for s in targets:
-        if s.key() in done:
-            continue
-        chain = []
-        for x in _lineage(s):  # a parent is continued from its own entry, never an alternative's
-            if x is not s and (x.key() in todo or cache.has(x)):
-                break
-            chain.append(x)
-        for x in reversed(chain):
-            todo[x.key()] = x
-    return answer, done, list(todo.values())
+    by key, the specs to train, parents first); :func:`toyspt.runs.planning.make_plan` in full."""
+    p = make_plan(specs, cache, recompute)
+    return p.answer, p.done, p.todo
+
+
+class Watch:
+    """What a sweep tells an observer (e.g. an ETA): ``planned(plan)`` once, before anything
+    trains; ``started(job)`` when a job is handed to a worker; ``launched()`` once the first
+    jobs are handed out (or when nothing trains), just before the cached results are reported;
+    ``finished(job, results)`` when its runs are stored (``results``: the entries, with ``seconds``)."""
+
+    def planned(self, plan: Plan) -> None: ...
+
+    def launched(self) -> None: ...
+
+    def started(self, job: list[Spec]) -> None: ...
+
+    def finished(self, job: list[Spec], results: list[Entry]) -> None: ...
 
 
 def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1,
           executor: cf.Executor | None = None, recompute: bool = False, progress: bool = True,
           desc: str | Callable[[], str] = "runs", lockstep: bool = False, dask: str | None = None,
           trained: dict[str, float] | None = None,
-          on_result: Callable[[str, Entry], None] | None = None) -> list[Entry]:
+          on_result: Callable[[str, Entry], None] | None = None,
+          priority: Callable[[list[Spec]], Any] | None = None, watch: Watch | None = None,
+          plan_: Plan | None = None) -> list[Entry]:
     """All ``specs`` through the cache, results in the order of ``specs``. Missing runs go to
     ``executor`` (any concurrent.futures.Executor), else to one made here only when something
     must train (:func:`toyspt.runs.executors.make_executor` of ``workers`` and ``dask``; in
@@ -170,15 +164,21 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
     one at a time, so the cache never depends on it). ``trained``: filled with the key and
     training seconds of every run this sweep trained (parents included).
 
-    Runs start in the order of ``specs`` (a parent just before its first child, a lockstep
-    group where its first member is), with at most two jobs per worker handed out at a time,
-    so the first specs' results come first. ``on_result(key, result)`` is called in this
-    process for each asked key as soon as its result is at hand (the cached ones before any
-    training, the others as their job is stored), so a caller can use them while the rest
-    trains; ``desc`` may be a callable, re-read for the progress bar after every job."""
+    Jobs start in the order of ``priority(job)`` (smallest first; default: the order of
+    ``specs``, a parent just before its first child, a lockstep group where its first member
+    is), one per worker and one more queued, so a job freed by its parent's end waits behind
+    at most one other. ``on_result(key, result)`` is called in this process for each asked
+    key as soon as its result is at hand (the cached ones once the first jobs are handed out,
+    the others as their job is stored), so a caller can use them while the rest trains;
+    ``desc`` may be a callable, re-read for the progress bar after every job; ``watch`` (a
+    :class:`Watch`) hears of the plan and of every job; ``plan_``: the plan of ``specs``
+    when the caller has made it already (:func:`toyspt.runs.planning.make_plan`)."""
     _check_specs(specs)
     cache = cache or RunCache()
-    answer, done, todo = plan(specs, cache, recompute)
+    pl = plan_ if plan_ is not None else make_plan(specs, cache, recompute)
+    answer, done, todo = pl.answer, pl.done, pl.todo
+    if watch is not None:
+        watch.planned(pl)
     askers: dict[str, list[str]] = {}
     for k, a in answer.items():
         askers.setdefault(a.key(), []).append(k)
@@ -187,42 +187,59 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
         for k in askers.get(key, ()) if on_result is not None else ():
             on_result(k, result)
 
-    for key, res in list(done.items()):
-        report(key, res)
-    got: dict[str, Entry] = {}  # trained in this sweep, as stored
-    if todo:
+    got: dict[str, Entry] = {}  # trained in this sweep, as stored, and their twins' entries
+
+    def cached_results() -> None:
+        if watch is not None:
+            watch.launched()
+        for key, res in list(done.items()):
+            report(key, res)
+
+    if not todo:
+        cached_results()
+    else:
         cache.check_writable()
         own = executor is None
         ex = make_executor(workers, dask) if own else executor
         n_slots = slots(ex, workers)
         rank = {s.key(): i for i, s in enumerate(todo)}
-        waiting = [s for s in todo if (p := s.parent()) is not None and p.key() in rank]
-        pending: list[list[Spec]] = []  # jobs ready to start, first-asked first
+        order = priority or (lambda job: min(rank[s.key()] for s in job))
+        waiting = [s for s in todo if s.key() in pl.after]
+        pending: list[list[Spec]] = []  # jobs ready to start, best first
 
         def queue(batch: list[Spec]) -> None:
             jobs = plan_jobs(batch, min_jobs=n_slots) if lockstep else [[s] for s in batch]
             pending.extend(jobs)
-            pending.sort(key=lambda job: min(rank[s.key()] for s in job))
+            pending.sort(key=order)
 
         def stored(job, results) -> None:  # record a finished job and queue the children it frees
             nonlocal waiting
-            got.update((s.key(), r) for s, r in zip(job, results))
-            queue([s for s in waiting if s.parent().key() in got])
-            waiting = [s for s in waiting if s.parent().key() not in got]
+            for s, r in zip(job, results):
+                got[s.key()] = r
+                got.update((t.key(), s.twin_result(t, r)) for t in s.twins())
+            queue([s for s in waiting if pl.after[s.key()] in got])
+            waiting = [s for s in waiting if pl.after[s.key()] not in got]
 
         def announce(job, results) -> None:
+            if watch is not None:
+                watch.finished(job, results)
             bar.update(len(job))
             if callable(desc):
                 bar.set_description(desc(), refresh=False)
             for s, r in zip(job, results):
                 report(s.key(), r)
+                for t in s.twins():
+                    report(t.key(), got[t.key()])
 
         queue([s for s in todo if s not in waiting])
         bar = tqdm(total=len(todo), desc=desc() if callable(desc) else desc, disable=not progress)
         try:
             if ex is None:  # in this process: results stay in memory, parents included
+                cached_results()
                 while pending:
                     job = pending.pop(0)
+                    if watch is not None:
+                        watch.started(job)
                     results = train_job(job, cache, lockstep, got)
                     stored(job, results)
                     announce(job, results)
@@ -230,10 +247,13 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
                 futures: dict[cf.Future, list[Spec]] = {}
 
                 def fill() -> None:
-                    while pending and len(futures) < 2 * n_slots:
+                    while pending and len(futures) < n_slots + 1:
                         job = pending.pop(0)
                         futures[ex.submit(run_job, job, str(cache.root), lockstep)] = job
-                fill()
+                        if watch is not None:
+                            watch.started(job)
+                fill()  # the workers start before this process uses the cached results
+                cached_results()
                 while futures:
                     fut = next(cf.as_completed(futures))
                     job = futures.pop(fut)
@@ -245,10 +265,14 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
                     stored(job, results)
                     fill()  # the workers go on while this process uses the results
                     announce(job, results)
-        finally:
+        except BaseException:  # Ctrl-C or an error: the workers stop now, the stored runs stay
             bar.close()
             if own and ex is not None:
-                ex.shutdown(cancel_futures=True)
+                halt(ex)
+            raise
+        bar.close()
+        if own and ex is not None:
+            ex.shutdown(cancel_futures=True)
         if waiting:
             raise RuntimeError(f"{waiting[0].label()} waited for a parent run that never trained")
     for s in todo:
@@ -258,4 +282,5 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
     return [done[answer[s.key()].key()] for s in specs]
 
 
-__all__ = ["MAX_GROUP", "plan_jobs", "plan", "as_stored", "train_job", "run_job", "load_answer", "get_run", "sweep"]
+__all__ = ["MAX_GROUP", "plan_jobs", "plan", "as_stored", "train_job", "run_job", "load_answer", "get_run", "sweep",
+           "Watch", "make_plan", "Plan"]

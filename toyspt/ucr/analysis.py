@@ -34,15 +34,21 @@ ALPHA = 0.05  # family-wise error rate of the Holm-adjusted verdicts
 PROXIMITY_ARMS = ("scratch", "spt", "qk_transfer")  # runs whose proximity indices the tables carry
 
 
-def metrics_row(data: UCRData, arm: str, seed: int, result: RunResult) -> dict:
+def metrics_row(data: UCRData, arm: str, seed: int, result: RunResult, pi: dict[str, float] | None = None) -> dict:
     """One label run: the metrics of :data:`toyspt.ucr.plan.METRICS` (the paper's peak held-out
     accuracy only where the run's policy measured test every epoch), test at peak validation, how
     often validation sat at its peak, and for :data:`PROXIMITY_ARMS` the proximity index of the
     final weights and, where the run continues SPT, of the SPT weights (on the set's train +
-    validation inputs)."""
+    validation inputs; ``pi``: those indices by state, computed already, e.g. by a cached
+    :class:`toyspt.runs.state_probes.ProximitySpec`)."""
     ft = [h for h in result.history if h["phase"] == "finetune"]
     s = result.summary
-    x = torch.cat([data.train.x, data.val.x])
+
+    def prox(which: str) -> float:
+        if pi is not None:
+            return pi[which]
+        return proximity_of(result, which, torch.cat([data.train.x, data.val.x]))
+
     every = result.config["evaluate"] == "all"
     return dict(dataset=data.config.name, arm=arm, seed=seed, evaluate=result.config["evaluate"],
                 mean_test_last20=s["mean_test_last20"], test_at_min_val_loss=s["test_at_min_val_loss"],
@@ -52,9 +58,30 @@ def metrics_row(data: UCRData, arm: str, seed: int, result: RunResult) -> dict:
                 final_train_acc=s["final_train_acc"],
                 epochs_at_peak_val=sum(h["val_acc"] == s["peak_val_acc"] for h in ft),
                 n_val=len(data.val),
-                proximity_final=proximity_of(result, "final", x) if arm in PROXIMITY_ARMS else float("nan"),
-                proximity_after_spt=proximity_of(result, "pretrained", x) if arm in PROXIMITY_ARMS and
+                proximity_final=prox("final") if arm in PROXIMITY_ARMS else float("nan"),
+                proximity_after_spt=prox("pretrained") if arm in PROXIMITY_ARMS and
                 "pretrained" in result.states else float("nan"))
+
+
+def probe_specs(runs: dict) -> dict:
+    """``("proximity", *label)`` -> the cached proximity probe of each run of ``runs`` ({label:
+    spec}, labels ending in (arm, seed)) whose rows carry proximity indices (:data:`PROXIMITY_ARMS`)."""
+    from toyspt.runs.state_probes import ProximitySpec
+
+    return {("proximity", *label): ProximitySpec.of(s) for label, s in runs.items() if label[-2] in PROXIMITY_ARMS}
+
+
+def label_runs(runs: dict) -> list:
+    """The (label, result) pairs of ``runs`` that are runs, not their probes."""
+    return [(label, r) for label, r in runs.items() if label[0] != "proximity"]
+
+
+def probed(runs: dict, label) -> dict[str, float] | None:
+    """{state: proximity index} of the run ``label`` from its cached probe in ``runs`` (None: not probed)."""
+    from toyspt.runs.state_probes import proximities
+
+    hit = runs.get(("proximity", *label))
+    return proximities(hit) if hit is not None else None
 
 
 def _diffs(frame: pd.DataFrame, dataset: str, arm: str, metric: str, base: str = "scratch") -> pd.Series:
@@ -168,5 +195,6 @@ def basin_accuracy(frame: pd.DataFrame, metric: str = PRIMARY, seed: int = 0) ->
     return out
 
 
-__all__ = ["ROW_COLUMNS", "GAIN_COLUMNS", "ARCHIVE_COLUMNS", "ALPHA", "metrics_row", "gain_table", "verdicts",
+__all__ = ["ROW_COLUMNS", "GAIN_COLUMNS", "ARCHIVE_COLUMNS", "ALPHA", "metrics_row", "probe_specs", "label_runs",
+           "probed", "gain_table", "verdicts",
            "archive_table", "archive_counts", "saturation", "basin_accuracy"]

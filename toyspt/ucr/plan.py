@@ -36,6 +36,7 @@ from toyspt.runs.specs import RunSpec
 from toyspt.train.recipes import TrainConfig
 from toyspt.ucr.data import UCRData
 from toyspt.ucr.runs import ucr_spec, ucr_train_config
+from toyspt.ucr.study import EARLY_EPOCHS
 
 POWER_ARMS = ("scratch", "spt")
 DECOMPOSITION = ("qk_transfer", "vo_transfer", "embed_transfer", "mlp_transfer", "norm_transfer",
@@ -44,7 +45,6 @@ CONTROLS = ("spt_norms", "spt_permuted", "scratch_matched")
 BASELINES = ("alibi", "fire", "rope")
 ARCHIVE_ARMS = ("scratch", "spt", "qk_transfer")
 EVERY_EPOCH = ("scratch", "spt", "scratch_matched")  # evaluated every epoch (peak held-out; parents)
-BASIN_TRACKERS = ("beta", "profile:every=1000")  # basin runs: the model's beta and proximity along SPT
 PRIMARY = "mean_test_last20"
 METRICS = (PRIMARY, "test_at_min_val_loss", "final_test_acc", "peak_held_out")
 
@@ -116,9 +116,20 @@ def paper_specs(datasets: Sequence[UCRData], t: Tier, arms: Sequence[str] | None
             for s in arm_seeds(t, a)]
 
 
+def basin_trackers(train: TrainConfig) -> tuple[str, ...]:
+    """The basin runs' trackers: the model's beta and proximity index along SPT, recorded after
+    the SPT epochs the study reads (:data:`toyspt.ucr.study.EARLY_EPOCHS` and the last; the
+    real_data figure draws beta's trajectory through them) and at the start: recording after
+    every epoch made a GunPoint SPT-only run 1.4-3x slower than the run itself."""
+    at = sorted({e for e in EARLY_EPOCHS if e <= train.pre_epochs} | {train.pre_epochs})
+    when = "/".join(str(e) for e in at)
+    return (f"beta:at={when}", f"profile:every=1000,at={when}")
+
+
 def basin_specs(datasets: Sequence[UCRData], t: Tier) -> list[tuple[UCRData, RunSpec]]:
-    """(data set, tracked SPT-only spec) per data set and basin seed."""
-    return [(d, ucr_spec("spt_only", d, seed=s, train=t.train, trackers=BASIN_TRACKERS, evaluate="peak",
+    """(data set, tracked SPT-only spec) per data set and basin seed; each answers for the
+    untracked SPT-only run that its seed's spt and transfer runs continue (its twin)."""
+    return [(d, ucr_spec("spt_only", d, seed=s, train=t.train, trackers=basin_trackers(t.train), evaluate="peak",
                          numerics=t.numerics)) for d in datasets for s in t.basin_seeds]
 
 
@@ -131,5 +142,5 @@ def archive_specs(datasets: Sequence[UCRData], t: Tier) -> list[tuple[UCRData, s
 
 
 __all__ = ["POWER_ARMS", "DECOMPOSITION", "CONTROLS", "BASELINES", "ARCHIVE_ARMS", "EVERY_EPOCH", "PRIMARY",
-           "METRICS", "BASIN_TRACKERS", "Tier", "TIERS", "tier", "arm_seeds", "paper_specs", "basin_specs",
+           "METRICS", "basin_trackers", "Tier", "TIERS", "tier", "arm_seeds", "paper_specs", "basin_specs",
            "archive_specs"]

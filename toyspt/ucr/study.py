@@ -21,11 +21,12 @@ def _series(result: RunResult, metric: str) -> dict[int, float]:
             if r["metric"] == metric and r["phase"] == "pretrain" and r.get("head", 0) == 0}
 
 
-def basin_row(data: UCRData, seed: int, result: RunResult) -> dict:
+def basin_row(data: UCRData, seed: int, result: RunResult, after: float | None = None) -> dict:
     """One basin run: the model's beta and proximity index at init and after the early SPT
-    epochs (NaN past the run's epochs), the proximity index after SPT and the basin."""
+    epochs (NaN past the run's epochs), the proximity index after SPT and the basin (``after``:
+    that index, computed already, e.g. by a cached :class:`toyspt.runs.state_probes.ProximitySpec`)."""
     beta, pi = _series(result, "beta"), _series(result, "proximity_index")
-    pi_after = proximity_of(result, "final", torch.cat([data.train.x, data.val.x]))
+    pi_after = after if after is not None else proximity_of(result, "final", torch.cat([data.train.x, data.val.x]))
     row = dict(dataset=data.config.name, seed=seed, T=data.length, n_train=len(data.train),
                proximity_after_spt=pi_after, basin="proximity" if pi_after > 1 else "anti-local",
                beta_init=beta[0], proximity_init=pi.get(0, float("nan")))

@@ -8,11 +8,14 @@ disk fault (full, read-only, I/O error, or torch's writer's ``RuntimeError`` on 
 :class:`WriteError` naming the file, and the temporary file is removed."""
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import signal
 import stat
+import threading
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 
 class WriteError(OSError):
@@ -66,4 +69,22 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     return atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
 
 
-__all__ = ["atomic_write", "write_text", "write_bytes", "WriteError", "disk_fault"]
+@contextlib.contextmanager
+def uninterrupted() -> Iterator[None]:
+    """Files written together in a ``with`` block stay together: Ctrl-C (SIGINT) during the
+    block is held and raised as KeyboardInterrupt when it ends (only in the main thread, where
+    Python delivers signals; elsewhere the block runs as is)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    before = signal.signal(signal.SIGINT, lambda sig, frame: held.append(sig))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+    if held:
+        raise KeyboardInterrupt
+
+
+__all__ = ["atomic_write", "write_text", "write_bytes", "WriteError", "disk_fault", "uninterrupted"]

@@ -262,10 +262,12 @@ def test_figure_draws_available_sets_and_lists_the_rest_as_skipped(tmp_path, mon
     monkeypatch.setenv(ENV_ROOT, str(root))
     ctx = FigContext(out=tmp_path / "figs", seeds=(0, 1), quick=True, cache=RunCache(tmp_path / "cache"))
     specs = ucr_fig.specs(ctx)  # the registry trains these beside the toy runs
+    labelled = {k: s for k, s in specs.items() if k[0] != "proximity"}
     per_set = 3 * 2  # scratch, spt, qk_transfer at seeds 0-1 (quick, default tier: no baselines)
-    assert len(specs) == 2 * per_set
-    assert {s.data.name for s in specs.values()} == {"GunPoint", "ECG200"}
-    assert all((s.data, s.seed) == (src, k) for (src, _, k), s in specs.items())
+    assert len(labelled) == 2 * per_set and len(specs) == 2 * per_set + 2 * 3 * 2  # and cached probes of three arms
+    assert {s.data.name for s in labelled.values()} == {"GunPoint", "ECG200"}
+    assert all((s.data, s.seed) == (src, k) for (src, _, k), s in labelled.items())
+    assert all(specs[k].run == labelled[k[1:]] for k in specs if k[0] == "proximity")
     runs = dict(zip(specs, sweep(list(specs.values()), ctx.cache, progress=False)))
     write(ctx, ucr_fig, ucr_fig.draw(ctx, runs))
     frame = pd.read_csv(tmp_path / "figs" / "ucr.csv")
@@ -304,7 +306,8 @@ def test_figure_plan_full_mode(monkeypatch, tier):
     from toyspt.ucr import plan
 
     t = plan.TIERS[tier]
-    specs = ucr_fig.specs(FigContext(out=None, seeds=(0, 1, 2, 3, 4), tier=tier))
+    specs = {k: s for k, s in ucr_fig.specs(FigContext(out=None, seeds=(0, 1, 2, 3, 4), tier=tier)).items()
+             if k[0] != "proximity"}  # the runs (not their cached probes)
     for name in PAPER_DATASETS:
         got = {(a, k) for (src, a, k) in specs if src.name == name}
         want = ({(a, k) for a in ("scratch", "spt") for k in t.power_seeds} | {("qk_transfer", k) for k in t.qk_seeds}

