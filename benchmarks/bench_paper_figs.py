@@ -66,7 +66,13 @@ def load() -> str:
 
 
 def checkout(rev: str, where: Path) -> Path:
+    """``rev`` in a temporary worktree. The project is installed as toyspt.theory from the
+    top-level theory/ folder (pyproject's package-dir); the editable install maps that name to
+    *this* checkout's theory/, so the worktree gets its own toyspt/theory link, found first."""
     subprocess.run(["git", "worktree", "add", "--detach", "-q", str(where), rev], cwd=ROOT, check=True)
+    link = where / "toyspt" / "theory"
+    if (where / "theory").is_dir() and not link.exists():
+        link.symlink_to(where / "theory", target_is_directory=True)
     return where
 
 
