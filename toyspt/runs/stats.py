@@ -1,20 +1,24 @@
 """The statistics every comparison of arms uses: pure functions on numpy / pandas values.
 
-* :func:`paired`: paired differences (arm - base, one per seed): mean, 95% t interval, paired
-  t and Wilcoxon signed-rank p, wins/ties/losses and the minimal detectable effect (:func:`mde`);
+* :func:`paired`: paired differences (arm - base, one per seed): the mean with its 95% t
+  interval and t p (descriptive), and the verdict's one test: Wilcoxon signed-rank (exact,
+  zeros dropped) with its direction, the Hodges-Lehmann estimate and the interval inverting
+  it, and its minimal detectable effect at a given level (:mod:`toyspt.runs.rank_tests`);
+* :func:`tost`: equivalence of paired differences to 0 within a margin (two one-sided t tests);
 * :func:`holm`: Holm's step-down adjustment over a family of p-values;
 * :func:`share_of_gain`: an arm's share of SPT's gain (ratio of mean gains) with Fieller's
   interval, which is exact for a ratio of correlated normal means and unbounded when the
   denominator is not significantly different from 0 (a delta-method interval would then be
   finite and wrong);
-* :func:`base_rate_test`: a predictor's hit rate against always answering the majority class
-  (:func:`hits_vs_base_rate` from per-run booleans), not against one half;
+* :func:`hits_vs_base_rate`: a predictor against always answering the majority class on the
+  same runs, exact McNemar on the runs where the two disagree (:func:`mcnemar_exact`);
 * :func:`within_set_association`: a run-level predictor against an outcome *within* sets
   (stratified), so that differences between sets are not read as an association.
 
 Every function refuses bad input (too few values, mismatched lengths, NaN where none is
 allowed) with a ValueError that names what is wrong. scipy does the distributions and tests;
-only Holm's adjustment and the stratified permutations are written here (scipy has neither).
+only Holm's adjustment, the stratified permutations and what :mod:`toyspt.runs.rank_tests`
+lists are written here (scipy has none of them).
 """
 from __future__ import annotations
 
@@ -23,6 +27,8 @@ import math
 import numpy as np
 import pandas as pd
 from scipy import optimize, stats
+
+from toyspt.runs import rank_tests
 
 DECIMALS = 12  # differences are rounded to this many decimals before ties and signs are counted
 MIN_PERMUTATIONS = 1000  # within_set_association refuses fewer permutations than this
@@ -75,42 +81,36 @@ def mde(sd: float, n: int, power: float = 0.8, alpha: float = 0.05) -> float:
     return float(optimize.brentq(gap, 0.0, hi, xtol=1e-12)) * sd
 
 
-PAIRED_KEYS = ("n", "mean_diff", "sd_diff", "ci_low", "ci_high", "t_p", "wilcoxon_p", "wilcoxon_method",
-               "wins", "ties", "losses", "mde80")
+PAIRED_KEYS = ("n", "mean_diff", "sd_diff", "ci_low", "ci_high", "t_p", "hl", "hl_low", "hl_high", "wilcoxon_p",
+               "wilcoxon_method", "direction", "wilcoxon_min_p", "wins", "ties", "losses", "mde80")
 
 
-def wilcoxon_method(d: np.ndarray) -> str:
-    """The test scipy's ``wilcoxon(method="auto")`` runs on ``d`` (scipy 1.17's rule):
-    'exact' for n <= 50 without ties or zeros; with ties or zeros an exact permutation test
-    ('permutation', all 2^n sign flips) for n <= 13; otherwise the normal approximation with
-    tie and continuity correction ('normal'). n counts zeros too."""
-    nz = d[d != 0]
-    ties = len(np.unique(np.abs(nz))) < len(nz)
-    if len(d) > 50:
-        return "normal"
-    if not ties and len(nz) == len(d):
-        return "exact"
-    return "permutation" if len(d) <= 13 else "normal"
+def _rounded(a: np.ndarray, decimals: int) -> np.ndarray:
+    return np.round(a, decimals) + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
-def paired(d, decimals: int = DECIMALS) -> dict:
+def paired(d, decimals: int = DECIMALS, level: float = 0.05) -> dict:
     """Paired differences ``d`` (arm - base, one per seed; NaN dropped): a dict of
-    :data:`PAIRED_KEYS`.
+    :data:`PAIRED_KEYS`. Differences are rounded to ``decimals`` first, so that float noise of
+    subtracting accuracies (k/N) neither breaks ties nor makes a zero nonzero.
 
-    * ``mean_diff``, ``sd_diff`` (ddof=1) and the 95% t interval ``ci_low, ci_high``; ``t_p``
-      the paired t-test's two-sided p. With no spread the interval is the point, and t_p is
-      1 when every difference is 0 (0 when they are all equal and nonzero: the limit).
-    * ``wilcoxon_p``: Wilcoxon signed-rank, two-sided, ``scipy.stats.wilcoxon`` with
-      zero_method="wilcox" (zero differences are dropped before ranking, Wilcoxon's original
-      rule) and method="auto" (scipy decides; ``wilcoxon_method`` says which:
-      :func:`wilcoxon_method`); tied magnitudes get average ranks. Every difference 0: p = 1
-      (no evidence either way), not scipy's warning. Differences are rounded to ``decimals``
-      first, so that float noise of subtracting accuracies (k/N) neither breaks ties nor
-      makes a zero nonzero.
+    * Descriptive: ``mean_diff``, ``sd_diff`` (ddof=1), the 95% t interval ``ci_low, ci_high``
+      and the paired t-test's two-sided ``t_p``. With no spread (every difference equal) all
+      three are NaN: undefined, not a certainty.
+    * Verdict-bearing, one test (:func:`toyspt.runs.rank_tests.signed_rank`): the Wilcoxon
+      signed-rank test, zero rule "wilcox" (zeros dropped), exact sign-flip distribution with
+      mid-ranks (``wilcoxon_method`` "exact", or "normal" beyond
+      :data:`toyspt.runs.rank_tests.EXACT_MAX`); ``wilcoxon_p`` two-sided; ``direction`` the
+      side that test is about (+1: positive differences outrank negative ones); the
+      Hodges-Lehmann estimate ``hl`` with the 95% interval ``hl_low, hl_high`` that inverts
+      the same test (±inf where it cannot reject at this n); ``wilcoxon_min_p``, the smallest p
+      these ranks allow (0.0625 with 5 nonzero differences). Every difference 0: p 1.
     * ``wins, ties, losses``: differences > 0, == 0, < 0 (after the rounding).
-    * ``mde80``: :func:`mde` at 80% power from ``sd_diff`` and n."""
+    * ``mde80``: :func:`toyspt.runs.rank_tests.mde_signed_rank` at 80% power and ``level``
+      (pass alpha / m for a Holm family of m) from ``sd_diff`` and n: inf where the test
+      cannot reach ``level`` at n, NaN with no spread."""
     a = _values(d, "d")
-    a = np.round(a[~np.isnan(a)], decimals) + 0.0  # + 0.0 turns -0.0 into 0.0
+    a = _rounded(a[~np.isnan(a)], decimals)
     n = len(a)
     if n < 2:
         raise ValueError(f"d: need at least 2 non-NaN differences, got {n}")
@@ -119,17 +119,34 @@ def paired(d, decimals: int = DECIMALS) -> dict:
         t = stats.ttest_1samp(a, 0.0)
         ci = t.confidence_interval(0.95)
         lo, hi, t_p = float(ci.low), float(ci.high), float(t.pvalue)
-    else:
-        lo = hi = mean
-        t_p = 1.0 if mean == 0 else 0.0
-    if (a != 0).any():
-        method = wilcoxon_method(a)
-        w_p = float(stats.wilcoxon(a, zero_method="wilcox", method="auto").pvalue)
-    else:
-        method, w_p = "none (every difference is 0)", 1.0
-    return dict(n=n, mean_diff=mean, sd_diff=sd, ci_low=lo, ci_high=hi, t_p=t_p, wilcoxon_p=w_p,
-                wilcoxon_method=method, wins=int((a > 0).sum()), ties=int((a == 0).sum()),
-                losses=int((a < 0).sum()), mde80=mde(sd, n))
+    else:  # every difference equal: no spread, so no t statistic, interval or power model
+        lo = hi = t_p = math.nan
+    w = rank_tests.signed_rank(a)
+    return dict(n=n, mean_diff=mean, sd_diff=sd, ci_low=lo, ci_high=hi, t_p=t_p, hl=w["hl"], hl_low=w["hl_low"],
+                hl_high=w["hl_high"], wilcoxon_p=w["p"], wilcoxon_method=w["method"], direction=w["direction"],
+                wilcoxon_min_p=w["min_p"], wins=int((a > 0).sum()), ties=int((a == 0).sum()),
+                losses=int((a < 0).sum()), mde80=rank_tests.mde_signed_rank(sd, n, level))
+
+
+def tost(d, margin: float, decimals: int = DECIMALS) -> dict:
+    """Equivalence of paired differences ``d`` to 0 within ``±margin`` (Schuirmann's two one-sided
+    t tests, NaN dropped, rounded as :func:`paired` does): ``p`` = max of the p of
+    H0: mean <= -margin and of H0: mean >= +margin (equivalent at level alpha when p <= alpha,
+    i.e. when the 1 - 2 alpha t interval lies inside ±margin), with the 90% interval
+    ``ci90_low, ci90_high``. NaN with no spread (undefined, as in :func:`paired`)."""
+    if not (margin > 0 and math.isfinite(margin)):
+        raise ValueError(f"margin: must be finite and > 0, got {margin}")
+    a = _values(d, "d")
+    a = _rounded(a[~np.isnan(a)], decimals)
+    if len(a) < 2:
+        raise ValueError(f"d: need at least 2 non-NaN differences, got {len(a)}")
+    if a.std(ddof=1) == 0:
+        return dict(n=len(a), margin=margin, p=math.nan, ci90_low=math.nan, ci90_high=math.nan)
+    lower = stats.ttest_1samp(a, -margin, alternative="greater").pvalue
+    upper = stats.ttest_1samp(a, margin, alternative="less").pvalue
+    ci = stats.ttest_1samp(a, 0.0).confidence_interval(0.90)
+    return dict(n=len(a), margin=margin, p=float(max(lower, upper)), ci90_low=float(ci.low),
+                ci90_high=float(ci.high))
 
 
 # ---------------------------------------------------------------------------------------
@@ -174,7 +191,7 @@ def fieller(a_mean: float, b_mean: float, v_aa: float, v_bb: float, v_ab: float,
     return float((B - root) / A), float((B + root) / A), "bounded"
 
 
-def _pairs(arm_diff, spt_diff) -> tuple[np.ndarray, np.ndarray]:
+def _pairs(arm_diff, spt_diff, decimals: int = DECIMALS) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(arm_diff, pd.Series) and isinstance(spt_diff, pd.Series):
         arm_diff, spt_diff = (s.sort_index() for s in arm_diff.align(spt_diff, join="inner"))
     a, b = _values(arm_diff, "arm_diff"), _values(spt_diff, "spt_diff")
@@ -183,21 +200,23 @@ def _pairs(arm_diff, spt_diff) -> tuple[np.ndarray, np.ndarray]:
     keep = ~(np.isnan(a) | np.isnan(b))
     if keep.sum() < 2:
         raise ValueError(f"arm_diff, spt_diff: need at least 2 seeds with both differences, got {int(keep.sum())}")
-    return a[keep], b[keep]
+    return _rounded(a[keep], decimals), _rounded(b[keep], decimals)
 
 
-def share_of_gain(arm_diff, spt_diff, level: float = 0.95) -> dict:
+def share_of_gain(arm_diff, spt_diff, level: float = 0.95, decimals: int = DECIMALS) -> dict:
     """An arm's share of SPT's gain: ``mean(arm_diff) / mean(spt_diff)``, both differences to
     scratch paired on the same seeds (two pandas Series are paired on their index; a seed missing
-    or NaN in either is dropped). A dict of :data:`SHARE_KEYS`: the share, its Fieller interval
-    (:func:`fieller`, from the sample covariance of the pairs, n - 1 degrees of freedom),
-    ``bounded`` False and ±inf when SPT's gain is not significantly different from 0 at
-    ``level`` (then no share is meaningful), the two means and ``spt_p`` (SPT's gain, paired t)."""
-    a, b = _pairs(arm_diff, spt_diff)
+    or NaN in either is dropped), both rounded to ``decimals`` first as :func:`paired` rounds (so
+    float noise cannot make a zero gain "significant" and the share bounded). A dict of
+    :data:`SHARE_KEYS`: the share, its Fieller interval (:func:`fieller`, from the sample
+    covariance of the pairs, n - 1 degrees of freedom), ``bounded`` False and ±inf when SPT's
+    gain is not significantly different from 0 at ``level`` (then no share is meaningful), the
+    two means and ``spt_p`` (SPT's gain, paired t; NaN when its differences do not vary)."""
+    a, b = _pairs(arm_diff, spt_diff, decimals)
     n = len(a)
     cov = np.cov(a, b, ddof=1) / n
     lo, hi, kind = fieller(a.mean(), b.mean(), cov[0, 0], cov[1, 1], cov[0, 1], n - 1, level)
-    spt_p = float(stats.ttest_1samp(b, 0.0).pvalue) if b.std() > 0 else float(b.mean() == 0)
+    spt_p = float(stats.ttest_1samp(b, 0.0).pvalue) if b.std() > 0 else math.nan
     return dict(n=n, share=float(a.mean() / b.mean()) if b.mean() != 0 else math.nan, ci_low=lo, ci_high=hi,
                 bounded=kind == "bounded", interval=kind, arm_mean=float(a.mean()), spt_mean=float(b.mean()),
                 spt_p=spt_p)
@@ -206,37 +225,42 @@ def share_of_gain(arm_diff, spt_diff, level: float = 0.95) -> dict:
 # ---------------------------------------------------------------------------------------
 # a predictor's hit rate
 
-def base_rate_test(hits: int, n: int, majority_hits: int) -> dict:
-    """A predictor that names ``hits`` of ``n`` runs, tested against always answering the
-    majority class (``majority_hits`` of n): exact one-sided binomial test (scipy.stats.binomtest,
-    alternative "greater") of hits against p0 = majority_hits / n. Returns hits, n, share,
-    majority_hits, base_rate and p. A predictor no better than the majority answer gets p >= ~0.5."""
-    for name, v in (("hits", hits), ("n", n), ("majority_hits", majority_hits)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise ValueError(f"{name}: expected an integer count, got {v!r}")
-    if n < 2:
-        raise ValueError(f"n: need at least 2 runs, got {n}")
-    if not 0 <= hits <= n:
-        raise ValueError(f"hits: must lie in [0, n={n}], got {hits}")
-    if not n - majority_hits <= majority_hits <= n:
-        raise ValueError(f"majority_hits: the majority class holds between n/2 and n={n} runs, got {majority_hits}")
-    p = stats.binomtest(int(hits), int(n), majority_hits / n, alternative="greater").pvalue
-    return dict(hits=int(hits), n=int(n), share=hits / n, majority_hits=int(majority_hits),
-                base_rate=majority_hits / n, p=float(p))
+def mcnemar_exact(only_predictor: int, only_majority: int) -> float:
+    """Exact McNemar p of a predictor against always answering the majority class, scored on
+    the same runs: of the discordant runs (one of the two right, the other wrong), the
+    predictor is right on ``only_predictor`` and the majority answer on ``only_majority``;
+    under H0 (equally accurate) each discordant run goes either way with probability 1/2.
+    One-sided (``scipy.stats.binomtest``, alternative "greater"): the claim tested is that the
+    predictor beats the base rate. No discordant run: p 1 (the two answers never differ)."""
+    for name, v in (("only_predictor", only_predictor), ("only_majority", only_majority)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ValueError(f"{name}: expected a count >= 0, got {v!r}")
+    k = int(only_predictor) + int(only_majority)
+    return 1.0 if k == 0 else float(stats.binomtest(int(only_predictor), k, 0.5, alternative="greater").pvalue)
 
 
 def hits_vs_base_rate(predicted, actual) -> dict:
-    """A binary predictor against always answering the majority class: ``predicted`` and
-    ``actual`` are boolean per run (e.g. "predicts proximity", "landed in proximity"; runs where
-    the predictor has no value must be left out by the caller). :func:`base_rate_test` of the
-    hits against the majority count of ``actual``, plus ``majority``: the majority value (True
-    on a tie)."""
+    """A binary predictor against always answering the majority class *on the same runs*:
+    ``predicted`` and ``actual`` are boolean per run (e.g. "predicts proximity", "landed in
+    proximity"; runs where the predictor has no value must be left out by the caller). The
+    paired comparison is exact McNemar (:func:`mcnemar_exact`) on the runs where the two
+    answers disagree, not a binomial test against the observed majority share (which treats
+    that share as known and ignores that both are scored on the same runs). Returns hits, n,
+    share, majority (the majority value, True on a tie), majority_hits, base_rate,
+    only_predictor, only_majority (the discordant runs each gets right), p, and test."""
     p, a = np.asarray(predicted), np.asarray(actual)
     if p.dtype != bool or a.dtype != bool or p.ndim != 1 or p.shape != a.shape:
         raise ValueError(f"predicted, actual: need two boolean 1-D arrays of one length, got "
                          f"{p.dtype}{p.shape} and {a.dtype}{a.shape}")
+    if len(a) < 2:
+        raise ValueError(f"predicted, actual: need at least 2 runs, got {len(a)}")
     k = int(a.sum())
-    return dict(base_rate_test(int((p == a).sum()), len(a), max(k, len(a) - k)), majority=bool(k >= len(a) - k))
+    majority = bool(k >= len(a) - k)
+    hit, base = p == a, a == majority
+    b, c = int((hit & ~base).sum()), int((~hit & base).sum())
+    return dict(hits=int(hit.sum()), n=len(a), share=float(hit.mean()), majority=majority,
+                majority_hits=int(base.sum()), base_rate=float(base.mean()), only_predictor=b, only_majority=c,
+                p=mcnemar_exact(b, c), test="exact McNemar, one-sided")
 
 
 # ---------------------------------------------------------------------------------------
@@ -292,32 +316,29 @@ def _binary(f: pd.DataFrame, group: str, x: str, y: str, positive, n_perm: int, 
                 auc=float(u.statistic / (k1 * k0)), mwu_p=float(u.pvalue), perm_p=_perm_p(s_obs, s_perm))
 
 
-RHO_CLIP = 1 - 1e-9  # a set with a perfect rank correlation keeps a finite Fisher z
-
-
 def _continuous(f: pd.DataFrame, group: str, x: str, y: str, n_perm: int, rng) -> dict:
     if not pd.api.types.is_numeric_dtype(f[x]) or pd.api.types.is_bool_dtype(f[x]):
         raise ValueError(f"x: column {x!r} has more than two values and is not numeric")
-    zs, ws, per_set, perm = [], [], {}, []
+    rhos, ws, per_set, perm = [], [], {}, []
     for name, g in f.groupby(group, sort=False):
-        if len(g) < 4 or g[x].nunique() < 2 or g[y].nunique() < 2:
-            continue  # no within-set rank correlation (or no Fisher weight n - 3 > 0)
+        if len(g) < 3 or g[x].nunique() < 2 or g[y].nunique() < 2:
+            continue  # no within-set rank correlation
         rx, ry = (stats.rankdata(g[c].to_numpy(float)) for c in (x, y))
         rx, ry = rx - rx.mean(), ry - ry.mean()
         norm = np.sqrt((rx @ rx) * (ry @ ry))
         per_set[name] = float(rx @ ry / norm)
-        zs.append(np.arctanh(np.clip(per_set[name], -RHO_CLIP, RHO_CLIP)))
-        ws.append(len(g) - 3)
-        perm_rx = rng.permuted(np.tile(rx, (n_perm, 1)), axis=1)
-        perm.append(np.arctanh(np.clip(perm_rx @ ry / norm, -RHO_CLIP, RHO_CLIP)))
+        rhos.append(per_set[name])
+        ws.append(len(g) - 1)  # 1 / the exact permutation variance of Spearman's rho, 1 / (n - 1)
+        perm.append(rng.permuted(np.tile(rx, (n_perm, 1)), axis=1) @ ry / norm)
     if not per_set:
-        raise ValueError(f"frame: no {group} has >= 4 runs with varying {x!r} and {y!r}")
+        raise ValueError(f"frame: no {group} has >= 3 runs with varying {x!r} and {y!r}")
     w = np.asarray(ws, float)
-    z = float(np.dot(w, zs) / w.sum())
-    z_perm = (w[:, None] * np.asarray(perm)).sum(0) / w.sum()
-    half = stats.norm.ppf(0.975) * math.sqrt(1.06 / w.sum())  # var(atanh Spearman) ~ 1.06 / (n - 3)
-    return dict(kind="continuous", n=int(w.sum() + 3 * len(w)), n_sets=len(w), rho=math.tanh(z),
-                ci_low=math.tanh(z - half), ci_high=math.tanh(z + half), perm_p=_perm_p(z, z_perm), rho_per_set=per_set)
+    rho = float(np.dot(w, rhos) / w.sum())
+    rho_perm = (w[:, None] * np.asarray(perm)).sum(0) / w.sum()
+    # the exact permutation-null sd of the pooled rho: sqrt(sum w^2 / (n - 1)) / sum w = 1 / sqrt(sum w)
+    half = stats.norm.ppf(0.975) / math.sqrt(w.sum())
+    return dict(kind="continuous", n=int(w.sum() + len(w)), n_sets=len(w), rho=rho, ci_low=float(max(-1.0, rho - half)),
+                ci_high=float(min(1.0, rho + half)), perm_p=_perm_p(rho, rho_perm), rho_per_set=per_set)
 
 
 def within_set_association(frame: pd.DataFrame, group: str = "dataset", x: str = "basin",
@@ -336,9 +357,17 @@ def within_set_association(frame: pd.DataFrame, group: str = "dataset", x: str =
       a stratified permutation test of the same statistic that permutes the labels only within
       sets (``n_perm`` seeded permutations, two-sided). Sets holding one level only carry no
       within-set contrast and are left out (``n_sets`` counts the rest).
-    * continuous x: Spearman's rho within each set (``rho_per_set``; sets with < 4 runs or a
-      constant x or y left out), combined as the Fisher-z mean weighted by n - 3 (``rho``,
-      with the interval of var(z) ~ 1.06 / (n - 3)), and ``perm_p`` from permuting x within sets.
+    * continuous x: Spearman's rho within each set (``rho_per_set``; sets with < 3 runs or a
+      constant x or y left out), pooled as the mean of the rhos weighted by n - 1 (``rho``: the
+      inverse of each rho's exact null variance 1 / (n - 1); a mean of rhos, not of Fisher z,
+      which at 5 runs per set lets one perfect correlation, atanh 1 = inf, decide the pool),
+      ``perm_p`` from permuting x within sets, and the interval ``rho ± 1.96 sd0`` (clipped to
+      [-1, 1]) with sd0 = 1 / sqrt(sum(n - 1)), the exact permutation-null sd of the pooled rho
+      (the permutation variance of a Pearson correlation of ranks is 1 / (n - 1) whatever the
+      ties): it excludes 0 about as often as perm_p <= 0.05 under the null, and is conservative
+      away from it, where the variance of rho shrinks like (1 - rho^2)^2. A stratified
+      bootstrap was not chosen: at 5 runs per set resamples repeat runs, tie ranks and often
+      make a set constant.
 
     ``perm_p`` is the primary p: it needs no distributional assumption and respects the strata."""
     if kind not in ("auto", "binary", "continuous"):
@@ -359,5 +388,5 @@ def within_set_association(frame: pd.DataFrame, group: str = "dataset", x: str =
     return dict(x=x, y=y, group=group, n_perm=n_perm, **out)
 
 
-__all__ = ["DECIMALS", "MIN_PERMUTATIONS", "PAIRED_KEYS", "SHARE_KEYS", "mde", "wilcoxon_method", "paired", "holm",
-           "fieller", "share_of_gain", "base_rate_test", "hits_vs_base_rate", "within_set_association"]
+__all__ = ["DECIMALS", "MIN_PERMUTATIONS", "PAIRED_KEYS", "SHARE_KEYS", "mde", "paired", "tost", "holm",
+           "fieller", "share_of_gain", "mcnemar_exact", "hits_vs_base_rate", "within_set_association"]

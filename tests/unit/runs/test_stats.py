@@ -45,19 +45,50 @@ def test_zero_differences_are_dropped_before_ranking_and_ties_share_ranks():
     assert tied["wilcoxon_p"] == pytest.approx(sps.wilcoxon([0.02, 0.02, -0.02, 0.04, 0.05, 0.01]).pvalue)
 
 
-@pytest.mark.parametrize("d,method", [
-    (np.arange(1, 8) * 0.01, "exact"),  # n <= 50, no ties, no zeros
-    ([0.02, 0.02, -0.01, 0.03, 0.04], "permutation"),  # ties, n <= 13: all 2^n sign flips
-    ([0.0, 0.01, -0.02, 0.03, 0.04, 0.05, 0.06], "permutation"),  # a zero, n <= 13
-    (np.r_[np.arange(1, 19), 3, 5] * 0.01, "normal"),  # ties at n = 20
-    (np.linspace(-0.2, 1, 60) + 0.001, "normal"),  # n > 50
+@pytest.mark.parametrize("d", [
+    np.arange(1, 8) * 0.01,  # no ties, no zeros: scipy's exact
+    [0.02, 0.02, -0.01, 0.03, 0.04],  # ties
+    [0.0, 0.01, -0.02, 0.03, 0.04, 0.05, 0.06],  # a zero (dropped)
+    [0.01, 0.01, -0.02, 0.03, 0.03, 0.03, -0.04, 0.05, 0.05, 0.06, 0.07, -0.08, 0.09],  # ties at n = 13
 ])
-def test_the_reported_wilcoxon_method_is_the_one_scipy_ran(d, method):
+def test_the_exact_test_is_scipys_full_sign_flip_enumeration(d):
+    """Up to 13 differences scipy's PermutationMethod enumerates all 2^n sign flips: the exact
+    p, which the convolution here must reproduce with ties and zeros."""
     d = np.asarray(d, float)
     r = stats.paired(d)
-    assert r["wilcoxon_method"] == method
-    run = {"exact": "exact", "normal": "asymptotic", "permutation": sps.PermutationMethod()}[method]
-    assert r["wilcoxon_p"] == pytest.approx(sps.wilcoxon(d, method=run).pvalue, rel=1e-12)
+    assert r["wilcoxon_method"] == "exact"
+    assert r["wilcoxon_p"] == pytest.approx(sps.wilcoxon(d, zero_method="wilcox", method=sps.PermutationMethod())
+                                            .pvalue, rel=1e-12)
+
+
+def test_the_method_is_chosen_here_not_by_scipys_auto():
+    """20 differences with ties: scipy 1.17's "auto" takes the normal approximation (p below);
+    the exact sign-flip distribution of the mid-ranks gives another p, pinned here (it is
+    2 P(T+ >= 179) over the 2^20 flips, counted by convolution)."""
+    d = np.r_[np.arange(1, 19), 3, 5] * 0.01
+    d[[2, 7, 11]] *= -1
+    r = stats.paired(d)
+    auto = sps.wilcoxon(d, method="auto").pvalue
+    assert r["wilcoxon_method"] == "exact" and abs(r["wilcoxon_p"] - auto) > 1e-4
+    from toyspt.runs import rank_tests
+
+    r2 = np.rint(2 * sps.rankdata(np.abs(d))).astype(int)
+    t2 = int(r2[d > 0].sum())
+    flips = np.array(np.meshgrid(*[[0, 1]] * 10)).reshape(10, -1).T  # brute force on the first 10 ...
+    first = (flips * r2[:10]).sum(1)
+    rest = rank_tests._null(r2[10:])  # ... convolved with the exact law of the other 10
+    upper = sum(rest[max(t2 - f, 0):].sum() for f in first) / len(first)
+    assert r["wilcoxon_p"] == pytest.approx(min(1.0, 2 * upper), rel=1e-12)
+
+
+def test_the_zero_rule_is_wilcox_not_pratt():
+    """One zero among mixed signs: Wilcoxon's rule (drop it) gives 2 x 37/128 = 0.578125 (T+ = 18
+    of ranks 1..7); Pratt's rule (rank it, then leave it out of T+) gives 0.5."""
+    d = [0.0, 0.01, 0.02, -0.03, 0.04, 0.05, 0.06, -0.07]
+    wilcox = sps.wilcoxon(d, zero_method="wilcox", method=sps.PermutationMethod()).pvalue
+    pratt = sps.wilcoxon(d, zero_method="pratt", method=sps.PermutationMethod()).pvalue
+    assert wilcox == pytest.approx(0.578125) and pratt == pytest.approx(0.5)
+    assert stats.paired(d)["wilcoxon_p"] == pytest.approx(0.578125, rel=1e-12)
 
 
 def test_float_noise_of_accuracy_differences_neither_breaks_ties_nor_invents_nonzeros():
@@ -66,19 +97,88 @@ def test_float_noise_of_accuracy_differences_neither_breaks_ties_nor_invents_non
     assert raw[0] != raw[1] and raw[2] != 0
     r = stats.paired(raw)
     assert (r["wins"], r["ties"], r["losses"]) == (4, 1, 0)
-    assert r["wilcoxon_method"] == "permutation"  # the tie and the zero were seen
     exact = sps.wilcoxon([0.02, 0.02, 0.05, 0.01], method=sps.PermutationMethod())
     assert r["wilcoxon_p"] == pytest.approx(exact.pvalue)
 
 
-def test_all_zero_differences_give_p_one_without_warning_or_nan():
+def test_all_zero_differences_give_p_one_without_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         r = stats.paired([0.0, 0.0, 0.0, 0.0, 0.0])
-    assert r["wilcoxon_p"] == 1.0 and r["t_p"] == 1.0 and r["ties"] == 5
-    assert (r["ci_low"], r["ci_high"], r["mde80"]) == (0.0, 0.0, 0.0)
-    const = stats.paired([0.02] * 4)
-    assert (const["ci_low"], const["ci_high"], const["t_p"]) == (0.02, 0.02, 0.0)
+    assert r["wilcoxon_p"] == 1.0 and r["ties"] == 5 and r["direction"] == 0
+
+
+def test_equal_differences_have_no_t_interval_p_or_mde():
+    """[0.02, 0.02, 0.02]: no spread, so the t statistic, its interval and a power model are
+    undefined (NaN), not a certainty (p 0, interval [0.02, 0.02], MDE 0). The signed-rank test
+    is defined: three positives of equal rank, p = 2 / 2^3."""
+    r = stats.paired([0.02, 0.02, 0.02])
+    assert all(math.isnan(r[k]) for k in ("t_p", "ci_low", "ci_high"))
+    assert r["mde80"] == math.inf  # three seeds: p >= 0.25 whatever the effect
+    assert r["mean_diff"] == pytest.approx(0.02) and r["wilcoxon_p"] == pytest.approx(0.25)
+    for d in ([0.02] * 8, [0.0] * 8):  # reachable at 8 seeds, but no spread: no power model
+        assert all(math.isnan(stats.paired(d)[k]) for k in ("t_p", "ci_low", "ci_high", "mde80"))
+
+
+def test_direction_and_significance_come_from_one_test():
+    """Nineteen wins of +0.01 and one loss of -0.5: the mean is negative, but the signed-rank
+    test and its Hodges-Lehmann estimate say positive. The 19 tied wins share mid-rank 10, the
+    loss has rank 20, T+ = 190; over the 2^20 flips T+ = 10 k + 20 s >= 190 for (k, s) = (19, 0),
+    (19, 1), (18, 1) and (17, 1): 1 + 1 + 19 + 171 = 192 flips, p = 2 x 192 / 2^20."""
+    d = [0.01] * 19 + [-0.5]
+    r = stats.paired(d)
+    assert r["mean_diff"] < 0 and r["direction"] == 1 and r["hl"] == pytest.approx(0.01)
+    assert r["wilcoxon_p"] == pytest.approx(2 * 192 / 2 ** 20, rel=1e-12)
+    assert r["hl_low"] <= 0.01 <= r["hl_high"]
+
+
+def test_hodges_lehmann_interval_inverts_the_signed_rank_test():
+    """n = 8 distinct differences: the 95% interval is [W_(4), W_(33)] of the 36 Walsh averages
+    (P(T+ <= 3) = 5/256 <= 0.025 < P(T+ <= 4) = 7/256), and a shift just inside it is not
+    rejected, one just outside is."""
+    d = np.array([0.031, -0.012, 0.054, 0.008, 0.022, 0.047, -0.003, 0.015])
+    r = stats.paired(d)
+    w = np.sort((d[:, None] + d[None, :])[np.triu_indices(8)] / 2)
+    assert (r["hl_low"], r["hl_high"]) == (pytest.approx(w[3]), pytest.approx(w[32]))
+    assert r["hl"] == pytest.approx(np.median(w))
+    from toyspt.runs import rank_tests
+
+    for end, step in ((w[3], 1e-9), (w[32], -1e-9)):
+        assert rank_tests.signed_rank(d - (end + step))["p"] > 0.05
+        assert rank_tests.signed_rank(d - (end - step))["p"] <= 0.05
+    assert stats.paired(d[:5])["hl_low"] == -math.inf  # five differences: the test cannot reject
+
+
+def test_mde_is_that_of_the_signed_rank_test_at_the_level_given():
+    """Five seeds: the smallest two-sided p is 2 / 2^5 = 0.0625 > 0.05, so no effect is
+    detectable (inf); at 20 seeds the MDE sits just above the t test's 0.6604 sd (Wilcoxon's
+    efficiency 3 / pi against t under normality) and grows at the Holm level 0.05 / 4."""
+    from toyspt.runs import rank_tests
+
+    assert stats.paired([0.01, 0.03, -0.02, 0.05, 0.02])["mde80"] == math.inf
+    assert stats.paired([0.01, 0.03, -0.02, 0.05, 0.02])["wilcoxon_min_p"] == pytest.approx(0.0625)
+    m20 = rank_tests.mde_signed_rank(1.0, 20, 0.05)
+    assert stats.mde(1.0, 20) < m20 < stats.mde(1.0, 20) * 1.06
+    assert rank_tests.mde_signed_rank(1.0, 20, 0.05 / 4) > m20
+    assert rank_tests.mde_signed_rank(0.03, 20, 0.05) == pytest.approx(0.03 * m20)
+    d = [0.01, 0.03, -0.02, 0.05, 0.02, 0.04, 0.0, 0.06, -0.01, 0.03]
+    assert stats.paired(d, level=0.0125)["mde80"] == pytest.approx(
+        rank_tests.mde_signed_rank(np.std(d, ddof=1), 10, 0.0125))
+
+
+def test_signed_rank_mde_has_eighty_percent_power_by_simulation():
+    """Fresh normal samples (another seed than the MDE's) at the MDE: the exact test at 0.05
+    rejects in 80% (4 binomial sd at 10,000 draws: 0.016)."""
+    from toyspt.runs import rank_tests
+
+    n, reps = 12, 10_000
+    rng = np.random.default_rng(99)
+    x = rng.normal(rank_tests.mde_signed_rank(1.0, n, 0.05), 1.0, size=(reps, n))
+    c = rank_tests._critical(n, 0.05)
+    ranks = sps.rankdata(np.abs(x), axis=1)
+    t = (ranks * (x > 0)).sum(1)
+    power = np.mean((t <= c) | (t >= n * (n + 1) / 2 - c))
+    assert power == pytest.approx(0.80, abs=0.016)
 
 
 def test_mde_is_the_noncentral_t_solution():
@@ -88,8 +188,6 @@ def test_mde_is_the_noncentral_t_solution():
     assert stats.mde(1.0, 20) > (sps.norm.ppf(0.975) + sps.norm.ppf(0.8)) / math.sqrt(20)
     assert stats.mde(0.03, 20) == pytest.approx(0.03 * stats.mde(1.0, 20))
     assert stats.mde(1.0, 2) > stats.mde(1.0, 5) > stats.mde(1.0, 50)
-    assert stats.paired([0.01, 0.03, -0.02, 0.05, 0.02])["mde80"] == pytest.approx(
-        stats.mde(np.std([0.01, 0.03, -0.02, 0.05, 0.02], ddof=1), 5))
 
 
 def test_mde_has_eighty_percent_power_by_simulation():
@@ -228,28 +326,81 @@ def test_share_pairs_series_by_seed_and_refuses_bad_input():
 # ---------------------------------------------------------------------------------------
 # base rate
 
-def test_base_rate_is_the_majority_class_not_one_half():
-    r = stats.base_rate_test(27, 40, 26)  # the init gain on the UCR runs vs always "proximity"
-    assert r["share"] == 27 / 40 and r["base_rate"] == 26 / 40
-    assert r["p"] == pytest.approx(sps.binom.sf(26, 40, 0.65)) and r["p"] == pytest.approx(0.4408, abs=1e-4)
-    assert sps.binomtest(27, 40, 0.5, alternative="greater").pvalue < 0.02  # what the wrong null would say
+def _pair(only_predictor, only_majority, both_right, both_wrong, majority=True):
+    """Per-run booleans (predicted, actual) with the four cells of the McNemar table; the
+    majority answer is ``majority`` (the caller keeps it the majority)."""
+    pred, act = [], []
+    for k, (p_right, m_right) in ((only_predictor, (True, False)), (only_majority, (False, True)),
+                                  (both_right, (True, True)), (both_wrong, (False, False))):
+        a = majority if m_right else not majority
+        pred += [a if p_right else not a] * k
+        act += [a] * k
+    return np.array(pred), np.array(act)
 
 
-@pytest.mark.parametrize("n,majority", [(10, 5), (10, 7), (40, 26), (50, 48), (55, 55)])
+def test_base_rate_is_exact_mcnemar_on_the_discordant_runs():
+    """The epoch-100 proximity index on the 40 UCR runs: right where always answering the
+    majority basin is wrong in 14 runs, wrong where it is right in 4: exact one-sided McNemar
+    p = P(Bin(18, 1/2) >= 14) = 0.01544 (not the one-sample binomial against the majority share,
+    which treats that share as known: p < 0.001 there)."""
+    pred, act = _pair(14, 4, 22, 0)
+    r = stats.hits_vs_base_rate(pred, act)
+    assert (r["hits"], r["n"], r["majority_hits"], r["only_predictor"], r["only_majority"]) == (36, 40, 26, 14, 4)
+    assert r["majority"] is True and r["base_rate"] == 26 / 40 and r["share"] == 36 / 40
+    assert r["p"] == pytest.approx(sps.binom.sf(13, 18, 0.5)) and r["p"] == pytest.approx(0.0154419, abs=1e-6)
+    assert sps.binomtest(36, 40, 26 / 40, alternative="greater").pvalue < 0.001  # the old test's answer
+    assert r["test"] == "exact McNemar, one-sided"
+
+
+@pytest.mark.parametrize("n,majority", [(10, 5), (10, 7), (40, 26), (55, 55)])
 def test_always_answering_the_majority_cannot_pass(n, majority):
-    r = stats.base_rate_test(majority, n, majority)
-    assert r["p"] >= 0.5 and r["share"] == r["base_rate"]
+    act = np.array([True] * majority + [False] * (n - majority))
+    r = stats.hits_vs_base_rate(np.ones(n, bool), act)
+    assert r["p"] == 1.0 and r["share"] == r["base_rate"] and r["only_predictor"] == r["only_majority"] == 0
 
 
-def test_a_perfect_predictor_passes():
-    assert stats.base_rate_test(40, 40, 26)["p"] == pytest.approx(0.65 ** 40)
+def test_mcnemar_counts_only_discordant_runs():
+    """The same hits (30 of 40) and base rate (26) with more disagreement give a larger p."""
+    few = stats.hits_vs_base_rate(*_pair(4, 0, 26, 10))
+    many = stats.hits_vs_base_rate(*_pair(12, 8, 18, 2))
+    assert few["hits"] == many["hits"] == 30 and few["majority_hits"] == many["majority_hits"] == 26
+    assert few["p"] == pytest.approx(1 / 16) and many["p"] == pytest.approx(sps.binom.sf(11, 20, 0.5))
+    assert many["p"] > few["p"]
 
 
-@pytest.mark.parametrize("args,match", [((5, 10, 4), "majority_hits"), ((11, 10, 6), "hits"),
-                                        ((1, 1, 1), "n"), ((5.0, 10, 6), "integer"), ((True, 10, 6), "integer")])
-def test_base_rate_refuses_bad_input(args, match):
+@pytest.mark.parametrize("args,match", [((-1, 3), "only_predictor"), ((2, 1.0), "only_majority"),
+                                        ((True, 3), "only_predictor")])
+def test_mcnemar_refuses_bad_counts(args, match):
     with pytest.raises(ValueError, match=match):
-        stats.base_rate_test(*args)
+        stats.mcnemar_exact(*args)
+
+
+# ---------------------------------------------------------------------------------------
+# share rounding, equivalence
+
+def test_share_rounds_as_paired_does_so_float_noise_cannot_bound_it():
+    """SPT's gain is exactly 0 on every seed up to float noise (differences of accuracies k/N):
+    rounded, no share is defined (the whole line); unrounded, the noise (5.6e-17 and 1.1e-16,
+    "significant" at t p 0.005) made it bounded, with a share of 1.8e14."""
+    a, b = (0.1 + 0.2) - 0.3, (0.2 + 0.4) - 0.6
+    noise = [a, a, b, a, b]
+    assert all(v > 0 for v in noise)
+    r = stats.share_of_gain([0.01, 0.02, 0.0, 0.03, 0.01], noise)
+    assert not r["bounded"] and r["interval"] == "whole line" and math.isnan(r["share"])
+    assert math.isnan(r["spt_p"])
+
+
+def test_tost_declares_equivalence_only_inside_the_margin():
+    """Ten differences scattered +-0.002 around 0.001: the 90% interval lies inside +-0.01,
+    TOST p is the larger one-sided t p; around 0.012 it is not equivalent; no spread is NaN."""
+    base = np.array([-2, -1, 0, 1, 2, -2, -1, 0, 1, 2]) * 0.001
+    r = stats.tost(base + 0.001, 0.01)
+    lower = sps.ttest_1samp(base + 0.001, -0.01, alternative="greater").pvalue
+    upper = sps.ttest_1samp(base + 0.001, 0.01, alternative="less").pvalue
+    assert r["p"] == pytest.approx(max(lower, upper)) and r["p"] < 1e-6
+    assert -0.01 < r["ci90_low"] < r["ci90_high"] < 0.01
+    assert stats.tost(base + 0.012, 0.01)["p"] > 0.5
+    assert math.isnan(stats.tost([0.0] * 5, 0.01)["p"])
 
 
 # ---------------------------------------------------------------------------------------
@@ -323,3 +474,67 @@ def test_association_refuses_bad_input(change, kw, match):
     f = change(_runs(np.random.default_rng(9)))
     with pytest.raises(ValueError, match=match):
         stats.within_set_association(f, x="basin", y="acc", **kw)
+
+
+def test_one_perfect_set_does_not_decide_the_pooled_rho():
+    """Four sets of 5 runs, x = 0..4: set A has rho = 1, the others rho = 0 (y ranks 0 4 3 2 1).
+    The pool is the mean of the rhos weighted by n - 1: 0.25, with the permutation-null
+    interval 0.25 ± 1.96 / sqrt(16); a Fisher-z mean with a clipped atanh gave 0.991."""
+    y = np.r_[np.arange(5.0), np.tile([0.0, 4.0, 3.0, 2.0, 1.0], 3)]
+    f = pd.DataFrame(dict(dataset=np.repeat(list("ABCD"), 5), x=np.tile(np.arange(5.0), 4), y=y))
+    r = stats.within_set_association(f, x="x", y="y", kind="continuous", n_perm=2000)
+    assert r["rho_per_set"] == pytest.approx(dict(A=1.0, B=0.0, C=0.0, D=0.0), abs=1e-12)
+    assert r["rho"] == pytest.approx(0.25, abs=1e-12)
+    half = sps.norm.ppf(0.975) / 4
+    assert (r["ci_low"], r["ci_high"]) == (pytest.approx(0.25 - half), pytest.approx(0.25 + half))
+    assert r["perm_p"] > 0.05
+
+
+def test_pooled_rho_is_calibrated_under_the_null_at_five_runs_per_set():
+    """400 seeded null data sets of 6 sets x 5 runs (x, y independent normal): the interval
+    excludes 0, and perm_p <= 0.05, each in at most 7.75% of them: the 99% upper binomial limit
+    of 400 draws at a true rate of 5% (binom.ppf(0.99, 400, 0.05) / 400). The Fisher-z pool with
+    a clipped atanh excluded 0 in 10-13% (a set of 5 has |rho| = 1 with probability 1/60)."""
+    rng = np.random.default_rng(11)
+    n, excl, rej = 400, 0, 0
+    for i in range(n):
+        f = pd.DataFrame(dict(dataset=np.repeat([f"S{g}" for g in range(6)], 5), x=rng.normal(size=30),
+                              y=rng.normal(size=30)))
+        r = stats.within_set_association(f, x="x", y="y", kind="continuous", n_perm=1000, seed=i)
+        excl += not r["ci_low"] <= 0 <= r["ci_high"]
+        rej += r["perm_p"] <= 0.05
+    bound = sps.binom.ppf(0.99, n, 0.05) / n
+    assert bound == 0.0775
+    assert excl / n <= bound and rej / n <= bound, (excl / n, rej / n)
+    assert excl / n >= 0.02 and rej / n >= 0.02  # and they do reject: 2% is below the 0.1% binomial limit
+
+
+def test_the_binary_permutation_stays_within_sets():
+    """Two sets of 4 runs, 2 'proximity' in each, and the two best runs of each set are the
+    proximity ones. Within sets, 6 x 6 equally likely arrangements, 2 as extreme as observed:
+    p = 1/18; permuting the labels across the 8 runs would give 2 / C(8, 4) = 1/35."""
+    import itertools
+
+    f = pd.DataFrame(dict(dataset=list("AAAABBBB"), basin=["proximity", "proximity", "anti-local", "anti-local"] * 2,
+                          acc=[0.9, 0.9, 0.8, 0.8, 0.6, 0.6, 0.5, 0.5]))
+    c = np.array([0.5, 0.5, -0.5, -0.5] * 2)
+    obs = 2.0
+    within = np.mean([abs(c[list(a)].sum() + c[[4 + j for j in b]].sum()) >= obs
+                      for a in itertools.combinations(range(4), 2) for b in itertools.combinations(range(4), 2)])
+    across = np.mean([abs(c[list(k)].sum()) >= obs for k in itertools.combinations(range(8), 4)])
+    assert within == pytest.approx(1 / 18) and across == pytest.approx(1 / 35)
+    r = stats.within_set_association(f, x="basin", y="acc", n_perm=10_000, seed=3)
+    se = math.sqrt(within * (1 - within) / 10_000)
+    assert r["perm_p"] == pytest.approx(within, abs=4 * se)  # 4 binomial sd of 10,000 permutations
+
+
+def test_the_continuous_permutation_stays_within_sets():
+    """Two sets of 4 runs with rho = 1 in each, on very different levels: the pooled rho is 1,
+    reached within sets only when both sets are in order or both reversed, 2 of 24 x 24
+    arrangements: p = 1/288."""
+    f = pd.DataFrame(dict(dataset=list("AAAABBBB"), x=[0.0, 1, 2, 3, 10, 11, 12, 13],
+                          y=[0.1, 0.2, 0.3, 0.4, 5.1, 5.2, 5.3, 5.4]))
+    r = stats.within_set_association(f, x="x", y="y", kind="continuous", n_perm=20_000, seed=4)
+    assert r["rho"] == pytest.approx(1.0)
+    p = 2 / 576
+    assert r["perm_p"] == pytest.approx(p, abs=4 * math.sqrt(p / 20_000) + 1 / 20_001)
