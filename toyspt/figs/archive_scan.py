@@ -1,10 +1,15 @@
 """Figure (study tier): SPT beyond the paper's four sets. scratch, spt and qk_transfer on the
 first sets the archive rule admits, in its stated order (:mod:`toyspt.ucr.archive`): per set,
 SPT's gain over scratch on the primary metric (paired by seed, 95% interval, Holm across the
-archive sets), the paper's four sets beside them for reference (from the same tier), and the
-share of the gain that Q/K-only transfer keeps (Fieller interval).
+archive sets; direction from the same signed-rank test), the paper's four sets beside them for
+reference (from the same tier), and the share of the gain that Q/K-only transfer keeps (Fieller
+interval). Related sets (:data:`toyspt.ucr.archive.RELATED_SETS`: sets sharing recordings) are
+marked with their unit's name and a square marker; the across-set test (Wilcoxon over the
+per-unit mean gains of the archive and paper sets together, :func:`toyspt.ucr.analysis.across_sets`)
+is in the metadata and the title.
 
-Writes ``archive_scan.csv`` (one row per archive set: :data:`toyspt.ucr.analysis.ARCHIVE_COLUMNS`)
+Writes ``archive_scan.csv`` (one row per archive set: :data:`toyspt.ucr.analysis.ARCHIVE_COLUMNS`,
+with ``unit``, the related-set unit)
 and ``archive_scan_runs.csv`` (one row per run).
 """
 from __future__ import annotations
@@ -14,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from toyspt.ucr import analysis, plan
-from toyspt.ucr.archive import DEFAULT_RULE, take
+from toyspt.ucr.archive import DEFAULT_RULE, RELATED_SETS, take
 from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available, load_ucr
 
 NAME = "archive_scan"
@@ -52,19 +57,28 @@ def draw(ctx, runs):
                           sets=list(table.dataset), seeds=len(t.archive_seeds), primary=plan.PRIMARY,
                           counts=analysis.archive_counts(table))
     both = pd.concat([table.assign(group="archive"), paper.assign(group="paper")], ignore_index=True)
+    try:
+        across = analysis.across_sets(both)
+    except ValueError as e:  # fewer than 2 units with a gain
+        across = dict(error=str(e))
+    ctx.meta[NAME]["across_sets"] = across
     fig, axes = plt.subplots(1, 2, figsize=(13, 1.8 + 0.32 * max(1, len(both))), squeeze=False)
     y = np.arange(len(both))[::-1]
     ax = axes[0, 0]
     for yy, r in zip(y, both.itertuples()):
         sig = r.p_holm <= analysis.ALPHA if r.group == "archive" else False
         c = ("#2ca02c" if r.gain > 0 else "#d62728") if sig else ("0.2" if r.group == "archive" else "0.55")
-        ax.errorbar(r.gain, yy, xerr=[[r.gain - r.ci_low], [r.ci_high - r.gain]], fmt="o", color=c, capsize=2, ms=4)
+        ax.errorbar(r.gain, yy, xerr=[[r.gain - r.ci_low], [r.ci_high - r.gain]], fmt="s" if r.unit in RELATED_SETS
+                    else "o", color=c, capsize=2, ms=4)
     ax.axvline(0, color="0.5", lw=0.8)
-    ax.set_yticks(y, [f"{r.dataset}{' (paper)' if r.group == 'paper' else ''}" for r in both.itertuples()], fontsize=7)
+    ax.set_yticks(y, [f"{r.dataset}{' (paper)' if r.group == 'paper' else ''}"
+                      f"{f' [{r.unit}]' if r.unit in RELATED_SETS else ''}" for r in both.itertuples()], fontsize=7)
     cnt = ctx.meta[NAME]["counts"]
     ax.set(xlabel=f"spt - scratch, {plan.PRIMARY} (mean, 95% CI)",
            title=f"SPT helps on {cnt['helps']}, hurts on {cnt['hurts']} of {cnt['sets']} archive sets "
-                 "(Holm across them; green/red)")
+                 "(Holm across them; green/red); squares: related sets [unit]\n" + (
+                     f"across {across['n_units']} units ({across['n_sets']} sets): signed-rank p {across['p']:.2g}, "
+                     f"HL {across['hl']:+.3f}" if "p" in across else across["error"]))
     ax.title.set_fontsize(8)
     ax = axes[0, 1]
     for yy, r in zip(y, both.itertuples()):

@@ -73,19 +73,22 @@ def basin_frame(runs) -> pd.DataFrame:
 
 def predictor_table(basin: pd.DataFrame) -> pd.DataFrame:
     """Each predictor's share of runs whose basin it names, against always answering the
-    majority basin (exact binomial p), with its cost as a fraction of one SPT run."""
+    majority basin (exact McNemar p, one-sided), with its cost as a fraction of one SPT run and
+    its ``kind``: "persistence" for the proximity index read before the end of SPT (the
+    quantity that defines the basin), "prediction" otherwise (:func:`toyspt.ucr.study.predictor_kind`)."""
     E = int(basin.spt_epochs.iloc[0])
     cands = [("basin_predictor", "init gain, train inputs (no training)", 0.0),
              ("beta_unif", "beta_unif (data only)", 0.0), ("beta_init", "init gain, tracker's val batch", 0.0)]
     cands += [(f"beta_epoch{e}", f"gain after SPT epoch {e}", e / E) for e in study.EARLY_EPOCHS]
-    cands += [(f"proximity_epoch{e}", f"proximity index after epoch {e} > 1", e / E) for e in study.EARLY_EPOCHS]
+    cands += [(f"proximity_epoch{e}", f"persistence: proximity index after epoch {e} > 1", e / E)
+              for e in study.EARLY_EPOCHS]
     rows = []
     for col, label, cost in cands:
         if col not in basin or basin[col].isna().all():
             continue
         t = basin.assign(_x=basin[col] - 1) if col.startswith("proximity") else basin.assign(_x=basin[col])
         r = study.predictor_test(t, "_x")
-        rows.append(dict(predictor=col, label=label, cost_fraction=cost, **r))
+        rows.append(dict(predictor=col, kind=study.predictor_kind(col), label=label, cost_fraction=cost, **r))
     return pd.DataFrame(rows)
 
 
@@ -150,7 +153,7 @@ def draw(ctx, runs):
     ax.set_xscale("log")
     ax.set(xlabel="cost, fraction of one SPT run (1e-4 = no training)", ylim=(0, 1.05),
            ylabel="share of runs whose basin it names\n(grey bar: always answering the majority basin)",
-           title=f"predictors on {len(basin)} SPT-only runs (p: binomial vs majority)")
+           title=f"predictors on {len(basin)} SPT-only runs (p: exact McNemar vs majority)")
     ax = axes[0, 2]  # beta trajectories
     for (kind, src, seed), res in ((k, r) for k, r in runs.items() if k[0] == "basin"):
         bt = sorted((int(r["epoch"]), float(r["value"])) for r in res.records if r["metric"] == "beta")

@@ -1,13 +1,17 @@
 """Figure (study tier): what carries SPT's gain on the paper's four UCR sets, weight group by
 weight group. Top: every arm against scratch on the primary metric (mean test accuracy over the
-last fifth of the label epochs), paired by seed, 95% interval, * where the Holm-adjusted
-Wilcoxon p (family: that arm's sets x metrics) is <= 0.05: SPT; one weight group from SPT (W_Q
+last fifth of the label epochs), paired by seed, mean and 95% t interval (descriptive), * where
+the Holm-adjusted signed-rank p is <= 0.05 (the verdict's test, :mod:`toyspt.ucr.analysis`;
+confirmatory family: spt x the primary metric x the four sets; every other arm's family is
+its own sets, descriptive): one weight group from SPT (W_Q
 W_K; W_V W_O; embedding; MLP; LayerNorms) or all but W_Q W_K; the controls (SPT's norms with
 random directions; SPT's values permuted within each tensor; scratch for SPT's whole budget);
 the baselines with built-in locality. Bottom: each arm's share of SPT's gain (Fieller 95%
 interval; arrows where it is unbounded because SPT's own gain is not significant).
 
-Writes ``real_gain.csv`` (one row per set x arm x metric: :data:`toyspt.ucr.analysis.GAIN_COLUMNS`)
+Writes ``real_gain.csv`` (one row per set x arm x metric: :data:`toyspt.ucr.analysis.GAIN_COLUMNS`,
+with ``family``, the contrasts spt - arm and the equivalence tests at
+:data:`toyspt.ucr.analysis.EQUIVALENCE_MARGIN`)
 and ``real_gain_runs.csv`` (one row per run).
 """
 from __future__ import annotations
@@ -45,6 +49,8 @@ def draw(ctx, runs):
     ctx.meta[NAME] = dict(tier=t.name, primary=plan.PRIMARY, skipped=skipped,
                           seeds={a: len(plan.arm_seeds(t, a)) for a in ARMS},
                           verdicts=analysis.verdicts(gain).to_dict("records"),
+                          equivalence_margin=analysis.EQUIVALENCE_MARGIN,
+                          confirmatory=gain[gain.family == "confirmatory"].to_dict("records"),
                           saturation=analysis.saturation(runs_frame).to_dict("records"),
                           basin_vs_own_accuracy=analysis.basin_accuracy(runs_frame))
     n = max(1, len(datasets))
@@ -62,7 +68,7 @@ def draw(ctx, runs):
                 ax.annotate("*", (r.ci_high, yy), xytext=(3, -3), textcoords="offset points")
         ax.axvline(0, color="0.5", lw=0.8)
         ax.set_yticks(y, [f"{a} (n {int(k) if k == k else 0})" for a, k in zip(compared, g.n_seeds)], fontsize=7)
-        ax.set(xlabel=f"{plan.PRIMARY}: arm - scratch (mean, 95% CI)", title=d.config.name)
+        ax.set(xlabel=f"{plan.PRIMARY}: arm - scratch (mean, 95% t CI)", title=d.config.name)
         ax = axes[1, j]
         lo, hi = SHARE_LIMITS
         for yy, (arm, r) in zip(y, g.iterrows()):
@@ -83,6 +89,7 @@ def draw(ctx, runs):
                title=f"SPT gain {sp.mean_diff:+.3f} [{sp.ci_low:+.3f}, {sp.ci_high:+.3f}], Holm p {sp.p_holm:.2g}")
         ax.title.set_fontsize(8)
     fig.suptitle(f"{TITLE}\ntier {t.name}: scratch/spt {len(t.power_seeds)} seeds, other arms {len(t.arm_seeds)}, "
-                 f"baselines {len(t.baseline_seeds)}; * Holm-adjusted Wilcoxon p <= 0.05", fontsize=9)
+                 f"baselines {len(t.baseline_seeds)}; * Holm-adjusted signed-rank p <= 0.05 (confirmatory: spt on "
+                 f"{plan.PRIMARY}; other arms descriptive)", fontsize=9)
     fig.tight_layout()
     return fig, {NAME: gain, f"{NAME}_runs": runs_frame}

@@ -1,7 +1,9 @@
 """UCR figure: scratch, SPT, Q/K-only transfer and the paper's baselines with built-in locality
 (ALiBi, FIRE, RoPE, from scratch) on the paper's four real data sets (GunPoint,
 GunPointAgeSpan, ECG200, ECGFiveDays): per-seed points, means, and paired differences to
-scratch with 95% intervals and Holm-adjusted Wilcoxon p.
+scratch with 95% t intervals and Holm-adjusted Wilcoxon signed-rank p (the verdict's test; the
+confirmatory family is spt x the primary metric x the sets, every other row descriptive:
+:mod:`toyspt.ucr.analysis`).
 
 Metrics (:mod:`toyspt.ucr.plan`): the primary one, mean test accuracy over the last fifth of
 the label epochs (no selection); test accuracy at the lowest validation loss; final test
@@ -101,7 +103,8 @@ def draw(ctx, runs):
                 ax.annotate("*", (k, r.ci_high), ha="center", va="bottom")
         ax.axhline(0, color="0.5", lw=0.8)
         ax.set_xticks(range(len(pp)), [f"{a}\n(n {m})" for a, m in zip(pp.arm, pp.n_seeds)], fontsize=6, rotation=90)
-        ax.set_ylabel("arm - scratch, primary metric\n(mean, 95% CI; * Holm p <= 0.05)" if j == 0 else "", fontsize=8)
+        ax.set_ylabel("arm - scratch, primary metric\n(mean, 95% t CI; * Holm signed-rank p <= 0.05)" if j == 0 else "",
+                      fontsize=8)
     note = f"skipped (not available): {', '.join(skipped)}" if skipped else "all four data sets"
     fig.suptitle(f"{TITLE}\ntier {t.name}: seeds " + ", ".join(f"{a} {k}" for a, k in seeds.items())
                  + f"; dots = seeds, diamond = mean ± sd; {note}", fontsize=9)

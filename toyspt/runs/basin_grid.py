@@ -66,8 +66,10 @@ def predictor_shares(table: pd.DataFrame, clear_only: bool = True) -> dict[str, 
     """For each predictor (beta_unif, beta at init, after epochs 1..3): the share of runs
     whose basin it predicts (beta > 0 <=> proximity), over the runs with |beta_unif| >
     :data:`CLEAR_MARGIN` when ``clear_only``, and that share against always answering the
-    majority basin of those runs (``base_rate``, one-sided binomial ``p_base_rate``;
-    :func:`toyspt.runs.stats.hits_vs_base_rate`; NaN with fewer than 2 runs)."""
+    majority basin of those runs (``base_rate``; ``p_base_rate``: exact McNemar, one-sided, on
+    the runs where the two answers disagree, :func:`toyspt.runs.stats.hits_vs_base_rate`; NaN
+    with fewer than 2 runs). Every predictor here is a prediction (beta, not the proximity
+    index that defines the basin)."""
     t = table[table.beta_unif.abs() > CLEAR_MARGIN] if clear_only else table
     truth = t.basin == "proximity"
     out = {}

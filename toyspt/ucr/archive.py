@@ -39,6 +39,26 @@ from toyspt.ucr.read import UCRError
 from toyspt.ucr.sources import ENV_ROOT, PACKAGES, PAPER_DATASETS, UCRNotFound, locate
 from toyspt.util.validation import Bool, Int, Text, Tuple, validate, validated
 
+# Related sets: archive sets that share recordings are one unit in any count or test across
+# sets (treating them as independent would count one source of series several times). A
+# unit's gain is the mean of its sets' gains (toyspt.ucr.analysis.across_sets). Sets not
+# named here are their own unit.
+RELATED_SETS: dict[str, tuple[tuple[str, ...], str]] = {
+    "GunPoint family": (("GunPoint", "GunPointAgeSpan", "GunPointMaleVersusFemale", "GunPointOldVersusYoung"),
+                        "GunPointAgeSpan, GunPointMaleVersusFemale and GunPointOldVersusYoung are three labellings "
+                        "of one collection of gun-draw / point recordings, which shares recordings with GunPoint"),
+    "DistalPhalanx TW/AgeGroup": (("DistalPhalanxOutlineAgeGroup", "DistalPhalanxTW"),
+                                  "the two share 304 of their 400 training series (the same bone outlines, "
+                                  "labelled by age group or by Tanner-Whitehouse stage)"),
+}
+
+
+def unit_of(name: str) -> str:
+    """The related-set unit of a set (:data:`RELATED_SETS`); a set named there by no unit is its
+    own unit (its own name)."""
+    return next((u for u, (sets, _) in RELATED_SETS.items() if name in sets), name)
+
+
 SCAN_COLUMNS = ["name", "train", "test", "length", "classes", "min_class", "admitted", "reason", "est_cost", "rank"]
 
 
@@ -175,4 +195,5 @@ def take(rule: ArchiveRule = DEFAULT_RULE, k: int = 12, names=None, root: str | 
     return admitted[:k]
 
 
-__all__ = ["ArchiveRule", "DEFAULT_RULE", "SCAN_COLUMNS", "archive_names", "admit", "scan", "take"]
+__all__ = ["ArchiveRule", "DEFAULT_RULE", "RELATED_SETS", "unit_of", "SCAN_COLUMNS", "archive_names", "admit", "scan",
+           "take"]

@@ -19,10 +19,12 @@ def test_predictor_check_fails_below_the_threshold_and_when_flipped():
     assert "A 9/10" in study.predictor_check(b).checked
 
 
-def test_predictor_check_reports_the_majority_base_rate():
-    """27/40 named where always answering "proximity" names 26/40 (the UCR runs' figures): the
-    row carries that base rate and the exact binomial p against it (about 0.44, not the p < 0.02
-    that a null of one half would give); the majority answer itself gets p >= 0.5."""
+def test_predictor_check_reports_exact_mcnemar_against_the_majority_basin():
+    """27/40 named where always answering "proximity" names 26/40 (the UCR runs' figures): of
+    the 27 runs where the two answers differ, the predictor is right on the 14 anti-local runs,
+    the majority answer on 13 proximity runs: exact one-sided McNemar p = P(Bin(27, 1/2) >= 14)
+    = 0.5 (the one-sample binomial against the share 26/40 said 0.44; against one half, < 0.02).
+    The majority answer itself gets p 1 (it never disagrees with itself)."""
     from scipy.stats import binom
 
     prox = [True] * 26 + [False] * 14
@@ -31,10 +33,16 @@ def test_predictor_check_reports_the_majority_base_rate():
     r = study.predictor_check(b)
     assert (r.detail("hits"), r.detail("n"), r.figure) == (27, 40, 27 / 40) and r.verdict == "fail"
     assert r.detail("majority") == "proximity" and r.detail("base_rate") == 26 / 40
-    assert r.detail("p_base_rate") == pytest.approx(binom.sf(26, 40, 0.65)) and 0.43 < r.detail("p_base_rate") < 0.45
-    assert "always answering the majority basin (proximity) names 26/40, one-sided binomial p = 0.44" in r.checked
+    assert r.detail("p_base_rate") == pytest.approx(binom.sf(13, 27, 0.5)) and r.detail("p_base_rate") == 0.5
+    assert ("always answering the majority basin (proximity) names 26/40, exact McNemar p = 0.5 (one-sided; "
+            "runs only the predictor names 14, only the majority 13)") in r.checked
     always = study.predictor_test(b.assign(basin_predictor=1.0), "basin_predictor")
-    assert always["hits"] == always["majority_hits"] == 26 and always["p"] >= 0.5
+    assert always["hits"] == always["majority_hits"] == 26 and always["p"] == 1.0
     assert study.predictor_test(b.assign(basin_predictor=float("nan")), "basin_predictor")["n"] == 0
 
 
+def test_the_proximity_index_before_the_end_of_spt_is_persistence_not_prediction():
+    assert study.predictor_kind("proximity_epoch100") == "persistence"
+    assert study.predictor_kind("proximity_epoch1") == "persistence"
+    for col in ("basin_predictor", "beta_unif", "beta_init", "beta_epoch100"):
+        assert study.predictor_kind(col) == "prediction"
