@@ -54,3 +54,33 @@ def test_a_non_positive_budget_is_refused():
     with pytest.raises(ValueError, match="eval_tokens: must be positive"):
         eval_rows(32, 0)
     assert eval_rows(10 ** 6, 16) == 1  # at least one row
+
+
+def _history(test_acc, val_loss=None, val_acc=None):
+    n = len(test_acc)
+    val_loss = val_loss or [1.0 - 0.01 * e for e in range(n)]
+    val_acc = val_acc or [0.5] * n
+    return [dict(phase="pretrain", epoch=0)] + [
+        dict(phase="finetune", epoch=e + 1, train_acc=0.9, val_acc=val_acc[e], test_acc=test_acc[e],
+             val_loss=val_loss[e]) for e in range(n)]
+
+
+@pytest.mark.parametrize("epochs,window", [(5, 1), (6, 2), (7, 2), (9, 2), (10, 2), (11, 3), (13, 3), (1, 1), (3, 1)])
+def test_the_last_fifth_is_rounded_up(epochs, window):
+    """mean_test_last20 averages the last ceil(epochs / 5) label epochs: test accuracies 1, 2, 4,
+    8, ... (powers of two) make every window's mean a distinct value."""
+    from toyspt.train.evaluation import label_summary, tail
+
+    acc = [2.0 ** e for e in range(epochs)]
+    assert tail(epochs) == window
+    expected = sum(acc[-window:]) / window
+    assert label_summary(_history(acc))["mean_test_last20"] == expected
+
+
+def test_ties_in_validation_loss_and_accuracy_take_the_first_epoch():
+    from toyspt.train.evaluation import label_summary
+
+    s = label_summary(_history([0.1, 0.2, 0.3, 0.4, 0.5], val_loss=[0.9, 0.4, 0.6, 0.4, 0.4],
+                               val_acc=[0.5, 0.7, 0.6, 0.7, 0.7]))
+    assert (s["min_val_loss_epoch"], s["test_at_min_val_loss"], s["min_val_loss"]) == (2, 0.2, 0.4)
+    assert (s["peak_epoch"], s["test_at_peak"], s["peak_val_acc"]) == (2, 0.2, 0.7)
