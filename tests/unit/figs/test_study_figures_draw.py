@@ -1,0 +1,77 @@
+"""The study tier's real_gain and archive_scan figures draw from planted per-run rows (no
+training): the gain table with its family column, the archive table with its related-set
+units, the across-set test in the metadata."""
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import matplotlib
+import numpy as np
+import pandas as pd
+
+from toyspt.figs import archive_scan, real_gain
+from toyspt.ucr import analysis, plan
+
+matplotlib.use("Agg")
+
+TIER = SimpleNamespace(name="study", power_seeds=tuple(range(6)), qk_seeds=tuple(range(6)), arm_seeds=tuple(range(6)),
+                       baseline_seeds=tuple(range(6)), archive_seeds=tuple(range(6)), archive_sets=2)
+
+
+@dataclass(frozen=True)
+class _Src:
+    name: str
+    loaded: object = field(default=None, compare=False)
+
+    def load(self):
+        return self.loaded
+
+
+def _rows(sets, arms, n=6, seed=0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for ds in sets:
+        base = 0.7 + rng.normal(0, 0.03, n)
+        for k, arm in enumerate(arms):
+            v = base + (0.0 if arm == "scratch" else 0.01 * (k % 4) + rng.normal(0, 0.005, n))
+            out += [dict({c: np.nan for c in analysis.ROW_COLUMNS}, dataset=ds, arm=arm, seed=s,
+                         **{m: v[s] for m in plan.METRICS}) for s in range(n)]
+    return out
+
+
+def _patch(monkeypatch, mod, rows_by_key):
+    monkeypatch.setattr(analysis, "label_runs", lambda runs: list(rows_by_key.items()))
+    monkeypatch.setattr(analysis, "metrics_row", lambda data, arm, seed, res, pi=None: res)
+    monkeypatch.setattr(analysis, "probed", lambda runs, label: None)
+
+
+def test_real_gain_draws_with_families(monkeypatch):
+    sets = ("GunPoint", "ECG200")
+    src = {d: _Src(d) for d in sets}
+    rows = {(src[r["dataset"]], r["arm"], r["seed"]): r for r in _rows(sets, real_gain.ARMS)}
+    _patch(monkeypatch, real_gain, rows)
+    monkeypatch.setattr(real_gain, "available", lambda names: ([SimpleNamespace(config=SimpleNamespace(name=d))
+                                                                 for d in sets], {}))
+    ctx = SimpleNamespace(real_tier=TIER, meta={})
+    fig, frames = real_gain.draw(ctx, rows)
+    gain = frames["real_gain"]
+    assert list(gain.columns) == real_gain.COLUMNS and set(gain.family) == {"confirmatory", "descriptive"}
+    assert len(ctx.meta["real_gain"]["confirmatory"]) == 2
+
+
+def test_archive_scan_marks_related_sets_and_tests_across_units(monkeypatch):
+    arch_sets, paper_sets = ("GunPointMaleVersusFemale", "Coffee"), ("GunPoint", "ECG200")
+    loaded = SimpleNamespace(train=[0] * 20, val=[0] * 5, length=50, n_classes=2)
+    src = {d: _Src(d, loaded) for d in arch_sets + paper_sets}
+    arms = plan.ARCHIVE_ARMS
+    frames = {"archive": pd.DataFrame(_rows(arch_sets, arms)), "paper": pd.DataFrame(_rows(paper_sets, arms, seed=1))}
+    monkeypatch.setattr(archive_scan, "_frame", lambda runs, group: frames[group])
+    runs = {("archive", src[d], "spt", 0): None for d in arch_sets}
+    ctx = SimpleNamespace(real_tier=TIER, meta={})
+    fig, out = archive_scan.draw(ctx, runs)
+    table = out["archive_scan"]
+    assert list(table.columns) == archive_scan.COLUMNS
+    assert dict(zip(table.dataset, table.unit)) == {"GunPointMaleVersusFemale": "GunPoint family", "Coffee": "Coffee"}
+    across = ctx.meta["archive_scan"]["across_sets"]
+    assert (across["n_sets"], across["n_units"]) == (4, 3)  # GunPoint and GunPointMaleVersusFemale: one unit
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert "GunPointMaleVersusFemale [GunPoint family]" in labels and "GunPoint (paper) [GunPoint family]" in labels
