@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import time
 from pathlib import Path
 
@@ -37,7 +38,10 @@ from toyspt.figs import CONTRAST, FIGURES, HEADLINE, TIERS, FigContext, in_tier,
 from toyspt.figs.metadata import Metadata, compute_by_figure, owners
 from toyspt.figs.schedule import Drawer, Schedule, clock
 from toyspt.runs import RunCache, RunSpec, sweep
+from toyspt.runs.ledger import DEFAULT_LEDGER, Ledger, data_kind
 from toyspt.runs.planning import make_plan
+from toyspt.runs.sweeps import Stopped
+from toyspt.ucr.plan import phase_of
 from toyspt.util import plots
 from toyspt.util.atomic import uninterrupted
 
@@ -69,8 +73,38 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--contrast", action=argparse.BooleanOptionalAction, default=None,
                    help=f"draw the zero-mean contrast of {', '.join(CONTRAST)} into OUT/zero_mean/ "
                         "(default: yes, except with --quick)")
+    p.add_argument("--budget", type=duration, default=None, metavar="TIME",
+                   help="stop starting runs after TIME (e.g. 2h, 90m, 1h30m): the runs in flight finish, every "
+                        "finished run is stored and recorded, figures whose runs are all done are drawn, and what "
+                        "is left is printed with its estimated cost; the same command goes on from there")
+    p.add_argument("--ledger", default=None, metavar="PATH",
+                   help=f"the results ledger of the UCR runs (default {DEFAULT_LEDGER}, none with --quick; "
+                        "'none': no ledger): finished runs are recorded there, and figures are drawn from its "
+                        "records where the run cache has no entry (docs/ledger.md)")
     add_sweep_flags(p, workers=default_workers())
     add_numerics_flag(p)
+
+
+def duration(text: str) -> float:
+    """Seconds of ``2h``, ``90m``, ``45s``, ``1h30m`` (ASCII digits; > 0)."""
+    m = re.fullmatch(r"(?:([0-9]{1,4})h)?(?:([0-9]{1,6})m)?(?:([0-9]{1,8})s)?", text)
+    if not text or m is None:
+        raise argparse.ArgumentTypeError(f"expected a duration such as 2h, 90m or 1h30m, got {text!r}")
+    h, mi, se = (int(g or 0) for g in m.groups())
+    total = 3600 * h + 60 * mi + se
+    if total <= 0:
+        raise argparse.ArgumentTypeError(f"a budget must be more than 0 seconds, got {text!r}")
+    return float(total)
+
+
+def ledger_of(args: argparse.Namespace) -> Ledger | None:
+    """The ledger the flags name (None: no ledger)."""
+    path = args.ledger if args.ledger is not None else (None if args.quick else str(DEFAULT_LEDGER))
+    if path is None or path == "none":
+        return None
+    if not path.strip():
+        raise ValueError("--ledger: an empty path (give a file, or 'none' for no ledger)")
+    return Ledger(Path(path), tier=args.tier)
 
 
 def select(only: str | None, tier: str = "default") -> tuple[str, ...]:
@@ -112,13 +146,22 @@ def make(args: argparse.Namespace) -> int:
     drawing = list(planned)
     where = {label: (c, mods[n]) for label, c, n in jobs}
     every = [s for label in drawing for s in planned[label].values()]
+    ledger = ledger_of(args)
+    # the real-data study's order: whole comparisons first (toyspt.ucr.plan.phase_of), other runs as they come
+    phase: dict[str, int] = {}
+    for label in drawing:
+        for facts, s in planned[label].items():
+            if data_kind(s) == "ucr":
+                phase[s.key()] = min(phase.get(s.key(), 9), phase_of(facts if isinstance(facts, tuple) else (facts,)))
     with main_threads(1 if args.workers > 1 or args.dask else None):
-        pl = make_plan(every, cache, args.recompute)
-        schedule = Schedule(planned, pl, args.workers)
+        pl = make_plan(every, cache, args.recompute, ledger)
+        schedule = Schedule(planned, pl, args.workers, phase=phase)
         if pl.todo:
             print(cost_line(schedule, args.tier), flush=True)
         meta = Metadata(out, args.quick, dict(seeds=list(seeds), tier=args.tier, workers=args.workers, dask=args.dask,
-                                              lockstep=not args.no_lockstep, cache=str(args.cache)),
+                                              lockstep=not args.no_lockstep, cache=str(args.cache),
+                                              ledger=str(ledger.path) if ledger is not None else None,
+                                              budget_seconds=args.budget),
                         contrast.regime if with_contrast else None)
         owner = owners({label: list(planned[label].values()) for label in drawing},
                        lambda s: [p.key() for p in pl.needs(s)])  # each run counts for the first figure needing it
@@ -139,7 +182,8 @@ def make(args: argparse.Namespace) -> int:
                        f"({time.time() - t0:.0f}s after start)")
 
         # each figure is drawn as soon as the sweep hands over its last result, while the rest trains
-        drawer = Drawer({label: (*where[label], planned[label]) for label in drawing}, draw, schedule, start=t0)
+        drawer = Drawer({label: (*where[label], planned[label]) for label in drawing}, draw, schedule, start=t0,
+                        deadline=t0 + args.budget if args.budget else None)
 
         def last_run(**extra) -> dict:
             train_s = time.time() - t0 - sum(timings.values())
@@ -162,6 +206,11 @@ def make(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             meta.finish(last_run(interrupted=True))  # the figures written so far, and what trained
             raise
+        except Stopped as stop:  # the budget is spent: say what is drawn, what is not, and what is left
+            left = left_line(schedule, stop.left, drawer.progress())
+            meta.finish(last_run(stopped=left))
+            print(left, flush=True)
+            return 0
     unwritten = [label for label in drawing if label not in drawer.written]
     if unwritten:
         raise RuntimeError(f"figures {unwritten} did not get all their results")
@@ -179,6 +228,17 @@ def make(args: argparse.Namespace) -> int:
         print(summary(report))
         return 0 if bool(report.ok.all()) else 1
     return 0
+
+
+def left_line(schedule: Schedule, left: list, progress: dict[str, tuple[int, int]]) -> str:
+    """What a budget left undone: the figures not drawn (k of n entries at hand) and the runs
+    still to train with their estimated cost."""
+    runs = sum(isinstance(s, RunSpec) for s in left)
+    cpu = sum(schedule.estimate(s) for s in left) / 3600
+    figs = "; ".join(f"{label}: {k} of {n} entries done, not drawn" for label, (k, n) in progress.items())
+    return (f"budget spent: {runs} runs and {len(left) - runs} other entries left, about {cpu:.1f} CPU-hours "
+            f"({cpu / max(1, schedule.workers):.1f} h at {schedule.workers} workers); {figs or 'every figure drawn'}; "
+            "the same command goes on from here")
 
 
 def cost_line(schedule: Schedule, tier: str) -> str:

@@ -42,20 +42,25 @@ class Schedule(Watch):
     order), trained by ``workers`` workers."""
 
     def __init__(self, planned: dict[str, dict], plan: Plan, workers: int = 1, model: CostModel | None = None,
-                 now: Callable[[], float] = time.time):
+                 now: Callable[[], float] = time.time, phase: dict[str, int] | None = None):
         self.figures, self.plan, self.workers, self.now = planned, plan, max(1, workers), now
         self.model = model or CostModel(speed=busy_factor(self.workers))
         for spec, entry in plan.loaded:  # what the cache already records
             self.model.observe(spec, getattr(entry, "seconds", None))
         self.todo = {s.key(): s for s in plan.todo}
         self.stage: dict[str, int] = {}
+        # todo key -> the earliest phase of the asked specs needing it (``phase``: asked key -> phase,
+        # e.g. the real-data study's: whole comparisons first); before the figure's stage in the order
+        self.phase: dict[str, int] = {}
         self.needs: dict[str, set[str]] = {}  # figure label -> todo keys it waits for
         for i, (label, specs) in enumerate(planned.items()):
             keys = self.needs.setdefault(label, set())
             for s in specs.values():
+                ph = (phase or {}).get(s.key(), 0)
                 for p in plan.needs(s):
                     keys.add(p.key())
                     self.stage[p.key()] = min(self.stage.get(p.key(), i), i)
+                    self.phase[p.key()] = min(self.phase.get(p.key(), ph), ph)
         self.kids = {k: [c.key() for c in v] for k, v in plan.children().items()}
         self.rank = {s.key(): i for i, s in enumerate(plan.todo)}
         self.in_flight: list[tuple[list[Spec], float | None]] = []  # submitted jobs, (specs, start or None)
@@ -81,15 +86,18 @@ class Schedule(Watch):
 
     def spec_priority(self, spec: Spec) -> tuple:
         k = spec.key()
-        return self.stage.get(k, len(self.figures)), -self.chain().get(k, 0.0), self.rank.get(k, 0)
+        return (self.phase.get(k, 0), self.stage.get(k, len(self.figures)), -self.chain().get(k, 0.0),
+                self.rank.get(k, 0))
 
     def priority(self, job: list[Spec]) -> tuple:
-        """The sweep's order of jobs: the first figure's first, the longest chain of work first."""
+        """The sweep's order of jobs: the first phase's first, then the first figure's, the longest
+        chain of work first."""
         cp = self.chain()
+        phase = min(self.phase.get(s.key(), 0) for s in job)
         stage = min(self.stage.get(s.key(), len(self.figures)) for s in job)
         own = sum(self.estimate(s) for s in job)
         longest = max((cp[c] for s in job for c in self.kids.get(s.key(), ())), default=0.0)
-        return stage, -(own + longest), min(self.rank.get(s.key(), 0) for s in job)
+        return phase, stage, -(own + longest), min(self.rank.get(s.key(), 0) for s in job)
 
     # ---- what the sweep says -----------------------------------------------------------------
     def started(self, job: list[Spec]) -> None:
@@ -152,6 +160,20 @@ class Drawer(Watch):
     results: dict[str, Any] = field(default_factory=dict)  # spec key -> RunResult
     written: dict[str, float] = field(default_factory=dict)  # label -> seconds after start
     start: float = field(default_factory=time.time)
+    deadline: float | None = None  # time.time() after which no job starts (a time budget); None: none
+
+    def more(self) -> bool:
+        """No new job once the time budget is spent (the jobs in flight finish)."""
+        return self.deadline is None or time.time() < self.deadline
+
+    def progress(self) -> dict[str, tuple[int, int]]:
+        """label -> (entries at hand, entries it needs) of every figure not drawn."""
+        out = {}
+        for label, (_, _, specs) in self.figures.items():
+            if label not in self.written:
+                n = len({s.key() for s in specs.values()})
+                out[label] = (n - len(self.need[label]), n)
+        return out
 
     def __post_init__(self):
         self.need = {label: {s.key() for s in specs.values()} for label, (_, _, specs) in self.figures.items()}

@@ -13,15 +13,20 @@ taken from the cache, from a twin (a tracked SPT-only run serves as the parent o
 that continue SPT), or trained first. A spec that only reads its parent's weights
 (``reads_parent()``: a probe of a stored run) takes any entry that answers the parent. An
 entry whose twin entry is missing (a run killed between storing the two) has it written from
-its own: nothing is trained again.
+its own: nothing is trained again. With a results ledger (:mod:`toyspt.runs.ledger`), an asked
+spec that no cache entry answers is answered by its record (no weights); every entry the ledger
+covers that was read from the cache but is not recorded yet is recorded while planning.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from toyspt.runs.cache import RunCache
 from toyspt.runs.specs import Entry, Spec
+
+if TYPE_CHECKING:
+    from toyspt.runs.ledger import Ledger
 
 
 def lineage(spec: Spec) -> list[Spec]:
@@ -76,6 +81,7 @@ class Plan:
     after: dict[str, str] = field(default_factory=dict)
     loaded: list[tuple[Spec, Entry]] = field(default_factory=list)  # every entry read while planning
     reads: dict[str, str] = field(default_factory=dict)  # todo key -> the entry key it reads (reads_parent)
+    ledger: "Ledger | None" = None  # where finished entries it covers are recorded (None: nowhere)
 
     def children(self) -> dict[str, list[Spec]]:
         """todo key -> the todo specs that continue its run."""
@@ -102,9 +108,10 @@ class Plan:
         return out
 
 
-def make_plan(specs: Sequence[Spec], cache: RunCache, recompute: bool = False) -> Plan:
+def make_plan(specs: Sequence[Spec], cache: RunCache, recompute: bool = False,
+              ledger: "Ledger | None" = None) -> Plan:
     """Plan a sweep of ``specs`` (see the module docstring); ``recompute`` drops the entries of
-    the answering specs, their parents and twins first."""
+    the answering specs, their parents and twins first (and does not read the ledger)."""
     unique = list({s.key(): s for s in specs}.values())
     asked = {s.key() for s in unique}
     twin_of: dict[str, Spec] = {}  # twin key -> the asked spec whose run yields it
@@ -149,10 +156,12 @@ def make_plan(specs: Sequence[Spec], cache: RunCache, recompute: bool = False) -
         r = load_answer(cache, s)
         if r is None and s.key() in twin_of:
             r = repaired(s)
+        if r is None and ledger is not None and not recompute and ledger.covers(s):
+            r = ledger.answer(s)
         if r is not None:
             own[s.key()] = r
             done[s.key()] = r
-    plan = Plan(answer, done, [])
+    plan = Plan(answer, done, [], ledger=ledger)
     todo: dict[str, Spec] = {}
 
     def available(p: Spec) -> bool:
@@ -210,6 +219,9 @@ def make_plan(specs: Sequence[Spec], cache: RunCache, recompute: bool = False) -
         k = plan.reads.get(s.key(), p.key() if p is not None else None)
         if k is not None and k in plan.makes:
             plan.after[s.key()] = plan.makes[k].key()
+    if ledger is not None:
+        for x, r in plan.loaded:
+            ledger.add(x, r)
     return plan
 
 

@@ -148,6 +148,20 @@ class Watch:
 
     def finished(self, job: list[Spec], results: list[Entry]) -> None: ...
 
+    def more(self) -> bool:
+        """Whether another job may start (False: the sweep lets the jobs in flight finish, then
+        raises :class:`Stopped`)."""
+        return True
+
+
+class Stopped(Exception):
+    """A sweep its watch stopped (e.g. a time budget spent): ``left`` are the specs not trained;
+    every run trained before is stored."""
+
+    def __init__(self, left: list[Spec]):
+        super().__init__(f"stopped with {len(left)} entries left to compute")
+        self.left = left
+
 
 def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1,
           executor: cf.Executor | None = None, recompute: bool = False, progress: bool = True,
@@ -217,6 +231,9 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
             for s, r in zip(job, results):
                 got[s.key()] = r
                 got.update((t.key(), s.twin_result(t, r)) for t in s.twins())
+                if pl.ledger is not None:
+                    for x in (s, *s.twins()):
+                        pl.ledger.add(x, got[x.key()])
             queue([s for s in waiting if pl.after[s.key()] in got])
             waiting = [s for s in waiting if pl.after[s.key()] not in got]
 
@@ -236,7 +253,7 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
         try:
             if ex is None:  # in this process: results stay in memory, parents included
                 cached_results()
-                while pending:
+                while pending and (watch is None or watch.more()):
                     job = pending.pop(0)
                     if watch is not None:
                         watch.started(job)
@@ -247,7 +264,7 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
                 futures: dict[cf.Future, list[Spec]] = {}
 
                 def fill() -> None:
-                    while pending and len(futures) < n_slots + 1:
+                    while pending and len(futures) < n_slots + 1 and (watch is None or watch.more()):
                         job = pending.pop(0)
                         futures[ex.submit(run_job, job, str(cache.root), lockstep)] = job
                         if watch is not None:
@@ -273,6 +290,8 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
         bar.close()
         if own and ex is not None:
             ex.shutdown(cancel_futures=True)
+        if pending or (waiting and watch is not None and not watch.more()):
+            raise Stopped([s for s in todo if s.key() not in got])
         if waiting:
             raise RuntimeError(f"{waiting[0].label()} waited for a parent run that never trained")
     for s in todo:
@@ -283,4 +302,4 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
 
 
 __all__ = ["MAX_GROUP", "plan_jobs", "plan", "as_stored", "train_job", "run_job", "load_answer", "get_run", "sweep",
-           "Watch", "make_plan", "Plan"]
+           "Watch", "Stopped", "make_plan", "Plan"]

@@ -1,0 +1,234 @@
+"""The results ledger: records that answer specs exactly, integrity of every line, atomic
+appends, merges that refuse conflicts."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+
+import pytest
+
+from tests.conftest import SMALL_TASK
+from toyspt.runs import RunCache, RunSpec, sweep
+from toyspt.runs.ledger import LEDGER_FORMAT, Ledger, WeightsNotKept, append_line, merge
+from toyspt.runs.planning import make_plan
+from toyspt.runs.sweeps import Stopped, Watch
+from toyspt.train.recipes import TrainConfig
+
+TRAIN = TrainConfig(epochs=3, pre_epochs=2, batch_size=64)
+SPT = RunSpec("spt", 0, SMALL_TASK, train=TRAIN)
+
+
+def toy_ledger(path, **kw):
+    return Ledger(path, kinds=("toy",), warn=kw.pop("warn", lambda m: None), **kw)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A cache and ledger after one sweep of spt at two seeds (their SPT-only parents recorded too)."""
+    root = tmp_path_factory.mktemp("ledger")
+    cache, led = RunCache(root / "cache"), toy_ledger(root / "ledger.jsonl")
+    specs = [SPT, replace(SPT, seed=1)]
+    results = sweep(specs, cache, progress=False, plan_=make_plan(specs, cache, ledger=led))
+    return root, specs, results
+
+
+def test_every_finished_run_and_parent_is_recorded_once(trained):
+    root, specs, _ = trained
+    led = toy_ledger(root / "ledger.jsonl")
+    keys = {s.key() for s in specs} | {s.parent().key() for s in specs}
+    assert set(led.lines()) == keys and not led.problems
+    rec = led.lines()[SPT.key()].record
+    assert rec["ledger"] == LEDGER_FORMAT and rec["parent"] == SPT.parent().key()
+    assert rec["spec"]["recipe"] == "spt" and rec["spec"]["seed"] == 0 and rec["spec"]["evaluate"] == "all"
+    assert set(rec["states"]) >= {"init", "final"} and rec["norms"]["final"] and rec["cpu"]
+
+
+def test_a_record_answers_its_spec_exactly_without_weights(trained):
+    root, specs, results = trained
+    led = toy_ledger(root / "ledger.jsonl")
+    plan = make_plan(specs, RunCache(root / "empty"), ledger=led)
+    assert not plan.todo
+    for s, r in zip(specs, results):
+        got = plan.done[s.key()]
+        assert json.dumps(got.to_json()) == json.dumps(r.to_json())
+        assert isinstance(got.states, WeightsNotKept) and "final" in got.states
+        with pytest.raises(KeyError, match="not kept in the ledger"):
+            got.states["final"]
+
+
+def test_recompute_does_not_read_the_ledger(trained):
+    root, specs, _ = trained
+    plan = make_plan(specs[:1], RunCache(root / "empty2"), recompute=True, ledger=toy_ledger(root / "ledger.jsonl"))
+    assert [s.key() for s in plan.todo] == [SPT.parent().key(), SPT.key()]
+
+
+def test_runs_in_the_cache_but_not_the_ledger_are_recorded_while_planning(trained, tmp_path):
+    root, specs, _ = trained
+    led = toy_ledger(tmp_path / "new.jsonl")
+    make_plan(specs, RunCache(root / "cache"), ledger=led)
+    assert {s.key() for s in specs} <= set(toy_ledger(tmp_path / "new.jsonl").lines())
+
+
+def _lines(root):
+    return (root / "ledger.jsonl").read_text().splitlines()
+
+
+@pytest.mark.parametrize("damage,why", [
+    (lambda line: line[: len(line) // 2], "not JSON"),
+    (lambda line: line.replace('"seed":0', '"seed":7', 1), "does not match its own spec"),
+    (lambda line: line.replace(f'"ledger":{LEDGER_FORMAT}', '"ledger":99', 1), "ledger format 99"),
+    (lambda line: "[1, 2]", "not a JSON object"),
+])
+def test_a_bad_line_is_named_and_never_used(trained, tmp_path, damage, why):
+    root, _, _ = trained
+    lines = _lines(root)
+    i = next(j for j, line in enumerate(lines) if f'"key":"{SPT.key()}"' in line)
+    lines[i] = damage(lines[i])
+    (tmp_path / "l.jsonl").write_text("\n".join(lines) + "\n")
+    led = toy_ledger(tmp_path / "l.jsonl")
+    assert SPT.key() not in led.lines() and len(led) == len(lines) - 1
+    assert len(led.problems) == 1 and f"line {i + 1}" in led.problems[0] and why in led.problems[0]
+
+
+def test_non_utf8_and_truncated_lines_are_named(trained, tmp_path):
+    root, _, _ = trained
+    raw = (root / "ledger.jsonl").read_bytes()
+    (tmp_path / "l.jsonl").write_bytes(b"\xff\xfe{}\n" + raw + raw.splitlines()[0][:100])
+    led = toy_ledger(tmp_path / "l.jsonl")
+    assert len(led) == len(raw.splitlines())
+    assert any("line 1: not UTF-8" in p for p in led.problems)
+    assert any("truncated" in p for p in led.problems)
+
+
+def test_two_records_of_one_key_with_different_numbers_are_both_refused(trained, tmp_path):
+    root, _, _ = trained
+    lines = _lines(root)
+    i = next(j for j, line in enumerate(lines) if f'"key":"{SPT.key()}"' in line)
+    rec = json.loads(lines[i])
+    rec["entry"]["summary"] = {**rec["entry"]["summary"], "final_test_acc": 0.0}
+    (tmp_path / "l.jsonl").write_text("\n".join(lines + [json.dumps(rec), lines[i]]) + "\n")
+    led = toy_ledger(tmp_path / "l.jsonl")
+    assert SPT.key() not in led.lines()
+    assert any(f"lines {i + 1}, {len(lines) + 1}, {len(lines) + 2}" in p and "different numbers" in p
+               for p in led.problems)
+
+
+def test_an_identical_duplicate_is_harmless(trained, tmp_path):
+    root, _, _ = trained
+    lines = _lines(root)
+    (tmp_path / "l.jsonl").write_text("\n".join(lines + lines[:1]) + "\n")
+    led = toy_ledger(tmp_path / "l.jsonl")
+    assert len(led) == len(lines) and not led.problems
+
+
+def test_an_append_after_a_truncated_line_starts_a_new_line(trained, tmp_path):
+    root, _, _ = trained
+    lines = _lines(root)
+    p = tmp_path / "l.jsonl"
+    p.write_text(lines[0] + "\n" + lines[1][:50])
+    append_line(p, json.loads(lines[2]))
+    led = toy_ledger(p)
+    assert len(led) == 2 and len(led.problems) == 1 and "line 2" in led.problems[0]
+
+
+def test_a_kill_during_appends_leaves_a_readable_ledger(trained, tmp_path):
+    """A writer killed with SIGKILL mid-stream: every complete line is usable, at most the
+    line in flight is lost."""
+    root, _, _ = trained
+    src = root / "ledger.jsonl"
+    p = tmp_path / "l.jsonl"
+    code = textwrap.dedent(f"""
+        import json, sys
+        from pathlib import Path
+        from toyspt.runs.ledger import append_line
+        recs = [json.loads(x) for x in Path({str(src)!r}).read_text().splitlines()]
+        i = 0
+        while True:
+            r = dict(recs[i % len(recs)]); append_line(Path({str(p)!r}), r); i += 1
+            print(i, flush=True)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    for _ in range(20):
+        proc.stdout.readline()
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    led = toy_ledger(p)
+    assert len(led) == len(_lines(root))  # identical duplicates: every key once
+    assert all("truncated" in x for x in led.problems) and len(led.problems) <= 1
+
+
+def test_merge_unions_and_refuses_conflicts(trained, tmp_path):
+    root, _, _ = trained
+    lines = _lines(root)
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text("\n".join(lines[:2]) + "\n")
+    b.write_text("\n".join(lines[1:]) + "\n")
+    n, problems = merge([a, b], tmp_path / "m.jsonl")
+    assert n == len(lines) and not problems and len(toy_ledger(tmp_path / "m.jsonl")) == len(lines)
+    rec = json.loads(lines[1])
+    rec["entry"]["summary"] = {**rec["entry"]["summary"], "final_test_acc": 0.0}
+    b.write_text(json.dumps(rec) + "\n")
+    n, problems = merge([a, b], tmp_path / "m2.jsonl")
+    assert n == 0 and len(problems) == 1 and "differ" in problems[0] and not (tmp_path / "m2.jsonl").exists()
+
+
+def test_a_differing_recomputation_keeps_the_record_and_says_so(trained, tmp_path):
+    root, specs, results = trained
+    said = []
+    p = tmp_path / "l.jsonl"
+    p.write_text((root / "ledger.jsonl").read_text())
+    led = toy_ledger(p, warn=said.append)
+    r = results[0]
+    r.summary = {**r.summary, "final_test_acc": -1.0}
+    r.states = RunCache(root / "cache").load(specs[0]).states
+    assert not led.add(specs[0], r)
+    assert len(said) == 1 and "differ from its record" in said[0]
+    assert p.read_text() == (root / "ledger.jsonl").read_text()
+
+
+def test_the_ledger_is_a_regular_file_of_bounded_size(tmp_path):
+    from toyspt.runs.ledger import LedgerError
+
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(LedgerError, match="not a regular file"):
+        toy_ledger(tmp_path / "fifo").lines()
+
+
+class StopAfterOne(Watch):
+    def __init__(self):
+        self.n = 0
+
+    def finished(self, job, results):
+        self.n += 1
+
+    def more(self):
+        return self.n < 1
+
+
+def test_a_watch_stops_a_sweep_with_every_finished_run_kept(tmp_path):
+    cache, led = RunCache(tmp_path / "c"), toy_ledger(tmp_path / "l.jsonl")
+    specs = [replace(SPT, recipe="scratch", seed=s) for s in (5, 6, 7)]
+    with pytest.raises(Stopped) as e:
+        sweep(specs, cache, progress=False, watch=StopAfterOne(), plan_=make_plan(specs, cache, ledger=led))
+    assert len(e.value.left) == 2 and len(toy_ledger(tmp_path / "l.jsonl")) == 1
+    assert sum(cache.load(s) is not None for s in specs) == 1
+
+
+def test_the_ledger_command_checks_and_merges(trained, tmp_path, capsys):
+    from toyspt.cli.main import main
+
+    root, _, _ = trained
+    src = root / "ledger.jsonl"
+    assert main(["ledger", "check", str(src)]) == 0
+    assert f"{len(_lines(root))} records (toy {len(_lines(root))})" in capsys.readouterr().out
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(src.read_text() + "{oops\n")
+    assert main(["ledger", "check", str(bad)]) == 1
+    assert f"line {len(_lines(root)) + 1}: not JSON" in capsys.readouterr().out
+    assert main(["ledger", "merge", str(src), str(bad), "-o", str(tmp_path / "m.jsonl")]) == 2
+    assert "nothing written" in capsys.readouterr().out and not (tmp_path / "m.jsonl").exists()
+    assert main(["ledger", "merge", str(src), str(src), "-o", str(tmp_path / "m.jsonl")]) == 0
+    assert (tmp_path / "m.jsonl").read_text() == src.read_text()

@@ -1,0 +1,64 @@
+"""``toyspt ledger``: check a results ledger, or merge the ledgers of two machines.
+
+    toyspt ledger check figures/ledger/ucr.jsonl
+    toyspt ledger merge figures/ledger/ucr.jsonl other/ucr.jsonl -o figures/ledger/ucr.jsonl
+
+``check`` prints the records, their size and every line that is not used (exit 1 when there is
+one). ``merge`` writes one ledger holding every key of its inputs once (atomically: the output
+may be one of the inputs); records of one key with different numbers, or unusable lines, are
+refused: nothing is written, each conflict is named, exit 2.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from toyspt.cli.flags import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+
+
+def check(args: argparse.Namespace) -> int:
+    from toyspt.runs.ledger import Ledger
+
+    led = Ledger(Path(args.path), kinds=(), warn=lambda m: None)
+    lines = led.lines()
+    size = Path(args.path).stat().st_size if Path(args.path).exists() else 0
+    kinds: dict[str, int] = {}
+    for line in lines.values():
+        kinds[line.record["kind"]] = kinds.get(line.record["kind"], 0) + 1
+    cpus = sorted({line.record.get("cpu") or "?" for line in lines.values()})
+    seconds = sum(line.record.get("seconds") or 0.0 for line in lines.values())
+    print(f"{args.path}: {len(lines)} records ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}), "
+          f"{size / 1e6:.2f} MB, {size / max(1, len(lines)) / 1e3:.1f} KB a record; "
+          f"{seconds / 3600:.2f} CPU-hours recorded; hosts: {'; '.join(cpus) or '-'}")
+    for p in led.problems:
+        print(p)
+    return EXIT_FAILED if led.problems else EXIT_OK
+
+
+def merge(args: argparse.Namespace) -> int:
+    from toyspt.runs.ledger import merge as merge_ledgers
+
+    n, problems = merge_ledgers([Path(p) for p in args.paths], Path(args.out))
+    if problems:
+        for p in problems:
+            print(f"error: {p}")
+        print(f"error: nothing written to {args.out}: {len(problems)} conflict(s) or unusable line(s)")
+        return EXIT_USAGE
+    print(f"{args.out}: {n} records from {len(args.paths)} ledgers")
+    return EXIT_OK
+
+
+def register(sub) -> None:
+    p = sub.add_parser("ledger", help="check a results ledger, or merge the ledgers of two machines",
+                       description=__doc__.splitlines()[0])
+    s = p.add_subparsers(dest="ledger_cmd", required=True)
+    c = s.add_parser("check", help="records, size and every line not used (exit 1 if any)")
+    c.add_argument("path")
+    c.set_defaults(func=check)
+    m = s.add_parser("merge", help="one ledger of several; conflicting records refused")
+    m.add_argument("paths", nargs="+")
+    m.add_argument("-o", "--out", required=True, help="the merged ledger (may be one of the inputs)")
+    m.set_defaults(func=merge)
+
+
+__all__ = ["register", "check", "merge"]
