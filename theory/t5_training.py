@@ -255,7 +255,7 @@ def share_verdict(table, predict, threshold: float, sense: str) -> tuple[int, in
 
 def share_base_rate(table, predict) -> dict:
     """The same runs as :func:`share_verdict`, tested against always answering their majority
-    basin (:func:`toyspt.runs.stats.hits_vs_base_rate`: exact one-sided binomial p); NaN
+    basin on the same runs (:func:`toyspt.runs.stats.hits_vs_base_rate`: exact one-sided McNemar p); NaN
     figures when fewer than 2 runs count."""
     said, truth = _scored(table, predict)
     if len(truth) < 2:
@@ -276,7 +276,7 @@ def _share_result(cid: str, claim: str, what: str, quick: bool, cache: str | Non
         cfg, cid, claim, _tag(cfg) + f"{what}: basin predicted in {hits}/{n} SPT-only runs with |beta_unif| > "
         f"{basin_runs.CLEAR_MARGIN} ({cells} task settings x {len(cfg.seeds)} seed(s), the basin figure's runs; "
         f"all runs: {all_hits}/{len(table)}); always answering the majority basin ({base['majority']}) names "
-        f"{base['majority_hits']}/{n}, one-sided binomial p = {base['p']:.2g} against that base rate",
+        f"{base['majority_hits']}/{n}, exact McNemar p (one-sided) = {base['p']:.2g} against it on the same runs",
         hits / n if n else float("nan"), "share of runs", threshold, sense,
         "a claim about runs: the share of the basin grid's clear runs it must reach" if sense == "ge"
         else "a claim about runs: the share it must stay under", rows=table.to_dict("records"), hits=hits, n=n,

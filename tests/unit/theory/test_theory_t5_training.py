@@ -115,9 +115,11 @@ ROWS = [(t5.measure_basin, lambda t: t.beta_unif > 0), (t5.measure_basin_early, 
 def test_basin_rows_report_the_share_of_their_own_predictor(monkeypatch, sweep, row):
     """Each row's figure is the share its own predictor names on the stored grid (recomputed
     here from the table), its text says the same count, and it carries the base rate of always
-    answering the majority basin with the binomial p. A flipped predictor reports n - hits,
-    which differs from hits on every table here but the whole grid's T5.6 (25/50)."""
-    from toyspt.runs.stats import base_rate_test
+    answering the majority basin with the exact McNemar p on the same runs. A flipped predictor
+    reports n - hits, which differs from hits on every table here but the whole grid's T5.6 (25/50)."""
+    import numpy as np
+
+    from toyspt.runs.stats import hits_vs_base_rate
 
     table = _grid(monkeypatch, sweep)
     (n, n_prox, majority), hits = GRIDS[sweep][0], GRIDS[sweep][1][row]
@@ -131,9 +133,10 @@ def test_basin_rows_report_the_share_of_their_own_predictor(monkeypatch, sweep, 
     assert r.verdict == ("pass" if (hits / n <= threshold if row == 2 else hits / n >= threshold) else "fail")
     assert f"basin predicted in {hits}/{n} SPT-only runs" in r.checked and "all runs: " in r.checked
     top = max(n_prox, n - n_prox)
-    base = base_rate_test(hits, n, top)
+    base = hits_vs_base_rate(np.asarray(says(clear), bool), np.asarray(truth, bool))
+    assert base["hits"] == hits and base["majority_hits"] == top
     assert r.detail("base_rate") == top / n and r.detail("p_base_rate") == pytest.approx(base["p"])
-    assert f"({majority}) names {top}/{n}, one-sided binomial p = {base['p']:.2g}" in r.checked
+    assert f"({majority}) names {top}/{n}, exact McNemar p (one-sided) = {base['p']:.2g}" in r.checked
 
 
 def test_share_verdict_leaves_out_runs_without_a_prediction():
@@ -147,5 +150,6 @@ def test_grid_shares_carry_the_base_rate(toy_grid):
 
     sh = predictor_shares(toy_grid)
     assert (sh["beta_unif"]["hits"], sh["beta_unif"]["n"], sh["beta_init"]["hits"]) == (48, 50, 26)
-    assert sh["beta_unif"]["base_rate"] == 0.5 and sh["beta_unif"]["p_base_rate"] < 1e-10
+    # 24 runs only the predictor names against 1 only "always proximity" names: P(X >= 24 | 25, 1/2)
+    assert sh["beta_unif"]["base_rate"] == 0.5 and sh["beta_unif"]["p_base_rate"] == pytest.approx(26 / 2 ** 25)
     assert sh["beta_init"]["p_base_rate"] > 0.3  # the init gain: no better than always "proximity"
