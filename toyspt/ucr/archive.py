@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from toyspt.ucr.data import UCRConfig, load_ucr
-from toyspt.ucr.read import UCRError
+from toyspt.ucr.read import UCRError, file_shape
 from toyspt.ucr.sources import ENV_ROOT, PACKAGES, PAPER_DATASETS, UCRNotFound, locate
 from toyspt.util.validation import Bool, Int, Text, Tuple, validate, validated
 
@@ -114,12 +114,9 @@ def archive_names(root: str | os.PathLike | None = None) -> list[str]:
 
 
 def _shape(path: Path, delimiter: str | None) -> tuple[int, int]:
-    """(rows, points per series) of a UCR file without parsing values: non-blank lines, and the
-    fields of the first one minus its label."""
-    lines = [ln for ln in path.read_bytes().split(b"\n") if ln.strip()]
-    first = lines[0].decode("utf-8", "replace").lstrip("\ufeff") if lines else ""
-    fields = first.rstrip("\r").split(delimiter) if delimiter is not None else first.split()
-    return len(lines), max(len(fields) - 1, 0)
+    """(rows, points per series) of a UCR file without parsing values, read as bounded as the
+    reader reads (:func:`toyspt.ucr.read.file_shape`: a size cap from stat, lines streamed)."""
+    return file_shape(path, delimiter)
 
 
 def _row(name: str, train=np.nan, test=np.nan, length=np.nan, classes=np.nan, min_class=np.nan,

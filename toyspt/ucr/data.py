@@ -40,7 +40,7 @@ import torch
 
 from toyspt.data.source import register
 from toyspt.data.tasks import Split, TaskData
-from toyspt.ucr.read import UCRError, read_ucr_file
+from toyspt.ucr.read import NUMBER, UCRError, read_ucr, read_ucr_file
 from toyspt.ucr.sources import (
     ARCHIVE_SIZES,
     ENV_ROOT,
@@ -57,10 +57,12 @@ from toyspt.ucr.sources import (
     is_available,
     locate,
 )
-from toyspt.util.validation import Bool, Float, Int, Text, validate, validated
+from toyspt.util.validation import Bool, Float, Int, Text, short_repr, validate, validated
 
 # per-series z-normalisation divides by the population standard deviation (see the docstring)
 ZNORM_DDOF = 0
+# longest data set name (bytes): the file <name>_TRAIN.tsv must fit a file name (255 bytes)
+MAX_NAME = 200
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,9 @@ class UCRConfig:
         validate(self)
         if not self.name or any(c in self.name for c in "/\\") or self.name.startswith("."):
             raise ValueError(f"name: not a UCR data set name: {self.name!r}")
+        if len(self.name.encode("utf-8", "surrogatepass")) > MAX_NAME or not self.name.isprintable():
+            raise ValueError(f"name: not a UCR data set name: {short_repr(self.name)} (at most {MAX_NAME} "
+                             "printable characters; the archive's longest is 29)")
 
 
 @dataclass(frozen=True)
@@ -181,11 +186,28 @@ def ucr_source(cfg: "UCRConfig | str", **overrides) -> UCRSource:
 # preprocessing
 
 def _label_order(labels: set[str]) -> list[str]:
-    """Numeric labels in numeric order, otherwise lexicographic."""
-    try:
-        return sorted(labels, key=float)
-    except ValueError:
-        return sorted(labels)
+    """Numeric labels in numeric order, otherwise by code point: a total order either way (the
+    reader refuses NaN and infinite labels, and a mix of numbers and text), so the class map
+    never depends on the set's iteration order (PYTHONHASHSEED)."""
+    if all(NUMBER.fullmatch(lab) for lab in labels):
+        return sorted(labels, key=lambda lab: (float(lab), lab))
+    return sorted(labels)
+
+
+def _moments(x_NxT: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, std) per series (ddof=0) as numpy computes them, and where they overflow (values
+    near 1e308, or ~1e300 whose squares overflow) computed again scaled by the largest magnitude."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = x_NxT.mean(axis=1)
+        std = x_NxT.std(axis=1, ddof=ZNORM_DDOF)
+        bad = ~(np.isfinite(mean) & np.isfinite(std))
+    if bad.any():
+        xb = x_NxT[bad]
+        scale = np.abs(xb).max(axis=1, keepdims=True)
+        y = xb / scale
+        mean[bad] = y.mean(axis=1) * scale[:, 0]
+        std[bad] = y.std(axis=1, ddof=ZNORM_DDOF) * scale[:, 0]
+    return mean, std
 
 
 def flat_series(x_NxT: np.ndarray) -> np.ndarray:
@@ -193,17 +215,25 @@ def flat_series(x_NxT: np.ndarray) -> np.ndarray:
     significant digits, so a series whose std is below 1e-8 of its magnitude (at least 1:
     z-normalised files are O(1)) is constant up to that rounding, and dividing by its std
     would amplify the rounding into a unit-variance pattern."""
-    std = x_NxT.std(axis=1, ddof=ZNORM_DDOF)
-    return std < 1e-8 * np.maximum(1.0, np.abs(x_NxT).max(axis=1))
+    std = _moments(x_NxT)[1]
+    with np.errstate(over="ignore"):
+        return std < 1e-8 * np.maximum(1.0, np.abs(x_NxT).max(axis=1))
 
 
 def znormalize(x_NxT: np.ndarray) -> np.ndarray:
     """Per-series z-normalisation over time (ddof=0, :data:`ZNORM_DDOF`): mean 0, mean square 1.
     A flat series (:func:`flat_series`) is only centred (maps to zeros); :func:`load_ucr`
-    refuses such series before calling this, since z-normalisation is undefined for them."""
-    mean = x_NxT.mean(axis=1, keepdims=True)
-    std = x_NxT.std(axis=1, ddof=ZNORM_DDOF, keepdims=True)
-    return (x_NxT - mean) / np.where(flat_series(x_NxT)[:, None], 1.0, std)
+    refuses such series before calling this, since z-normalisation is undefined for them.
+    A series whose moments overflow float64 is normalised scaled by its largest magnitude
+    (:func:`_moments`); every other series exactly as before."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean, std = x_NxT.mean(axis=1, keepdims=True), x_NxT.std(axis=1, ddof=ZNORM_DDOF, keepdims=True)
+    if np.isfinite(mean).all() and np.isfinite(std).all():
+        return (x_NxT - mean) / np.where(flat_series(x_NxT)[:, None], 1.0, std)
+    scale = np.abs(x_NxT).max(axis=1, keepdims=True)
+    y = x_NxT / np.where(scale > 0, scale, 1.0)
+    return (y - y.mean(axis=1, keepdims=True)) / np.where(flat_series(x_NxT)[:, None], 1.0,
+                                                          y.std(axis=1, ddof=ZNORM_DDOF, keepdims=True))
 
 
 def check_znormalizable(name: str, path, x_NxT: np.ndarray) -> None:
@@ -215,6 +245,18 @@ def check_znormalizable(name: str, path, x_NxT: np.ndarray) -> None:
         more = f" (and {len(flat) - 1} more)" if len(flat) > 1 else ""
         raise UCRError(f"{name}: series {k + 1} of {path} is constant (value {x_NxT[k, 0]:.8g}){more}; "
                        "z-normalisation is undefined for it: drop it, or load with znorm=False")
+
+
+def check_znormalized(name: str, path, z_NxT: np.ndarray) -> None:
+    """What z-normalisation produced must be finite with mean square 1 (all-zero or NaN series
+    would train on nothing): refuse the set otherwise, naming the file and the series."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        ms = np.square(z_NxT).mean(axis=1)
+    bad = np.flatnonzero(~np.isfinite(z_NxT).all(axis=1) | ~(np.abs(ms - 1.0) < 1e-6))
+    if len(bad):
+        k = int(bad[0])
+        raise UCRError(f"{name}: series {k + 1} of {path} does not z-normalise (mean square {ms[k]:.3g} "
+                       "after it, not 1: its values overflow float64's arithmetic); refused")
 
 
 def check_split_sizes(name: str, y: np.ndarray, label_map) -> None:
@@ -251,6 +293,15 @@ def _fingerprint(lab_tr, x_tr, lab_te, x_te) -> str:
         h.update(np.ascontiguousarray(x, dtype="<f8").tobytes())
         h.update("\x00".join(labels).encode())
     return h.hexdigest()
+
+
+def _check_same_classes(name: str, loc: Located, train: dict, test: dict) -> None:
+    """A class name of both files must stand for one label: distinct values never merge."""
+    for cls, (exact, text, line) in test.items():
+        if cls in train and train[cls][0] != exact:
+            raise UCRError(f"{name}: class label {text!r} ({loc.test}:{line}) and {train[cls][1]!r} "
+                           f"({loc.train}:{train[cls][2]}) are distinct numbers float64 cannot tell apart; "
+                           "distinct labels are never merged into one class: relabel one")
 
 
 def _check_archive_sizes(name: str, loc: Located, n_train: int, n_test: int, length: int,
@@ -291,8 +342,9 @@ def _load_cached(cfg: UCRConfig, max_length: int | None = None) -> UCRData:
 
 @functools.lru_cache(maxsize=64)
 def _load(cfg: UCRConfig, loc: "Located", stamp: tuple, max_length: int | None) -> UCRData:
-    lab_tr, x_tr = read_ucr_file(loc.train, loc.delimiter, max_length)
-    lab_te, x_te = read_ucr_file(loc.test, loc.delimiter, max_length)
+    tr, te = (read_ucr(p, loc.delimiter, max_length) for p in (loc.train, loc.test))
+    _check_same_classes(cfg.name, loc, tr.classes, te.classes)
+    (lab_tr, x_tr), (lab_te, x_te) = (tr.labels, tr.values), (te.labels, te.values)
     if x_tr.shape[1] != x_te.shape[1]:
         raise UCRError(f"{cfg.name}: train series have length {x_tr.shape[1]} but test series "
                        f"{x_te.shape[1]} ({loc.train}, {loc.test})")
@@ -312,6 +364,8 @@ def _load(cfg: UCRConfig, loc: "Located", stamp: tuple, max_length: int | None) 
         check_znormalizable(cfg.name, loc.train, x_tr)
         check_znormalizable(cfg.name, loc.test, x_te)
         x_tr, x_te = znormalize(x_tr), znormalize(x_te)
+        check_znormalized(cfg.name, loc.train, x_tr)
+        check_znormalized(cfg.name, loc.test, x_te)
     check_split_sizes(cfg.name, y_tr, classes)
     tr_idx, va_idx = stratified_split(y_tr, cfg.val_fraction, cfg.split_seed)
 
@@ -341,5 +395,5 @@ __all__ = ["UCRConfig", "UCRData", "UCRSource", "ucr_source", "source_from_field
            "UCRNotFound", "Located", "SourceInfo", "DataPackage",
            "ENV_ROOT", "SOURCES", "PACKAGES", "PAPER_DATASETS", "ARCHIVE_SIZES", "ZNORM_DDOF",
            "locate", "in_package", "is_available", "describe_sources", "format_sources",
-           "read_ucr_file", "flat_series", "znormalize", "check_znormalizable", "check_split_sizes",
-           "stratified_split", "load_ucr"]
+           "read_ucr_file", "flat_series", "znormalize", "check_znormalizable", "check_znormalized", "MAX_NAME",
+           "check_split_sizes", "stratified_split", "load_ucr"]
