@@ -17,16 +17,22 @@ its spec; every file is checked to be a regular file of a bounded size before it
 (a FIFO, a link to ``/dev/zero`` or a sparse 32 GB file is damage, not a hang). A damaged
 entry is reported on stderr (one line: which entry, why) and set aside, never deleted: moved
 to ``<root>/.damaged/<key>-<n>`` with the reason in ``<key>-<n>.why``; the run is recomputed.
+Where ``.damaged`` cannot be used (a file, a link loop), that is one more line on stderr and the
+entry is set aside beside itself (``<root>/<key[:2]>/.damaged-<key>-<n>``): the new entry is
+stored all the same.
 Any other failure to read (permissions, I/O errors) raises :class:`CacheError`: it is
-reported, never "repaired". The key is the cache's: a key file that is not a regular file of
-64 hex digits, or a missing key beside existing entries (a cache copied without its hidden
-``.key``), is refused in one line, nothing set aside or retrained. A disk fault while storing
-(full, read-only, I/O error) is one :class:`CacheError` naming the entry; the half-written
-entry is removed, the runs already stored stay.
+reported, never "repaired". The key is the cache's: 64 hex digits, in either case (one key);
+a key file that is not a regular file of 64 hex digits, or a missing key beside existing
+entries (a cache copied without its hidden ``.key``), is refused in one line, nothing set
+aside or retrained. A disk fault while storing (full, read-only, I/O error) is one
+:class:`CacheError` naming the entry; the half-written entry is removed, the runs already
+stored stay.
 """
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import hashlib
 import hmac
 import json
@@ -136,7 +142,7 @@ class RunCache:
             if not re.fullmatch(r"[0-9a-fA-F]{64}", text):
                 raise CacheError(f"run cache {self.root}: its key file {path} is damaged (expected "
                                  f"64 hex digits); {restore}")
-            self._secret = text.encode()
+            self._secret = text.lower().encode()  # the key is the number: its hex digits' case is not
         return self._secret
 
     def _make_key(self, path: Path) -> None:
@@ -235,7 +241,7 @@ class RunCache:
         except Damaged as e:
             why = " ".join(str(e).split()).rstrip(".")
             aside = self._set_aside(d, ino, spec.key(), why)
-            where = f"set aside in {aside}" if aside else "left in place (it changed meanwhile)"
+            where = f"set aside in {aside}" if aside else "left in place (it changed meanwhile, or cannot be moved)"
             print(f"toyspt: run cache: damaged entry {d} ({spec.label()}): {why}; {where}; the run "
                   "will be recomputed", file=sys.stderr)
             return None
@@ -244,29 +250,27 @@ class RunCache:
 
     def _set_aside(self, d: Path, ino: int, key: str, why: str) -> Path | None:
         """Move a damaged entry to ``<root>/.damaged/<key>-<n>``, its reason in ``<key>-<n>.why``
-        (what cannot be verified is never deleted); None if another worker has just replaced it
-        or it cannot be moved."""
-        aside = self.root / ".damaged"
+        (what cannot be verified is never deleted). When that folder cannot be used (a file, a
+        symbolic link loop, not writable) the failure is named on stderr and the entry is set aside
+        beside itself, as ``<root>/<key[:2]>/.damaged-<key>-<n>``, so that a new entry can take its
+        place. None if another worker has just replaced it or it cannot be moved at all."""
         try:
             if d.lstat().st_ino != ino:
                 return None
-            aside.mkdir(exist_ok=True)
-            for n in range(1000):
-                dest = aside / f"{key}-{n}"
-                try:
-                    with open(f"{dest}.why", "x") as f:
-                        f.write(why + "\n")
-                except FileExistsError:
-                    continue
-                try:
-                    os.rename(d, dest)
-                except OSError:
-                    os.unlink(f"{dest}.why")
-                    raise
-                return dest
         except OSError:
-            pass
-        return None
+            return None
+        aside = self.root / ".damaged"
+        try:
+            aside.mkdir(exist_ok=True)
+            if aside.is_symlink() or not aside.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, "not a directory")
+            return _move_aside(d, aside, key, why)
+        except OSError as e:
+            beside = _move_aside(d, d.parent, f".damaged-{key}", why, quiet=True)
+            where = f"set aside beside it as {beside}" if beside else "left in place"
+            print(f"toyspt: run cache: cannot set aside damaged entry {d} in {aside} ({disk_fault(e) or e}); "
+                  f"{where}", file=sys.stderr)
+            return beside
 
     def store(self, spec: Spec, result: Entry) -> Path:
         """Write an entry atomically (temp dir + rename); a concurrent writer of the same
@@ -318,8 +322,9 @@ class RunCache:
     @staticmethod
     def sweep_stale(folder: Path, age: float = STALE_TMP_SECONDS) -> None:
         """Remove temporary entries in ``folder`` left by killed writers: those of a process of
-        this host that no longer runs, and any older than ``age`` seconds (writers elsewhere,
-        e.g. dask workers on another host, cannot be asked whether they still run)."""
+        this host and PID namespace that no longer runs, and any older than ``age`` seconds
+        (writers elsewhere, e.g. dask workers on another host or a container sharing the cache,
+        cannot be asked whether they still run: only age removes theirs)."""
         now = time.time()
         for p in folder.glob(".tmp-*"):
             with contextlib.suppress(OSError):
@@ -327,21 +332,62 @@ class RunCache:
                     shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
 
 
+def _move_aside(d: Path, folder: Path, stem: str, why: str, quiet: bool = False) -> Path | None:
+    """Rename ``d`` to ``folder/<stem>-<n>`` beside ``<stem>-<n>.why``; OSError unless ``quiet``."""
+    try:
+        for n in range(1000):
+            dest = folder / f"{stem}-{n}"
+            try:
+                with open(f"{dest}.why", "x") as f:
+                    f.write(why + "\n")
+            except FileExistsError:
+                continue
+            try:
+                os.rename(d, dest)
+            except OSError:
+                os.unlink(f"{dest}.why")
+                raise
+            return dest
+    except OSError:
+        if not quiet:
+            raise
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _writer_space() -> str:
+    """Who may ask about a writer's process id: this host's name and a short hash of this boot
+    and this PID namespace (a container sharing the host name and the cache folder has another
+    namespace, where the same number names another process or none)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        ns = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return socket.gethostname().replace("-", "_") + "_any"  # unknown: never ask by pid (see below)
+    tag = hashlib.sha256(f"{boot}/{ns}".encode()).hexdigest()[:12]
+    return f"{socket.gethostname().replace('-', '_')}_{tag}"
+
+
 def _tmp_prefix() -> str:
-    """``.tmp-<host>-<pid>-``: who is writing a temporary entry."""
-    return f".tmp-{socket.gethostname().replace('-', '_')}-{os.getpid()}-"
+    """``.tmp-<host>_<boot and pid namespace>-<pid>-``: who is writing a temporary entry."""
+    return f".tmp-{_writer_space()}-{os.getpid()}-"
 
 
 def _writer_gone(name: str) -> bool:
-    """Whether the temporary entry ``name`` was written by a process of this host that has ended."""
+    """Whether the temporary entry ``name`` was written by a process of this host, boot and PID
+    namespace that has ended. Names of other writers (another host or namespace, an older
+    format) or that do not parse (a pid of 20 digits) are never asked about: age alone removes
+    them (:meth:`RunCache.sweep_stale`)."""
     parts = name.split("-")
-    if len(parts) < 4 or parts[1] != socket.gethostname().replace("-", "_") or not parts[2].isdigit():
+    if len(parts) < 4 or parts[1] != _writer_space() or parts[1].endswith("_any"):
+        return False
+    if not (parts[2].isascii() and parts[2].isdigit() and 0 < len(parts[2]) <= 7):  # pid_max <= 2**22
         return False
     try:
         os.kill(int(parts[2]), 0)
     except ProcessLookupError:
         return True
-    except OSError:  # exists but not ours to signal
+    except (OSError, OverflowError, ValueError):  # exists but not ours to signal; or not a pid
         return False
     return False
 

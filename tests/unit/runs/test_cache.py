@@ -269,3 +269,70 @@ def test_an_entry_file_that_is_not_a_small_regular_file_is_set_aside_unread(tmp_
     words = {"fifo": "not a regular file", "dev_zero": "symbolic link", "huge": "over the limit"}[kind]
     _one_drop_line(capsys, name, words)
     assert os.path.lexists(tmp_path / "c" / ".damaged" / f"{BASE.key()}-0" / name)
+
+
+# ------------------------------------------------------- round 5: set-aside, temp names, key case
+
+@pytest.mark.parametrize("kind", ["file", "loop"])
+def test_a_failed_set_aside_is_named_and_never_costs_the_run(tmp_path, counted, capsys, kind):
+    import os
+
+    cache = RunCache(tmp_path / "c")
+    get_run(BASE, cache)
+    with open(cache.path(BASE) / "weights.pt", "r+b") as f:
+        f.seek(100)
+        f.write(b"\x00garbage\x00")
+    aside = tmp_path / "c" / ".damaged"
+    if kind == "file":
+        aside.write_text("not a folder")
+    else:
+        os.symlink(aside, aside)  # a symbolic link loop
+    capsys.readouterr()
+    get_run(BASE, cache)  # once: trained, then "could not place cache entry", nothing stored
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "run cache" in ln]
+    assert any("cannot set aside damaged entry" in ln and ".damaged" in ln for ln in lines), lines
+    assert len(counted) == 2 and cache.load(BASE) is not None  # stored: the next call trains nothing
+    get_run(BASE, cache)
+    assert len(counted) == 2
+    beside = cache.path(BASE).parent / f".damaged-{BASE.key()}-0"  # kept, with its reason
+    assert (beside / "weights.pt").exists() and "weights.pt" in beside.with_name(beside.name + ".why").read_text()
+
+
+def test_temporary_names_that_do_not_parse_or_belong_elsewhere_are_left_to_age(tmp_path):
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    import toyspt.runs.cache as cache_mod
+
+    cache = RunCache(tmp_path / "c")
+    get_run(BASE, cache)
+    folder = cache.path(BASE).parent
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = socket.gethostname().replace("-", "_")
+    stray = [folder / f".tmp-{host}-{'9' * 20}-x",  # once: OverflowError, the run lost
+             folder / f".tmp-{cache_mod._writer_space()}-{'9' * 20}-x",
+             folder / f".tmp-{cache_mod._writer_space()}-\u0661\u0662-x"]
+    # a live writer in another PID namespace on this host: its pid means nothing here
+    other = [folder / f".tmp-{host}_0123456789ab-{dead.pid}-y", folder / f".tmp-{host}-{dead.pid}-y"]
+    for d in stray + other:
+        d.mkdir()
+    cache.store(BASE, cache.load(BASE))
+    assert all(d.exists() for d in stray + other)
+    t = os.path.getmtime(folder) - cache_mod.STALE_TMP_SECONDS - 10
+    for d in stray + other:
+        os.utime(d, (t, t))
+    cache.store(BASE, cache.load(BASE))
+    assert not any(d.exists() for d in stray + other)  # age alone removes them
+
+
+def test_the_key_file_in_upper_case_is_the_same_key(tmp_path, counted, capsys):
+    cache = RunCache(tmp_path / "c")
+    get_run(BASE, cache)
+    key = tmp_path / "c" / ".key"
+    key.write_text(key.read_text().upper())  # once: every entry set aside and retrained
+    assert RunCache(tmp_path / "c").load(BASE) is not None
+    assert len(counted) == 1 and "damaged" not in capsys.readouterr().err
+    assert not (tmp_path / "c" / ".damaged").exists()
