@@ -144,6 +144,9 @@ def write(ctx: FigContext, mod, drawn) -> list[Path]:
 
         plt.close(fig)
         raise RuntimeError(f"figure {mod.NAME}: CSV lacks documented columns {missing}")
+    from toyspt.figs.readable import overlaps
+
+    ctx.meta.setdefault(mod.NAME, {})["overlapping_labels"] = [list(pair) for pair in overlaps(fig)]
     paths = save_figure(fig, ctx.out, mod.NAME, ctx.quick)
     return paths + [save_csv(f, ctx.out, name) for name, f in frames.items()]
 
