@@ -24,6 +24,7 @@ from toyspt.cli.flags import (
     ascii_int,
     base_spec,
     config_values,
+    distinct_arms,
     out_dir,
     split_arms,
     split_unique,
@@ -123,6 +124,7 @@ def cmd_compare(args) -> int:
         ld = d.load()
         print(f"{d.name}: {ld.source}; train {len(ld.train)} / val {len(ld.val)} / test {len(ld.test)}, "
               f"length {ld.length}, classes {ld.n_classes} (labels {list(ld.label_map)})")
+    distinct_arms(arms, base)  # two arms that are one run, or a run too large to store: refused before training
     print(f"train config: {json.dumps(asdict(base.train))}")
     columns = {} if args.no_probes else default_columns(blindness=args.blindness)
     with executor_scope(args.workers, args.dask) as ex:

@@ -31,6 +31,8 @@ INPUT_ERRORS = (ValueError, FileNotFoundError, KeyError, CacheError, ConnectionE
 
 
 MAX_SEEDS = 10_000  # seeds one flag may name: each is a training run, so far beyond any sweep
+MAX_SEED = 2 ** 31 - 1  # the largest seed: runs derive streams from it (seed + 7919, ...) within int64
+WORKERS_PER_CPU = 4  # --workers beyond this many processes per CPU only fight for the cores
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -39,7 +41,8 @@ def parse_seeds(text: str) -> list[int]:
     Refused with a message: anything but non-negative ints and ``lo-hi`` ranges, a reversed
     (empty) range such as ``4-0``, a seed named twice (it would count twice in mean and std),
     more than MAX_SEEDS seeds (checked before a range is expanded, so ``0-100000000`` answers
-    at once). Linear in the number of seeds.
+    at once), a seed above MAX_SEED (``2**63`` once overflowed inside torch). Linear in the
+    number of seeds.
     """
     if not text.strip():
         raise argparse.ArgumentTypeError("no seeds given")
@@ -54,6 +57,9 @@ def parse_seeds(text: str) -> list[int]:
         if not digits(lo) or (dash and not digits(hi)) or len(part) > 20:
             raise argparse.ArgumentTypeError(f"seeds must look like 0-4 or 0,2,5; got {text!r}")
         first, last = int(lo), int(hi) if dash else int(lo)
+        if last > MAX_SEED:
+            raise argparse.ArgumentTypeError(f"seed {last} in {text!r} is above the largest seed, {MAX_SEED} "
+                                             "(2**31 - 1)")
         if last < first:
             raise argparse.ArgumentTypeError(f"empty range {part} in {text!r} (write lo-hi, lo <= hi)")
         if len(seeds) + last - first + 1 > MAX_SEEDS:
@@ -74,7 +80,7 @@ def add_seeds(p: argparse.ArgumentParser, default: str | None = "0-4", help: str
 
 def add_cache_flags(p: argparse.ArgumentParser) -> None:
     """``--cache`` and ``--recompute``."""
-    p.add_argument("--cache", default=str(DEFAULT_CACHE),
+    p.add_argument("--cache", type=cache_dir, default=str(DEFAULT_CACHE),
                    help="run cache directory (default $TOYSPT_CACHE or .cache/toyspt)")
     p.add_argument("--recompute", action="store_true", help="retrain runs even when cached")
 
@@ -82,8 +88,8 @@ def add_cache_flags(p: argparse.ArgumentParser) -> None:
 def add_sweep_flags(p: argparse.ArgumentParser, workers: int = 1) -> None:
     """``--cache``, ``--recompute``, ``--workers``, ``--dask``, ``--no-lockstep``."""
     add_cache_flags(p)
-    p.add_argument("--workers", type=positive_int, default=workers,
-                   help=f"parallel training processes (default {workers})")
+    p.add_argument("--workers", type=workers_count, default=workers,
+                   help=f"parallel training processes, at most {WORKERS_PER_CPU} per CPU (default {workers})")
     p.add_argument("--dask", default=None, metavar="ADDRESS",
                    help="train on a dask.distributed scheduler (tcp://host:8786) or 'local' (dask extra)")
     p.add_argument("--no-lockstep", action="store_true",
@@ -102,16 +108,15 @@ def add_numerics_flag(p: argparse.ArgumentParser) -> None:
 
 def numerics_of(args: argparse.Namespace) -> str:
     """"compiled" where ``--compile`` asks and inductor compiles here (toyspt.train.compiled:
-    else one line on stderr, and "eager"), with the inductor cache beside the run cache
-    (``<cache>/inductor``, unless TORCHINDUCTOR_CACHE_DIR is set; worker processes inherit
-    it); "eager" otherwise."""
+    else one line on stderr, and "eager"), with inductor's cache in a folder of this user's
+    (:func:`toyspt.train.compiled.use_private_inductor_cache`: never inside the run cache, which
+    may be shared, since inductor imports and runs what its cache holds; worker processes
+    inherit it); "eager" otherwise."""
     if not getattr(args, "compile", False):
         return "eager"
-    from pathlib import Path
+    from toyspt.train.compiled import available, use_private_inductor_cache
 
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(args.cache).resolve() / "inductor"))
-    from toyspt.train.compiled import available
-
+    use_private_inductor_cache(args.cache)
     return "compiled" if available() else "eager"
 
 
@@ -159,6 +164,43 @@ def positive_int(text: str) -> int:
 def nonnegative_int(text: str) -> int:
     """An argparse type: an int >= 0."""
     return _int_at_least(text, 0, "an integer >= 0")
+
+
+def max_workers() -> int:
+    """The most training processes ``--workers`` may ask for: WORKERS_PER_CPU per CPU here."""
+    return WORKERS_PER_CPU * (os.cpu_count() or 1)
+
+
+def workers_count(text: str) -> int:
+    """An argparse type for ``--workers``: an int from 1 to :func:`max_workers`; more is refused,
+    not capped (10,000 once started 860 processes that finished nothing in two minutes)."""
+    v = _int_at_least(text, 1, "a positive integer")
+    if v > max_workers():
+        raise argparse.ArgumentTypeError(f"{v} processes is more than {WORKERS_PER_CPU} per CPU of this machine's "
+                                         f"{os.cpu_count() or 1} (at most {max_workers()}); more only fight for "
+                                         "the cores")
+    return v
+
+
+def reference_dir(text: str) -> str:
+    """An argparse type for ``--compare-to``: a folder of figure CSVs, each read (bounded) and
+    checked at parse time, before any work (:func:`toyspt.figs.check.check_reference`)."""
+    from toyspt.figs.check import CompareError, check_reference
+
+    try:
+        check_reference(text)
+    except CompareError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--compare-to ")) from None
+    return text
+
+
+def cache_dir(text: str) -> str:
+    """An argparse type for ``--cache``: a non-empty path (``--cache ''`` once made the current
+    folder a run cache)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty path; name the run cache's folder (default $TOYSPT_CACHE or "
+                                         ".cache/toyspt)")
+    return text
 
 
 def out_dir(text: str) -> str:
@@ -240,8 +282,10 @@ def make_config(part: str, cls, kw: dict[str, object]):
 def base_spec(args: argparse.Namespace, recipe: str = "scratch", seed: int = 0) -> RunSpec:
     """The spec the config flags describe (ValueError, one line naming the flag, when not)."""
     cfgs = {part: make_config(part, cls, config_values(args, part)) for part, cls in CONFIGS}
-    return RunSpec(recipe=recipe, seed=seed, data=cfgs["task"], model=cfgs["model"], train=cfgs["train"],
+    spec = RunSpec(recipe=recipe, seed=seed, data=cfgs["task"], model=cfgs["model"], train=cfgs["train"],
                    evaluate=getattr(args, "evaluate", "all"), numerics=numerics_of(args))
+    check_storable(spec)
+    return spec
 
 
 def add_arms_flag(p: argparse.ArgumentParser, default: str) -> None:
@@ -251,10 +295,54 @@ def add_arms_flag(p: argparse.ArgumentParser, default: str) -> None:
 
 
 def split_arms(text: str) -> list[str]:
-    """The arms of ``--arms``; an arm named twice (also as an alias and its expansion) is refused."""
+    """The arms of ``--arms``; an arm named twice (also as an alias and its expansion, or with
+    an empty override list: ``scratch`` and ``scratch:``) is refused. :func:`distinct_arms` checks
+    what the arms mean, once a base spec is known."""
     arms = split_unique(text, "--arms", "arm")
-    split_unique(",".join(ALIASES.get(a, a) for a in arms), "--arms", "arm (after aliases)")
+    split_unique(",".join(ALIASES.get(a, a).rstrip(":") for a in arms), "--arms", "arm (after aliases)")
     return arms
+
+
+def distinct_arms(arms: Sequence[str], base: RunSpec) -> list[RunSpec]:
+    """The spec of each arm on ``base``; two arms that are one run (``scratch`` and
+    ``scratch:pos=sinusoidal``, the default) are refused, and so is a run the cache could not
+    store (:func:`check_storable`)."""
+    from toyspt.runs.arms import arm_spec
+
+    seen: dict[str, str] = {}
+    specs = []
+    for a in arms:
+        spec = arm_spec(a, base)
+        first = seen.setdefault(spec.key(), a)
+        if first != a:
+            raise ValueError(f"--arms: {a!r} and {first!r} are one run (the same recipe and configs); it would "
+                             "count twice")
+        check_storable(spec, f"--arms {a}: ")
+        specs.append(spec)
+    return specs
+
+
+def check_storable(spec: RunSpec, where: str = "") -> None:
+    """Refuse, before anything trains, a run whose stored weights would exceed what the run
+    cache reads back (``weights.pt``: :data:`toyspt.runs.cache.MAX_BYTES`): its initial, final
+    (and pretrained) weights and AdamW's two moments, counted from the model's config."""
+    import torch
+
+    from toyspt.nn.model import ToyTransformer
+    from toyspt.runs.cache import MAX_BYTES
+    from toyspt.train.recipes import get_recipe
+
+    with torch.device("meta"):  # shapes only: nothing is allocated
+        model = ToyTransformer(spec.model)
+    params = sum(p.numel() for p in model.parameters())
+    state = params + sum(b.numel() for b in model.buffers())
+    rec = get_recipe(spec.recipe)
+    total = 4 * (state * (2 + rec.pretrains) + 2 * params * rec.label_phase)
+    limit = MAX_BYTES["weights.pt"]
+    if total > limit:
+        raise ValueError(f"{where}model: {params} parameters; a {spec.recipe} run stores about {total} bytes of "
+                         f"weights and optimizer state, over the run cache's limit of {limit} bytes for an entry; "
+                         "refused before training (choose a smaller --model.d_model, d_mlp or n_layers)")
 
 
 def run_main(fn: Callable[[], int]) -> int:
@@ -278,4 +366,5 @@ __all__ = ["CONFIGS", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED"
            "add_cache_flags", "add_sweep_flags", "add_numerics_flag", "numerics_of", "ascii_int", "ascii_float",
            "positive_int", "nonnegative_int", "out_dir",
            "split_unique", "default_workers", "add_config_flags", "config_values", "make_config",
-           "base_spec", "add_arms_flag", "split_arms", "run_main", "MAX_SEEDS"]
+           "base_spec", "add_arms_flag", "split_arms", "distinct_arms", "check_storable", "run_main", "MAX_SEEDS",
+           "MAX_SEED", "max_workers", "workers_count", "cache_dir", "reference_dir"]

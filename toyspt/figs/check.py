@@ -7,24 +7,73 @@ another machine float32 rounding differs in the last bits and training amplifies
 runs of the toy task have been seen 0.06 apart in accuracy and UCR runs 0.21, while arm
 means stayed within 0.02. So each CSV is reduced to means over everything but its
 categorical columns (arm, split, panel, ...), i.e. over seeds, epochs and offsets, and two
-means agree when ``|new - ref| <= ATOL + RTOL * |ref|``.
+means agree when ``|new - ref| <= ATOL + RTOL * |ref|``; two NaN means agree, and two infinite
+ones when they have the same sign (``+inf`` and ``-inf`` never do).
+
+The reference folder is checked before any work (:func:`check_reference`, the type of
+``--compare-to``): it must be a folder holding CSVs, each a regular file of at most
+:data:`MAX_CSV_BYTES` (read bounded: :func:`toyspt.util.files.read_bounded`) that parses as a
+CSV with a numeric column to compare; anything else is one line naming the folder or file.
 """
 from __future__ import annotations
 
+import io
+import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from toyspt.util.files import UnsafeFile, read_bounded
+
 ATOL = 0.03  # absolute: 1.5x the largest arm-mean shift seen across machines (0.02)
 RTOL = 0.10  # relative: for quantities not on a 0-1 scale (displacements, proximity indices)
 # numeric columns that index a value rather than being one (averaged over, not compared)
 INDEX_COLUMNS = ("seed", "epoch", "step", "offset", "i", "j", "layer", "head", "n", "example", "std")
+MAX_CSV_BYTES = 64 << 20  # the largest figure CSV is ~2 MB
+MAX_CSVS = 10_000  # CSVs in a reference folder (the figures have ~30)
+
+
+class CompareError(ValueError):
+    """A reference folder or CSV that cannot be compared with; the message names it."""
+
+
+def read_csv(path: Path) -> pd.DataFrame:
+    """A CSV read bounded, one :class:`CompareError` naming it when it is not a CSV."""
+    try:
+        data = read_bounded(path, "CSV", MAX_CSV_BYTES)
+        return pd.read_csv(io.BytesIO(data))
+    except UnsafeFile as e:
+        raise CompareError(str(e)) from None
+    except (ValueError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        raise CompareError(f"{path}: not a CSV ({type(e).__name__}: {first})") from None
+
+
+def check_reference(ref: str | os.PathLike) -> list[Path]:
+    """The CSVs of a reference folder, each read and reduced once to check it (before any work);
+    :class:`CompareError` naming the folder or file otherwise."""
+    ref = Path(ref)
+    if not ref.exists():
+        raise CompareError(f"--compare-to {ref}: no such folder")
+    if not ref.is_dir():
+        raise CompareError(f"--compare-to {ref}: not a folder")
+    csvs = []
+    for path in ref.rglob("*.csv"):
+        csvs.append(path)
+        if len(csvs) > MAX_CSVS:
+            raise CompareError(f"--compare-to {ref}: more than {MAX_CSVS} CSVs; not a folder of figures")
+    if not csvs:
+        raise CompareError(f"--compare-to {ref}: holds no CSV to compare with (a folder of figures, e.g. figures/)")
+    for path in sorted(csvs):
+        if reduce_csv(path).empty:
+            raise CompareError(f"--compare-to {path}: no numeric column to compare (a text CSV?)")
+    return sorted(csvs)
 
 
 def reduce_csv(path: Path) -> pd.DataFrame:
     """Long table (group..., column, value): means of every value column per categorical group."""
-    f = pd.read_csv(path)
+    f = read_csv(path)
     numeric = {c for c in f.columns if pd.api.types.is_numeric_dtype(f[c]) and not pd.api.types.is_bool_dtype(f[c])}
     cats = [c for c in f.columns if c not in numeric]
     vals = [c for c in f.columns if c in numeric and c not in INDEX_COLUMNS]
@@ -39,9 +88,10 @@ def reduce_csv(path: Path) -> pd.DataFrame:
 
 
 def compare_dirs(new: Path, ref: Path) -> pd.DataFrame:
-    """One row per (file, group, column) present in both directories, with the verdict."""
+    """One row per (file, group, column) present in both directories, with the verdict; the
+    reference is checked first (:func:`check_reference`)."""
     rows = []
-    for rf in sorted(Path(ref).rglob("*.csv")):
+    for rf in check_reference(ref):
         nf = Path(new) / rf.relative_to(ref)
         if not nf.exists():
             rows.append(dict(file=str(rf.relative_to(ref)), group="", column="", ref=np.nan, new=np.nan,
@@ -52,8 +102,9 @@ def compare_dirs(new: Path, ref: Path) -> pd.DataFrame:
         for _, r in m.iterrows():
             tol = ATOL + RTOL * abs(r.value_ref) if np.isfinite(r.value_ref) else np.nan
             diff = abs(r.value_new - r.value_ref)
-            both_nan = not np.isfinite(r.value_ref) and not np.isfinite(r.value_new)
-            ok = r._merge == "both" and (both_nan or bool(diff <= tol))
+            same = (np.isnan(r.value_ref) and np.isnan(r.value_new)) or (np.isinf(r.value_ref)
+                                                                         and r.value_new == r.value_ref)
+            ok = r._merge == "both" and (bool(same) or bool(diff <= tol))
             rows.append(dict(file=str(rf.relative_to(ref)), group=r.group, column=r.column, ref=r.value_ref,
                              new=r.value_new, diff=diff, tol=tol, ok=ok,
                              note="" if r._merge == "both" else
@@ -72,4 +123,5 @@ def summary(report: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ATOL", "RTOL", "reduce_csv", "compare_dirs", "summary"]
+__all__ = ["ATOL", "RTOL", "MAX_CSV_BYTES", "CompareError", "read_csv", "check_reference", "reduce_csv",
+           "compare_dirs", "summary"]

@@ -9,6 +9,7 @@ job ends (``interrupted`` when it was stopped). Quick and full metadata never mi
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any, Callable, Iterable
 import torch
 
 from toyspt.util.atomic import write_text
+from toyspt.util.files import UnsafeFile, read_json_object
 
 ROOT = Path(__file__).resolve().parent.parent.parent  # the checkout (for the git revision)
 
@@ -93,13 +95,29 @@ def compute_by_figure(planned: dict[str, list], trained: dict[str, float],
     return out
 
 
+MAX_METADATA_BYTES = 64 << 20  # a metadata.json of every figure and contrast is ~0.1 MB
+
+
+def read_metadata(path: Path) -> dict:
+    """The ``metadata.json`` already under ``--out`` ({} when there is none), read bounded
+    (:func:`toyspt.util.files.read_json_object`): a FIFO, a device, a folder, a huge file, a
+    merge conflict or JSON that is not an object is refused in one line naming it, before
+    anything trains, never overwritten unread."""
+    if not os.path.lexists(path):
+        return {}
+    try:
+        return read_json_object(path, "figures' metadata file (metadata.json)", MAX_METADATA_BYTES)
+    except UnsafeFile as e:
+        raise UnsafeFile(f"{e}; it is rewritten after every figure: move it away or choose another --out") from None
+
+
 class Metadata:
     """``out/metadata.json`` for one call of the job: ``settings`` (what the call was asked),
     then :meth:`figure` after each figure and :meth:`finish` at the end (each writes the file)."""
 
     def __init__(self, out: Path, quick: bool, settings: dict[str, Any], contrast: str | None = None):
         self.path = out / "metadata.json"
-        meta = json.loads(self.path.read_text()) if self.path.exists() else {}
+        meta = read_metadata(self.path)
         if meta.get("quick", quick) != quick:
             meta = {}  # never mix quick and full metadata
         meta.update(git_revision=git_revision(), torch=torch.__version__, python=platform.python_version(),
@@ -130,4 +148,5 @@ class Metadata:
         write_text(self.path, json.dumps(self.meta, indent=1))
 
 
-__all__ = ["Metadata", "git_revision", "machine_info", "peak_memory_mb", "owners", "compute_by_figure"]
+__all__ = ["Metadata", "read_metadata", "MAX_METADATA_BYTES",
+           "git_revision", "machine_info", "peak_memory_mb", "owners", "compute_by_figure"]

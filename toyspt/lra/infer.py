@@ -129,7 +129,7 @@ def infer_config(sd: dict, config: dict | None = None, hints: ArchHints | None =
     if activation is not None:
         try:
             activation = rc.activation(activation, {})
-        except rc.Refused as e:
+        except rc.Unhonoured as e:
             raise CheckpointError(f"activation {activation!r}: {e}") from None
     r = _Resolver(config, notes)
     no_cfg = " and the file has no run config" if config is None else ""

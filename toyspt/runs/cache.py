@@ -112,6 +112,8 @@ class RunCache:
     """A directory of finished runs keyed by spec hash."""
 
     def __init__(self, root: str | os.PathLike = DEFAULT_CACHE):
+        if not str(root).strip():  # Path("") is the current folder
+            raise ValueError("run cache: an empty path; name the run cache's folder")
         self.root = Path(root)
         self._secret: bytes | None = None
 

@@ -6,8 +6,16 @@ of one model end to end (a leaf, so the backward writes its gradient in one piec
 every other tensor of its state dict, ``batch`` the step's tensors. Nothing of a run is
 captured, so one compiled function per (architecture, objective, static arguments, layout)
 and input shape serves every run and seed of a process (:func:`step_function`); inductor
-keeps what it built in ``TORCHINDUCTOR_CACHE_DIR`` (the front doors set ``<cache>/inductor``,
-beside the run cache), so a later process traces but does not compile again.
+keeps what it built in ``TORCHINDUCTOR_CACHE_DIR``, so a later process traces but does not
+compile again.
+
+What ``--compile`` trusts: inductor's cache is code (generated Python that it imports, shared
+libraries that it loads, pickles that it unpickles), so it must be as trusted as the Python
+environment itself. It is never kept in the run cache, which may be shared (copied, a folder of
+a team): :func:`use_private_inductor_cache` puts it in a folder of this user's
+(``$XDG_CACHE_HOME/toyspt/inductor``, else ``~/.cache/toyspt/inductor``, mode 0700, owned by this
+user), and refuses a ``TORCHINDUCTOR_CACHE_DIR`` that lies inside the run cache. Nothing of the
+run cache is ever executed: its entries are JSON and tensors read by the bounded reader.
 
 Compiled kernels fuse and reorder float32 arithmetic, so they round differently from the
 eager path: a run's numbers depend on the path, and its run-cache key names it
@@ -16,8 +24,11 @@ compiles on this platform (no C++ compiler: no), once per process, with one line
 """
 from __future__ import annotations
 
+import os
+import stat
 import sys
 import types
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -63,6 +74,44 @@ def available() -> bool:
         else:
             _AVAILABLE.append(True)
     return _AVAILABLE[0]
+
+
+def private_inductor_dir() -> Path:
+    """This user's folder for inductor's cache: ``$XDG_CACHE_HOME/toyspt/inductor``, else
+    ``~/.cache/toyspt/inductor``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "toyspt" / "inductor"
+
+
+def use_private_inductor_cache(run_cache: str | os.PathLike) -> str:
+    """Point inductor's cache (``TORCHINDUCTOR_CACHE_DIR``, inherited by worker processes) at a
+    folder of this user's, never inside ``run_cache``: a run cache may be shared, and inductor
+    imports, loads and unpickles what its cache holds. A ``TORCHINDUCTOR_CACHE_DIR`` set by the
+    user is kept unless it lies inside the run cache (refused: ValueError, one line); the
+    default folder is made with mode 0700 and must be this user's. Returns the folder."""
+    cache = Path(run_cache).expanduser().resolve()
+    given = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if given:
+        where = Path(given).expanduser().resolve()
+        if where == cache or cache in where.parents:
+            raise ValueError(f"TORCHINDUCTOR_CACHE_DIR={given} lies inside the run cache {run_cache}: a run cache "
+                             "may be shared and inductor runs the code its cache holds; point it at a folder of "
+                             "your own (unset it: toyspt uses ~/.cache/toyspt/inductor)")
+        return given
+    where = private_inductor_dir()
+    try:
+        where.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.stat(where)
+    except OSError as e:
+        raise ValueError(f"--compile: cannot make inductor's cache folder {where}: {e.strerror or e}") from None
+    if hasattr(os, "getuid") and (st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
+        raise ValueError(f"--compile: inductor's cache folder {where} is not this user's alone (owner uid "
+                         f"{st.st_uid}, mode {oct(st.st_mode & 0o777)}); inductor runs what it holds")
+    if where == cache or cache in where.parents:
+        raise ValueError(f"--compile: inductor's cache folder {where} lies inside the run cache {run_cache}; "
+                         "set TORCHINDUCTOR_CACHE_DIR to a folder of your own")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(where)
+    return str(where)
 
 
 class _Bound(nn.Module):
@@ -117,4 +166,5 @@ def _raise_recompile_limits() -> None:
         cfg.accumulated_recompile_limit = max(cfg.accumulated_recompile_limit, 4096)
 
 
-__all__ = ["NUMERICS", "check_numerics", "available", "step_function"]
+__all__ = ["NUMERICS", "check_numerics", "available", "step_function", "private_inductor_dir",
+           "use_private_inductor_cache"]

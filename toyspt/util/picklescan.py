@@ -32,7 +32,7 @@ class Budget:
     max_key_nodes: int = 10_000  # nodes hashed for one dict key (shared ones at each use)
     max_hashed: int = 2_000_000  # values hashed or copied in all (keys, set items, entries, dims)
     max_bytes: int = 2 << 30  # bytes the tensors may materialise, in all
-    alias_factor: int = 2  # ... and at most this many times the file size (tied weights: 2)
+    alias_factor: int = 4  # ... and at most this many times the file size (tied weights and views: 3 seen)
     slack_bytes: int = 1 << 20  # ... plus this much (tiny files)
 
     def __post_init__(self):

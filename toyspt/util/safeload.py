@@ -18,7 +18,8 @@ Before torch (or pickle) hashes, builds or allocates anything, the reader
    hashed or copied in all, or a global beyond the admitted names;
 4. prices every tensor by what it would materialise: a storage once per distinct record,
    and the views on it by their own size (100 full views of one 4 MiB storage cost
-   400 MiB), refusing more than ``alias_factor`` x the file size (+ ``slack_bytes``) or
+   400 MiB), refusing more than ``alias_factor`` (4: three views of one storage are real
+   files') x the file size (+ ``slack_bytes``) or
    ``max_bytes`` in all, and any view larger than its storage (a broadcast view).
 
 Only then is ``torch.load(weights_only=True)`` handed a clean archive built from the scanned

@@ -230,3 +230,11 @@ def test_a_file_truncated_after_its_check_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setattr(safeload, "check_file", check_then_truncate)
     with pytest.raises(UnsafeFile, match=r"a.pt: the file changed while being read \(record 'a/data/0' is shorter"):
         safeload.load(tmp_path / "a.pt")
+
+
+def test_three_views_of_one_storage_load_as_torch_reads_them(tmp_path):
+    base = torch.arange(1 << 20, dtype=torch.float32)  # 4 MiB, saved once
+    torch.save({"a": base, "b": base[:], "c": base.view(1024, 1024)}, tmp_path / "v.pt")
+    got = safeload.load(tmp_path / "v.pt")  # once refused as 12 MiB over 2 x the file size
+    assert torch.equal(got["c"].flatten(), base) and got["a"].untyped_storage().data_ptr() == \
+        got["c"].untyped_storage().data_ptr()
