@@ -101,8 +101,8 @@ def test_values_whose_moments_overflow_are_normalised_or_refused_never_zeroed(tm
     rng = np.random.default_rng(0)
 
     def text(scale, rel, labels):
-        return "".join("\t".join([str(lab)] + [repr(float(scale * (1 + rel * v))) for v in rng.standard_normal(8)]) + "\n"
-                       for lab in labels)
+        return "".join("\t".join([str(lab)] + [repr(float(scale * (1 + rel * v))) for v in rng.standard_normal(8)])
+                       + "\n" for lab in labels)
 
     write_set(tmp_path, "Huge", text(1.7e308, 0.0, [1]) + text(1e300, 1e-3, [2, 1, 2]), text(1e300, 1e-3, [1, 2]))
     # a series of +-1.7e308: alternate signs
