@@ -51,5 +51,6 @@ def draw(ctx, runs):
     ax.set_xlabel("|x_t+1 - x_t| (standardised)")
     ax.legend(fontsize=7)
     fig.suptitle(TITLE)
+    fig.tight_layout()  # room for the title above the panels' own
     ctx.meta[NAME] = dict(task=data.config.__dict__)
     return fig, pd.DataFrame(rows)
