@@ -175,3 +175,42 @@ def test_the_cost_is_printed_before_training(tmp_path):
     assert "0.2 CPU-minutes, 0:05 wall at 2 workers; accuracy in about 0:03 (not calibrated" in line
     assert s.initial["runs"] == 4 and s.initial["cpu_hours"] == pytest.approx(10.04 / 3600, abs=1e-3)
     assert cost_line(s, "default").startswith("plan: ")
+
+
+def test_a_phase_comes_before_the_figure_order_and_a_deadline_stops_new_jobs(tmp_path):
+    """The real-data study's order: a later figure's phase-0 runs train before an earlier
+    figure's phase-1 runs; with a deadline already past, the sweep starts nothing, stops, and
+    every undrawn figure says how many of its entries are at hand."""
+    from toyspt.runs.sweeps import Stopped
+
+    log = tmp_path / "log"
+    L = str(log)
+    planned = {"first": {"late": Step("late", log=L)}, "second": {"early": Step("early", log=L)}}
+    every = [s for specs in planned.values() for s in specs.values()]
+    cache = RunCache(tmp_path / "c")
+    pl = make_plan(every, cache)
+    sched = Schedule(planned, pl, 1, phase={planned["first"]["late"].key(): 1})
+    order = sorted(pl.todo, key=lambda s: sched.priority([s]))
+    assert [s.name for s in order] == ["early", "late"]
+    drawer = Drawer({k: (None, None, v) for k, v in planned.items()}, lambda *a: None, sched, deadline=0.0)
+    with pytest.raises(Stopped) as e:
+        sweep(every, cache, progress=False, on_result=drawer.add, priority=sched.priority, watch=drawer, plan_=pl)
+    assert {s.name for s in e.value.left} == {"early", "late"} and not log.exists()
+    assert drawer.progress() == {"first": (0, 1), "second": (0, 1)}
+
+
+@pytest.mark.parametrize("text,seconds", [("2h", 7200), ("90m", 5400), ("1h30m", 5400), ("45s", 45)])
+def test_budgets_parse(text, seconds):
+    from toyspt.cli.figs import duration
+
+    assert duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "0h", "2 h", "1.5h", "h", "٢h", "-1h"])
+def test_bad_budgets_are_refused(text):
+    import argparse
+
+    from toyspt.cli.figs import duration
+
+    with pytest.raises(argparse.ArgumentTypeError, match="budget|duration"):
+        duration(text)
