@@ -11,7 +11,7 @@ a missing one is trained and stored) and reports, per recipe and seed:
   Pi(+-1) - mean_{delta != 0} Pi(delta)
   of :func:`toyspt.probe.tracking.positional_profile` (row-centred scores on the mean input);
 * peak-validation test accuracy;
-* over the basin figure's SPT-only runs (:mod:`toyspt.runs.basin_grid`: a grid of offsets and
+* over the basin figure's SPT-only runs (:mod:`toyspt.analysis.basin_grid`: a grid of offsets and
   frequency ranges, every seed), how often three predictors name the basin SPT lands in
   (proximity index after SPT > 1): the sign of the data statistic beta_unif, the sign of
   the model's recon gain after SPT epoch 1, and T3's sign rule at the random init.
@@ -34,13 +34,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from toyspt.analysis import basin_grid as basin_runs
+from toyspt.analysis.stats import hits_vs_base_rate
 from toyspt.data.tasks import TaskConfig
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.probe import engine as probes
 from toyspt.probe import losses, tracking
 from toyspt.runs import RunCache, RunSpec, get_run, load_answer
-from toyspt.runs import basin_grid as basin_runs
-from toyspt.runs.stats import hits_vs_base_rate
 from toyspt.train.recipes import TrainConfig
 from toyspt.train.run import load_model
 
@@ -199,7 +199,7 @@ def measure_accuracy(quick: bool = False, cache: str | None = None) -> Result:
 @functools.lru_cache(maxsize=4)
 def _phase(quick: bool, cache: str | None):
     """(config, phase-diagram table) of the basin figure's SPT-only runs
-    (:mod:`toyspt.runs.basin_grid`), through the cache; with ``quick``, the full grid when all of
+    (:mod:`toyspt.analysis.basin_grid`), through the cache; with ``quick``, the full grid when all of
     its runs are cached, else the quick configuration's."""
     store = RunCache(Path(cache)) if cache is not None else None
     cfg = FULL
@@ -255,7 +255,7 @@ def share_verdict(table, predict, threshold: float, sense: str) -> tuple[int, in
 
 def share_base_rate(table, predict) -> dict:
     """The same runs as :func:`share_verdict`, tested against always answering their majority
-    basin on the same runs (:func:`toyspt.runs.stats.hits_vs_base_rate`: exact one-sided McNemar p); NaN
+    basin on the same runs (:func:`toyspt.analysis.stats.hits_vs_base_rate`: exact one-sided McNemar p); NaN
     figures when fewer than 2 runs count."""
     said, truth = _scored(table, predict)
     if len(truth) < 2:

@@ -1,12 +1,14 @@
-"""The basin phase diagram as runs: SPT-only runs over a grid of task settings (per-sequence
-offset, frequency range), each tracked with the model's recon gain beta per SPT epoch
-(:class:`toyspt.probe.basin.BetaTracker`), and the table of what each predictor says.
+"""The toy's basin phase diagram as runs: SPT-only runs over a grid of task settings
+(per-sequence offset, frequency range), each tracked with the model's recon gain beta per SPT
+epoch (:class:`toyspt.probe.basin.BetaTracker`), and the table of what each predictor says.
 
 One row per (setting, seed): the data's ``beta_unif`` (:func:`toyspt.probe.basin.beta_unif`), the
-model's beta at init and after SPT epochs 1..3 and at the end, the proximity index of the
-attention after SPT (:func:`toyspt.probe.tracking.proximity_index`, > 1 proximity, < 1
-anti-local) and the basin. A predictor says "proximity" when its beta is positive. Used by
-the ``basin`` figure and by ``python -m theory`` (T5.4).
+model's beta at init and after SPT epochs 1..3 (:data:`GRID_EPOCHS`) and at the end, the
+proximity index of the attention after SPT and the basin (the columns of
+:func:`toyspt.analysis.basin.basin_row`, the basin rule of :func:`toyspt.analysis.basin.basin_of`;
+the proximity index is named ``proximity_index`` here). A predictor says "proximity" when its
+beta is positive (:func:`toyspt.analysis.basin.predictor_test`). Used by the ``basin`` figure
+and by ``python -m theory`` (T5.4).
 """
 from __future__ import annotations
 
@@ -15,15 +17,15 @@ from typing import Sequence
 
 import pandas as pd
 
+from toyspt.analysis.basin import EARLY_EPOCHS, basin_row, predictor_test, spt_series
 from toyspt.probe.tracking import proximity_of
 from toyspt.runs.specs import RunSpec
-from toyspt.runs.stats import hits_vs_base_rate
 from toyspt.train.run import RunResult
 
 OFFSETS = (0.0, 0.05, 0.1, 0.15, 0.25, 0.5)  # per-sequence offset std, at 1-3 cycles per sequence
 FREQ_RANGES = ((0.25, 0.75), (0.5, 1.5), (1.0, 2.0), (1.0, 3.0), (2.0, 4.0))  # cycles per sequence, no offset
 TRACKERS = ("beta",)
-EARLY_EPOCHS = (1, 2, 3)  # SPT epochs after which the model's beta is read as a predictor
+GRID_EPOCHS = EARLY_EPOCHS[:3]  # SPT epochs after which the model's beta is read as a predictor
 CLEAR_MARGIN = 0.1  # |beta_unif| above this: a setting where the data statistic should decide
 
 
@@ -47,15 +49,14 @@ def run_row(setting: dict, task, seed: int, res: RunResult, pi: float | None = N
     """One (setting, seed) row of the run ``res`` on ``task``: beta_unif, the model's beta by
     epoch (NaN past the run's SPT epochs), the basin after SPT (``pi``: the proximity index after
     SPT, computed already, e.g. by a cached :class:`toyspt.runs.state_probes.ProximitySpec`)."""
-    recs = [r for r in res.records if r["name"] in ("recon", "data")]
-    beta = {r["epoch"]: float(r["value"]) for r in recs if r["metric"] == "beta"}
-    bu = next(float(r["value"]) for r in recs if r["metric"] == "beta_unif")
+    bu = next(float(r["value"]) for r in res.records if r["metric"] == "beta_unif")
     pi = pi if pi is not None else proximity_of(res, "pretrained", task.probe_inputs())
-    row = dict(sweep=setting["sweep"], offset=task.offset, freq_lo=task.freq_range[0],
-               freq_hi=task.freq_range[1], seed=seed, beta_unif=bu, beta_init=beta[0],
-               **{f"beta_epoch{e}": beta.get(e, float("nan")) for e in EARLY_EPOCHS}, beta_final=beta[max(beta)],
-               proximity_index=pi, basin="proximity" if pi > 1 else "anti-local")
-    return row
+    b = basin_row(res, pi, GRID_EPOCHS, metrics=("beta",))
+    beta = spt_series(res, "beta")
+    return dict(sweep=setting["sweep"], offset=task.offset, freq_lo=task.freq_range[0], freq_hi=task.freq_range[1],
+                seed=seed, beta_unif=bu, beta_init=b["beta_init"], **{f"beta_epoch{e}": b[f"beta_epoch{e}"]
+                                                                       for e in GRID_EPOCHS},
+                beta_final=beta[max(beta)], proximity_index=b["proximity_after_spt"], basin=b["basin"])
 
 
 def phase_table(pairs: Sequence[tuple[dict, RunSpec]], results: Sequence[RunResult]) -> pd.DataFrame:
@@ -67,21 +68,16 @@ def predictor_shares(table: pd.DataFrame, clear_only: bool = True) -> dict[str, 
     whose basin it predicts (beta > 0 <=> proximity), over the runs with |beta_unif| >
     :data:`CLEAR_MARGIN` when ``clear_only``, and that share against always answering the
     majority basin of those runs (``base_rate``; ``p_base_rate``: exact McNemar, one-sided, on
-    the runs where the two answers disagree, :func:`toyspt.runs.stats.hits_vs_base_rate`; NaN
+    the runs where the two answers disagree, :func:`toyspt.analysis.basin.predictor_test`; NaN
     with fewer than 2 runs). Every predictor here is a prediction (beta, not the proximity
     index that defines the basin)."""
     t = table[table.beta_unif.abs() > CLEAR_MARGIN] if clear_only else table
-    truth = t.basin == "proximity"
     out = {}
-    for col in ("beta_unif", "beta_init", *[f"beta_epoch{e}" for e in EARLY_EPOCHS]):
-        hit = ((t[col] > 0) == truth)
-        out[col] = dict(share=float(hit.mean()) if len(t) else float("nan"), hits=int(hit.sum()), n=int(len(t)),
-                        base_rate=float("nan"), p_base_rate=float("nan"))
-        if len(t) >= 2:
-            base = hits_vs_base_rate((t[col] > 0).to_numpy(bool), truth.to_numpy(bool))
-            out[col].update(base_rate=base["base_rate"], p_base_rate=base["p"])
+    for col in ("beta_unif", "beta_init", *[f"beta_epoch{e}" for e in GRID_EPOCHS]):
+        r = predictor_test(t, col)
+        out[col] = dict(share=r["share"], hits=r["hits"], n=r["n"], base_rate=r["base_rate"], p_base_rate=r["p"])
     return out
 
 
-__all__ = ["OFFSETS", "FREQ_RANGES", "TRACKERS", "EARLY_EPOCHS", "CLEAR_MARGIN", "settings", "setting_spec",
+__all__ = ["OFFSETS", "FREQ_RANGES", "TRACKERS", "GRID_EPOCHS", "CLEAR_MARGIN", "settings", "setting_spec",
            "phase_specs", "run_row", "phase_table", "predictor_shares"]

@@ -3,7 +3,7 @@
 * :func:`paired`: paired differences (arm - base, one per seed): the mean with its 95% t
   interval and t p (descriptive), and the verdict's one test: Wilcoxon signed-rank (exact,
   zeros dropped) with its direction, the Hodges-Lehmann estimate and the interval inverting
-  it, and its minimal detectable effect at a given level (:mod:`toyspt.runs.rank_tests`);
+  it, and its minimal detectable effect at a given level (:mod:`toyspt.analysis.rank_tests`);
 * :func:`tost`: equivalence of paired differences to 0 within a margin (two one-sided t tests);
 * :func:`holm`: Holm's step-down adjustment over a family of p-values;
 * :func:`share_of_gain`: an arm's share of SPT's gain (ratio of mean gains) with Fieller's
@@ -17,7 +17,7 @@
 
 Every function refuses bad input (too few values, mismatched lengths, NaN where none is
 allowed) with a ValueError that names what is wrong. scipy does the distributions and tests;
-only Holm's adjustment, the stratified permutations and what :mod:`toyspt.runs.rank_tests`
+only Holm's adjustment, the stratified permutations and what :mod:`toyspt.analysis.rank_tests`
 lists are written here (scipy has none of them).
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
-from toyspt.runs import rank_tests
+from toyspt.analysis import rank_tests
 
 DECIMALS = 12  # differences are rounded to this many decimals before ties and signs are counted
 MIN_PERMUTATIONS = 1000  # within_set_association refuses fewer permutations than this
@@ -97,16 +97,16 @@ def paired(d, decimals: int = DECIMALS, level: float = 0.05) -> dict:
     * Descriptive: ``mean_diff``, ``sd_diff`` (ddof=1), the 95% t interval ``ci_low, ci_high``
       and the paired t-test's two-sided ``t_p``. With no spread (every difference equal) all
       three are NaN: undefined, not a certainty.
-    * Verdict-bearing, one test (:func:`toyspt.runs.rank_tests.signed_rank`): the Wilcoxon
+    * Verdict-bearing, one test (:func:`toyspt.analysis.rank_tests.signed_rank`): the Wilcoxon
       signed-rank test, zero rule "wilcox" (zeros dropped), exact sign-flip distribution with
       mid-ranks (``wilcoxon_method`` "exact", or "normal" beyond
-      :data:`toyspt.runs.rank_tests.EXACT_MAX`); ``wilcoxon_p`` two-sided; ``direction`` the
+      :data:`toyspt.analysis.rank_tests.EXACT_MAX`); ``wilcoxon_p`` two-sided; ``direction`` the
       side that test is about (+1: positive differences outrank negative ones); the
       Hodges-Lehmann estimate ``hl`` with the 95% interval ``hl_low, hl_high`` that inverts
       the same test (±inf where it cannot reject at this n); ``wilcoxon_min_p``, the smallest p
       these ranks allow (0.0625 with 5 nonzero differences). Every difference 0: p 1.
     * ``wins, ties, losses``: differences > 0, == 0, < 0 (after the rounding).
-    * ``mde80``: :func:`toyspt.runs.rank_tests.mde_signed_rank` at 80% power and ``level``
+    * ``mde80``: :func:`toyspt.analysis.rank_tests.mde_signed_rank` at 80% power and ``level``
       (pass alpha / m for a Holm family of m) from ``sd_diff`` and n: inf where the test
       cannot reach ``level`` at n, NaN with no spread."""
     a = _values(d, "d")

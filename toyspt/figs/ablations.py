@@ -18,7 +18,7 @@ ARMS = ("scratch", "spt", "scratch_matched", "qk_transfer", "all_but_qk_transfer
 # positional variants are drawn in the default regime only; they do not use SPT)
 CONTRAST_ARMS = ("scratch", "spt", "scratch_matched", "qk_transfer", "all_but_qk_transfer", "frozen_attention",
                  "data_swap", "alibi_steep", "spt_no_self", "spt_no_masked_keys")
-METRICS = ("test_at_peak", "final_train_acc")
+PANEL_METRICS = ("test_at_peak", "final_train_acc")  # one panel each
 
 
 def arms(ctx) -> tuple[str, ...]:
@@ -32,11 +32,11 @@ def specs(ctx):
 def draw(ctx, runs):
     drawn = arms(ctx)
     rows = [dict(arm=a, seed=s, metric=m, value=runs[a, s].summary[m])
-            for a in drawn for s in ctx.seeds for m in METRICS]
+            for a in drawn for s in ctx.seeds for m in PANEL_METRICS]
     frame = pd.DataFrame(rows)
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), sharey=True)
     rng = np.random.default_rng(0)  # horizontal jitter only
-    for ax, m in zip(axes, METRICS):
+    for ax, m in zip(axes, PANEL_METRICS):
         for i, a in enumerate(drawn):
             v = frame[(frame.arm == a) & (frame.metric == m)].value.to_numpy()
             ax.scatter(i + rng.uniform(-0.15, 0.15, len(v)), v, s=14, color=color(a), alpha=0.8)
@@ -47,6 +47,6 @@ def draw(ctx, runs):
                       "final_train_acc": "final training accuracy"}[m])
     axes[0].set_ylabel("accuracy (points: seeds, bar: mean)")
     fig.suptitle(f"{TITLE} ({len(ctx.seeds)} seeds)")
-    ctx.meta[NAME] = {a: {m: float(frame[(frame.arm == a) & (frame.metric == m)].value.mean()) for m in METRICS}
+    ctx.meta[NAME] = {a: {m: float(frame[(frame.arm == a) & (frame.metric == m)].value.mean()) for m in PANEL_METRICS}
                       for a in drawn}
     return ctx.stamp_regime(fig), frame

@@ -5,6 +5,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from toyspt.analysis.basin import PROXIMITY, basin_of
+from toyspt.analysis.gains import gain_and_share
 from toyspt.runs.state_probes import ProximitySpec, proximities
 from toyspt.util.plots import color
 
@@ -29,18 +31,23 @@ def specs(ctx):
 
 
 def headline(ctx, runs) -> dict:
-    """SPT - scratch and qk_transfer - scratch over the headline seeds (test at peak
-    validation, final train accuracy), and which basin SPT's attention is in after SPT."""
+    """SPT - scratch over the headline seeds (test at peak validation, final train accuracy),
+    paired by seed with its 95% interval, and qk_transfer's share of that gain with Fieller's
+    interval (:func:`toyspt.analysis.gains.gain_and_share`, as the real-data figures compute
+    them); and which basin SPT's attention is in after SPT."""
     seeds = headline_seeds(ctx)
     summ = {a: [runs["headline", a, s].summary for s in seeds] for a in HEADLINE_ARMS}
     pis = [proximities(runs["proximity", s])["pretrained"] for s in seeds]  # cached probes of the SPT weights
-    out = dict(seeds=list(seeds), proximity_index_after_spt=pis, share_proximity=sum(p > 1 for p in pis) / len(pis))
+    out = dict(seeds=list(seeds), proximity_index_after_spt=pis,
+               share_proximity=sum(basin_of(p) == PROXIMITY for p in pis) / len(pis))
     for m in ("test_at_peak", "final_train_acc"):
-        mean = {a: sum(r[m] for r in summ[a]) / len(seeds) for a in HEADLINE_ARMS}
-        gain = mean["spt"] - mean["scratch"]
-        out[m] = dict(mean=mean, spt_minus_scratch=gain,
-                      per_seed_spt_minus_scratch=[a[m] - b[m] for a, b in zip(summ["spt"], summ["scratch"])],
-                      qk_share_of_gain=(mean["qk_transfer"] - mean["scratch"]) / gain if gain else float("nan"))
+        per_seed = {a: [r[m] for r in summ[a]] for a in HEADLINE_ARMS}
+        g = gain_and_share(per_seed, "qk_transfer")
+        out[m] = dict(mean={a: sum(v) / len(seeds) for a, v in per_seed.items()},
+                      per_seed_spt_minus_scratch=[a - b for a, b in zip(per_seed["spt"], per_seed["scratch"])],
+                      # gain -> spt_minus_scratch, gain_low -> spt_minus_scratch_low, share -> qk_share_of_gain, ...
+                      **{k.replace("gain", "spt_minus_scratch").replace("share", "qk_share_of_gain"): v
+                         for k, v in g.items()})
     return out
 
 

@@ -5,10 +5,10 @@ archive sets; direction from the same signed-rank test), the paper's four sets b
 reference (from the same tier), and the share of the gain that Q/K-only transfer keeps (Fieller
 interval). Related sets (:data:`toyspt.ucr.archive.RELATED_SETS`: sets sharing recordings) are
 marked with their unit's name and a square marker; the across-set test (Wilcoxon over the
-per-unit mean gains of the archive and paper sets together, :func:`toyspt.ucr.analysis.across_sets`)
+per-unit mean gains of the archive and paper sets together, :func:`toyspt.analysis.gains.across_sets`)
 is in the metadata and the title.
 
-Writes ``archive_scan.csv`` (one row per archive set: :data:`toyspt.ucr.analysis.ARCHIVE_COLUMNS`,
+Writes ``archive_scan.csv`` (one row per archive set: :data:`toyspt.analysis.gains.ARCHIVE_COLUMNS`,
 with ``unit``, the related-set unit)
 and ``archive_scan_runs.csv`` (one row per run).
 """
@@ -18,14 +18,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from toyspt.ucr import analysis, plan
-from toyspt.ucr.archive import DEFAULT_RULE, RELATED_SETS, take
+from toyspt.analysis import gains
+from toyspt.analysis.rows import label_frame, probe_specs
+from toyspt.ucr import plan
+from toyspt.ucr.archive import DEFAULT_RULE, RELATED_SETS, take, unit_of
 from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available, load_ucr
 
 NAME = "archive_scan"
 TITLE = "SPT beyond the paper's sets: its gain per UCR set, and how much of it Q/K-only transfer keeps"
 TIERS = ("study",)
-COLUMNS = analysis.ARCHIVE_COLUMNS
+COLUMNS = gains.ARCHIVE_COLUMNS
 
 
 def specs(ctx):
@@ -37,28 +39,23 @@ def specs(ctx):
     paper, _ = available(PAPER_DATASETS)
     out.update({("paper", UCRSource.of(d), a, s.seed): s
                 for d, a, s in plan.paper_specs(paper, t, plan.ARCHIVE_ARMS)})
-    return out | analysis.probe_specs(out)
-
-
-def _frame(runs, group: str) -> pd.DataFrame:
-    rows = [analysis.metrics_row(src.load(), arm, seed, res, analysis.probed(runs, (g, src, arm, seed)))
-            for (g, src, arm, seed), res in analysis.label_runs(runs) if g == group]
-    return pd.DataFrame(rows, columns=analysis.ROW_COLUMNS)
+    return out | probe_specs(out)
 
 
 def draw(ctx, runs):
     t = ctx.real_tier
-    arch = _frame(runs, "archive")
+    arch = label_frame(runs, group="archive")
     sizes = {src.name: (len(d.train) + len(d.val), d.length, d.n_classes) for (g, src, *_) in runs if g == "archive"
              for d in [src.load()]}
-    table = analysis.archive_table(arch, sizes)
-    paper = analysis.archive_table(_frame(runs, "paper"), {n: (0, 0, 0) for n in PAPER_DATASETS})
+    table = gains.archive_table(arch, sizes, plan.PRIMARY, unit_of)
+    paper = gains.archive_table(label_frame(runs, group="paper"), {n: (0, 0, 0) for n in PAPER_DATASETS}, plan.PRIMARY,
+                                unit_of)
     ctx.meta[NAME] = dict(tier=t.name, rule=DEFAULT_RULE.__dict__ | {"exclude": list(DEFAULT_RULE.exclude)},
                           sets=list(table.dataset), seeds=len(t.archive_seeds), primary=plan.PRIMARY,
-                          counts=analysis.archive_counts(table))
+                          counts=gains.archive_counts(table))
     both = pd.concat([table.assign(group="archive"), paper.assign(group="paper")], ignore_index=True)
     try:
-        across = analysis.across_sets(both)
+        across = dict(gains.across_sets(both, unit_of), rule={u: list(s) for u, (s, _) in RELATED_SETS.items()})
     except ValueError as e:  # fewer than 2 units with a gain
         across = dict(error=str(e))
     ctx.meta[NAME]["across_sets"] = across
@@ -66,7 +63,7 @@ def draw(ctx, runs):
     y = np.arange(len(both))[::-1]
     ax = axes[0, 0]
     for yy, r in zip(y, both.itertuples()):
-        sig = r.p_holm <= analysis.ALPHA if r.group == "archive" else False
+        sig = r.p_holm <= gains.ALPHA if r.group == "archive" else False
         c = ("#2ca02c" if r.gain > 0 else "#d62728") if sig else ("0.2" if r.group == "archive" else "0.55")
         ax.errorbar(r.gain, yy, xerr=[[r.gain - r.ci_low], [r.ci_high - r.gain]], fmt="s" if r.unit in RELATED_SETS
                     else "o", color=c, capsize=2, ms=4)

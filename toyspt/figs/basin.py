@@ -7,7 +7,7 @@ beta_unif = 0. Middle: the model's recon gain beta along the SPT epochs, by basi
 the trap, on the zero-mean task: plain SPT against SPT whose first ``swap_epochs`` epochs
 run on the same task with the default offset (recipe ``spt_swap_start``), per seed: the
 reconstruction loss at the end of SPT on the task's own validation data, and test accuracy.
-See :mod:`toyspt.probe.basin` and :mod:`toyspt.runs.basin_grid`."""
+See :mod:`toyspt.probe.basin`, :mod:`toyspt.analysis.basin` and :mod:`toyspt.analysis.basin_grid`."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -16,8 +16,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from toyspt.analysis.basin import PROXIMITY, basin_of
+from toyspt.analysis.basin_grid import phase_specs, predictor_shares, run_row
 from toyspt.probe.tracking import records_frame
-from toyspt.runs.basin_grid import phase_specs, predictor_shares, run_row
 from toyspt.runs.state_probes import ProximitySpec, proximities
 from toyspt.util.plots import color
 
@@ -35,7 +36,7 @@ def _zero_mean(ctx):
 
 def specs(ctx):
     """``("cell", setting items, seed, task)``: the SPT-only run of one grid setting and seed
-    (:func:`toyspt.runs.basin_grid.phase_specs`); ``("trap", arm, seed)``: the trap runs."""
+    (:func:`toyspt.analysis.basin_grid.phase_specs`); ``("trap", arm, seed)``: the trap runs."""
     cells = {("cell", tuple(st.items()), s.seed, s.data): s for st, s in phase_specs(ctx.base, ctx.seeds)}
     runs = cells | {("trap", a, s): ctx.spec(a, s, data=_zero_mean(ctx)) for a in TRAP_ARMS for s in ctx.seeds}
     return runs | {("proximity", *label): ProximitySpec.of(s) for label, s in runs.items()}  # cached probes
@@ -55,7 +56,7 @@ def trap_rows(ctx, runs) -> list[dict]:
                      ("test_at_peak", res.summary["test_at_peak"]),
                      ("final_train_acc", res.summary["final_train_acc"])):
             rows.append(dict(panel="trap", sweep=arm, offset=0.0, seed=seed, metric=m, value=float(v),
-                             basin="proximity" if pi > 1 else "anti-local"))
+                             basin=basin_of(pi)))
     return rows
 
 
@@ -121,7 +122,7 @@ def draw(ctx, runs):
     tf = pd.DataFrame(trap)
     ctx.meta[NAME]["trap"] = {a: {m: float(g.value.mean()) for m, g in tf[tf.sweep == a].groupby("metric")}
                               | {"proximity_seeds": int((tf[(tf.sweep == a) & (tf.metric == "proximity_index")]
-                                                          .value > 1).sum())}
+                                                          .basin == PROXIMITY).sum())}
                               for a in TRAP_ARMS}
 
     fig, axes = plt.subplots(3, 2, figsize=(11, 11))

@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from toyspt.analysis.basin import basin_of
 from toyspt.probe.tracking import attention_maps, profile_rows
 from toyspt.runs.state_probes import ProximitySpec, proximities
 from toyspt.train.run import load_model
@@ -21,11 +22,6 @@ SPT_OPTIONS = ("spt", "spt_no_self", "spt_no_masked_keys")
 STATES = (("scratch", "init", "init"), ("scratch", "final", "scratch final"),
           ("spt", "pretrained", "SPT pretrained"), ("spt", "final", "SPT fine-tuned"))
 MAX_OFFSET = 12  # offsets shown in the profiles
-
-
-def basin(pi: float) -> str:
-    """Proximity index > 1: attention favours near neighbours; < 1: it avoids them."""
-    return "proximity" if pi > 1 else "anti-local"
 
 
 def specs(ctx):
@@ -43,7 +39,7 @@ def draw(ctx, runs):
     for a in SPT_OPTIONS:
         for s in ctx.seeds:
             pi = proximities(runs["proximity", a, s])["pretrained"]
-            basins[a, s] = basin(pi)
+            basins[a, s] = basin_of(pi)
             rows.append(dict(panel="basin_index", state="SPT pretrained", arm=a, basin=basins[a, s], seed=s, value=pi))
     for arm, which, label in STATES:
         for s in ctx.seeds:

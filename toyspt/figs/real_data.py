@@ -7,12 +7,13 @@ how often each predictor names the basin against what it costs, with the base ra
 answering the majority basin (the null a predictor must beat). Middle: does the basin go with
 SPT's *own* accuracy (the spt runs' primary metric, centred within each set; their basin is the
 proximity index of their SPT weights), and with the proximity index itself, tested within sets
-(:func:`toyspt.ucr.analysis.basin_accuracy`). Bottom: the model's gain beta along SPT by basin,
+(:func:`toyspt.analysis.basin.basin_accuracy`). Bottom: the model's gain beta along SPT by basin,
 and gradient blindness at init on each set (label vs recon |cos| of the score gradient with
 proximity and control directions, per example; a cached probe, :mod:`toyspt.ucr.init_probes`).
 
 Writes ``real_data.csv`` (tidy: panel, dataset, seed, arm, metric, value, ...) and
-``real_basin.csv`` (one row per SPT-only run: the predictors compared and the basin).
+``real_basin.csv`` (one row per SPT-only run, :func:`toyspt.analysis.basin.basin_row`: the
+predictors compared and the basin). :func:`predictor_check` is the theory report's row R1.
 """
 from __future__ import annotations
 
@@ -20,9 +21,20 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from toyspt.analysis.basin import (
+    EARLY_EPOCHS,
+    basin_accuracy,
+    basin_row,
+    basins,
+    predictor_kind,
+    predictor_share,
+    predictor_test,
+)
+from toyspt.analysis.rows import label_frame, probe_specs
+from toyspt.figs.ucr import no_data
 from toyspt.nn.model import ModelConfig
 from toyspt.runs.state_probes import ProximitySpec, proximities
-from toyspt.ucr import analysis, plan, study
+from toyspt.ucr import plan
 from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available
 from toyspt.ucr.init_probes import InitProbeSpec
 from toyspt.ucr.runs import UCR_MODEL_DEFAULTS
@@ -35,6 +47,7 @@ BASIN_COLUMNS = ["dataset", "seed", "basin_predictor", "proximity_after_spt", "b
                  "beta_init", "beta_epoch1", "beta_epoch3", "beta_epoch10", "proximity_init", "proximity_epoch1",
                  "proximity_epoch3", "proximity_epoch10", "spt_epochs", "steps_per_epoch"]
 BASIN_COLORS = {"proximity": "#2ca02c", "anti-local": "#d62728"}
+REAL_SHARE = 0.90  # the share of real runs a basin predictor must name (docs/basin.md)
 
 
 def specs(ctx):
@@ -45,7 +58,7 @@ def specs(ctx):
     t = ctx.real_tier
     out = {("basin", UCRSource.of(d), s.seed): s for d, s in plan.basin_specs(datasets, t)}
     out.update({("label", UCRSource.of(d), a, s.seed): s for d, a, s in plan.paper_specs(datasets, t, plan.POWER_ARMS)})
-    out |= analysis.probe_specs({k: s for k, s in out.items() if k[0] == "label"})
+    out |= probe_specs({k: s for k, s in out.items() if k[0] == "label"})
     out |= {("proximity", *k): ProximitySpec.of(s) for k, s in out.items() if k[0] == "basin"}
     for d in datasets:
         src = UCRSource.of(d)
@@ -65,7 +78,10 @@ def basin_frame(runs) -> pd.DataFrame:
         probes = runs["probes", src]
         pred = next(r for r in probes.rows if r["probe"] == "basin_predictor" and r["seed"] == seed)
         after = proximities(runs["proximity", "basin", src, seed])["final"]
-        rows.append(dict(study.basin_row(src.load(), seed, res, after), basin_predictor=pred["value"],
+        d = src.load()
+        rows.append(dict(dataset=src.name, seed=seed, T=d.length, n_train=len(d.train), **basin_row(res, after),
+                         steps_per_epoch=-(-len(d.train) // res.config["train"]["batch_size"]),
+                         spt_epochs=res.config["train"]["pre_epochs"], basin_predictor=pred["value"],
                          predictor_seconds=pred["seconds"], run_seconds=res.seconds if res.seconds else np.nan,
                          beta_unif=probes.details["beta_unif"], uniform_share=probes.details["uniform_share"]))
     return pd.DataFrame(rows)
@@ -75,21 +91,40 @@ def predictor_table(basin: pd.DataFrame) -> pd.DataFrame:
     """Each predictor's share of runs whose basin it names, against always answering the
     majority basin (exact McNemar p, one-sided), with its cost as a fraction of one SPT run and
     its ``kind``: "persistence" for the proximity index read before the end of SPT (the
-    quantity that defines the basin), "prediction" otherwise (:func:`toyspt.ucr.study.predictor_kind`)."""
+    quantity that defines the basin), "prediction" otherwise (:func:`toyspt.analysis.basin.predictor_kind`)."""
     E = int(basin.spt_epochs.iloc[0])
     cands = [("basin_predictor", "init gain, train inputs (no training)", 0.0),
              ("beta_unif", "beta_unif (data only)", 0.0), ("beta_init", "init gain, tracker's val batch", 0.0)]
-    cands += [(f"beta_epoch{e}", f"gain after SPT epoch {e}", e / E) for e in study.EARLY_EPOCHS]
+    cands += [(f"beta_epoch{e}", f"gain after SPT epoch {e}", e / E) for e in EARLY_EPOCHS]
     cands += [(f"proximity_epoch{e}", f"persistence: proximity index after epoch {e} > 1", e / E)
-              for e in study.EARLY_EPOCHS]
+              for e in EARLY_EPOCHS]
     rows = []
     for col, label, cost in cands:
         if col not in basin or basin[col].isna().all():
             continue
         t = basin.assign(_x=basin[col] - 1) if col.startswith("proximity") else basin.assign(_x=basin[col])
-        r = study.predictor_test(t, "_x")
-        rows.append(dict(predictor=col, kind=study.predictor_kind(col), label=label, cost_fraction=cost, **r))
+        r = predictor_test(t, "_x")
+        rows.append(dict(predictor=col, kind=predictor_kind(col), label=label, cost_fraction=cost, **r))
     return pd.DataFrame(rows)
+
+
+def predictor_check(basin: pd.DataFrame, column: str = "basin_predictor", threshold: float = REAL_SHARE):
+    """A theory-report row (:class:`toyspt.theory.result.Result`) that fails when the
+    predictor names the basin in fewer than ``threshold`` of the real runs; it also reports
+    the share against the majority basin's base rate (a predictor must beat always answering
+    the majority basin, not one half; :func:`toyspt.analysis.basin.predictor_test`)."""
+    from toyspt.theory.result import checked_result
+
+    r = predictor_test(basin, column)
+    hits, n = r["hits"], r["n"]
+    sets = ", ".join(f"{k} {predictor_share(g, column)[0]}/{len(g)}" for k, g in basin.groupby("dataset", sort=False))
+    return checked_result("R1", f"sign({column}) names the SPT basin on real (UCR) data in >= {threshold:.0%} of runs",
+                          f"{hits}/{n} SPT-only runs ({sets}); always answering the majority basin ({r['majority']}) "
+                          f"names {r['majority_hits']}/{n}, exact McNemar p = {r['p']:.2g} (one-sided; runs only the "
+                          f"predictor names {r['only_predictor']}, only the majority {r['only_majority']})",
+                          "n.a.", hits / n if n else float("nan"), "share of runs", threshold, "ge",
+                          "the goal stated for real data",
+                          hits=hits, n=n, base_rate=r["base_rate"], majority=r["majority"], p_base_rate=r["p"])
 
 
 def draw(ctx, runs):
@@ -97,16 +132,12 @@ def draw(ctx, runs):
     t = ctx.real_tier
     if not datasets:
         ctx.meta[NAME] = dict(tier=t.name, skipped=skipped, runs=0)
-        fig, ax = plt.subplots(figsize=(5, 2))
-        ax.axis("off")
-        ax.text(0.5, 0.5, "no UCR data set available\n(see metadata: skipped)", ha="center", va="center")
-        return fig, {NAME: pd.DataFrame(columns=COLUMNS), "real_basin": pd.DataFrame(columns=BASIN_COLUMNS)}
+        return no_data({NAME: COLUMNS, "real_basin": BASIN_COLUMNS})
     basin = basin_frame(runs)
-    labels = pd.DataFrame([analysis.metrics_row(src.load(), arm, seed, res, analysis.probed(runs, label))
-                           for label, res in runs.items() if label[0] == "label" for _, src, arm, seed in [label]])
+    labels = label_frame(runs, group="label")
     preds = predictor_table(basin)
-    check = study.predictor_check(basin)
-    assoc = analysis.basin_accuracy(labels)
+    check = predictor_check(basin)
+    assoc = basin_accuracy(labels, plan.PRIMARY)
     cost = basin.predictor_seconds / basin.run_seconds
     ctx.meta[NAME] = dict(tier=t.name, basin_seeds=len(t.basin_seeds), label_seeds=len(t.power_seeds),
                           predictors=preds.to_dict("records"), basin_vs_own_accuracy=assoc, check=check.to_dict(),
@@ -114,7 +145,7 @@ def draw(ctx, runs):
                                                        q75=float(cost.quantile(0.75)), max=float(cost.max())),
                           skipped=skipped, runs=len(basin))
     spt = labels[labels.arm == "spt"].copy()
-    spt["basin"] = np.where(spt.proximity_after_spt > 1, "proximity", "anti-local")
+    spt["basin"] = basins(spt.proximity_after_spt)
     spt["centred"] = spt[plan.PRIMARY] - spt.groupby("dataset")[plan.PRIMARY].transform("mean")
     blind = pd.DataFrame([dict(panel="blindness", dataset=r["dataset"], seed=r["seed"], metric="abs_cos",
                                value=r["value"], direction=r["direction"], loss=r["loss"])
@@ -149,7 +180,7 @@ def draw(ctx, runs):
         ax.scatter(x, r.share, color="C0" if r.predictor.startswith(("beta", "basin")) else "C1", s=25)
         ax.scatter(x, r.base_rate, color="0.5", marker="_", s=60)
         ax.annotate(f"{r.label} (p {r.p:.2g})", (x, r.share), fontsize=5.5, xytext=(3, 2), textcoords="offset points")
-    ax.axhline(study.REAL_SHARE, color="k", ls="--", lw=0.8)
+    ax.axhline(REAL_SHARE, color="k", ls="--", lw=0.8)
     ax.set_xscale("log")
     ax.set(xlabel="cost, fraction of one SPT run (1e-4 = no training)", ylim=(0, 1.05),
            ylabel="share of runs whose basin it names\n(grey bar: always answering the majority basin)",

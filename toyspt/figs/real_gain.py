@@ -1,7 +1,7 @@
 """Figure (study tier): what carries SPT's gain on the paper's four UCR sets, weight group by
 weight group. Top: every arm against scratch on the primary metric (mean test accuracy over the
 last fifth of the label epochs), paired by seed, mean and 95% t interval (descriptive), * where
-the Holm-adjusted signed-rank p is <= 0.05 (the verdict's test, :mod:`toyspt.ucr.analysis`;
+the Holm-adjusted signed-rank p is <= 0.05 (the verdict's test, :mod:`toyspt.analysis.gains`;
 confirmatory family: spt x the primary metric x the four sets; every other arm's family is
 its own sets, descriptive): one weight group from SPT (W_Q
 W_K; W_V W_O; embedding; MLP; LayerNorms) or all but W_Q W_K; the controls (SPT's norms with
@@ -9,18 +9,20 @@ random directions; SPT's values permuted within each tensor; scratch for SPT's w
 the baselines with built-in locality. Bottom: each arm's share of SPT's gain (Fieller 95%
 interval; arrows where it is unbounded because SPT's own gain is not significant).
 
-Writes ``real_gain.csv`` (one row per set x arm x metric: :data:`toyspt.ucr.analysis.GAIN_COLUMNS`,
+Writes ``real_gain.csv`` (one row per set x arm x metric: :data:`toyspt.analysis.gains.GAIN_COLUMNS`,
 with ``family``, the contrasts spt - arm and the equivalence tests at
-:data:`toyspt.ucr.analysis.EQUIVALENCE_MARGIN`)
+:data:`toyspt.analysis.gains.EQUIVALENCE_MARGIN`)
 and ``real_gain_runs.csv`` (one row per run).
 """
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 
-from toyspt.ucr import analysis, plan
+from toyspt.analysis import gains
+from toyspt.analysis.basin import basin_accuracy
+from toyspt.analysis.rows import label_frame, probe_specs
+from toyspt.ucr import plan
 from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available
 from toyspt.util.plots import color
 
@@ -28,7 +30,7 @@ NAME = "real_gain"
 TITLE = "What carries SPT's gain on real series: every weight group, scale controls and baselines against scratch"
 TIERS = ("study",)
 ARMS = plan.POWER_ARMS + plan.DECOMPOSITION + plan.CONTROLS + plan.BASELINES
-COLUMNS = analysis.GAIN_COLUMNS
+COLUMNS = gains.GAIN_COLUMNS
 SHARE_LIMITS = (-1.0, 2.0)  # shares drawn within these; an interval beyond is drawn as an arrow
 
 
@@ -36,23 +38,22 @@ def specs(ctx):
     """``(source, arm, seed)``: every arm of the study on every available paper set."""
     datasets, _ = available(PAPER_DATASETS)
     runs = {(UCRSource.of(d), arm, s.seed): s for d, arm, s in plan.paper_specs(datasets, ctx.real_tier, ARMS)}
-    return runs | analysis.probe_specs(runs)
+    return runs | probe_specs(runs)
 
 
 def draw(ctx, runs):
     datasets, skipped = available(PAPER_DATASETS)
     t = ctx.real_tier
-    runs_frame = pd.DataFrame([analysis.metrics_row(src.load(), arm, seed, res, analysis.probed(runs, (src, arm, seed)))
-                               for (src, arm, seed), res in analysis.label_runs(runs)], columns=analysis.ROW_COLUMNS)
+    runs_frame = label_frame(runs)
     compared = [a for a in ARMS if a != "scratch"]
-    gain = analysis.gain_table(runs_frame, compared)
+    gain = gains.gain_table(runs_frame, compared, plan.STUDY_METRICS, plan.PRIMARY)
     ctx.meta[NAME] = dict(tier=t.name, primary=plan.PRIMARY, skipped=skipped,
                           seeds={a: len(plan.arm_seeds(t, a)) for a in ARMS},
-                          verdicts=analysis.verdicts(gain).to_dict("records"),
-                          equivalence_margin=analysis.EQUIVALENCE_MARGIN,
+                          verdicts=gains.verdicts(gain, plan.PRIMARY).to_dict("records"),
+                          equivalence_margin=gains.EQUIVALENCE_MARGIN,
                           confirmatory=gain[gain.family == "confirmatory"].to_dict("records"),
-                          saturation=analysis.saturation(runs_frame).to_dict("records"),
-                          basin_vs_own_accuracy=analysis.basin_accuracy(runs_frame))
+                          saturation=gains.saturation(runs_frame).to_dict("records"),
+                          basin_vs_own_accuracy=basin_accuracy(runs_frame, plan.PRIMARY))
     n = max(1, len(datasets))
     fig, axes = plt.subplots(2, n, figsize=(2 + 4.2 * n, 9), squeeze=False)
     for j, d in enumerate(datasets):
@@ -64,7 +65,7 @@ def draw(ctx, runs):
                 continue
             ax.errorbar(r.mean_diff, yy, xerr=[[r.mean_diff - r.ci_low], [r.ci_high - r.mean_diff]], fmt="o",
                         color=color(arm), capsize=2, ms=4)
-            if r.p_holm <= analysis.ALPHA:
+            if r.p_holm <= gains.ALPHA:
                 ax.annotate("*", (r.ci_high, yy), xytext=(3, -3), textcoords="offset points")
         ax.axvline(0, color="0.5", lw=0.8)
         ax.set_yticks(y, [f"{a} (n {int(k) if k == k else 0})" for a, k in zip(compared, g.n_seeds)], fontsize=7)

@@ -3,9 +3,9 @@
 GunPointAgeSpan, ECG200, ECGFiveDays): per-seed points, means, and paired differences to
 scratch with 95% t intervals and Holm-adjusted Wilcoxon signed-rank p (the verdict's test; the
 confirmatory family is spt x the primary metric x the sets, every other row descriptive:
-:mod:`toyspt.ucr.analysis`).
+:mod:`toyspt.analysis.gains`).
 
-Metrics (:mod:`toyspt.ucr.plan`): the primary one, mean test accuracy over the last fifth of
+Metrics (:data:`toyspt.ucr.plan.STUDY_METRICS`): the primary one, mean test accuracy over the last fifth of
 the label epochs (no selection); test accuracy at the lowest validation loss; final test
 accuracy; and the paper's peak held-out accuracy (max over epochs of test accuracy: selection on
 the test split, optimistic; scratch and spt only, which are evaluated every epoch). Each
@@ -23,15 +23,16 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from toyspt.ucr import analysis, plan
+from toyspt.analysis import gains, rows
+from toyspt.ucr import plan
 from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available
 from toyspt.util.plots import color, seeded_jitter
 
 NAME = "ucr"
 TITLE = "Real time series (UCR): scratch, SPT, Q/K-only transfer and built-in locality (ALiBi, FIRE, RoPE)"
 ARMS = plan.POWER_ARMS + ("qk_transfer",) + plan.BASELINES
-COLUMNS = analysis.ROW_COLUMNS
-PAIRED_COLUMNS = analysis.GAIN_COLUMNS
+COLUMNS = rows.ROW_COLUMNS
+PAIRED_COLUMNS = gains.GAIN_COLUMNS
 LABELS = {"mean_test_last20": "mean test acc., last 20% of epochs\n(primary: no selection)",
           "test_at_min_val_loss": "test acc. at lowest validation loss", "final_test_acc": "final test accuracy",
           "peak_held_out": "peak held-out acc. (max test over\nepochs: optimistic; scratch, spt)"}
@@ -40,24 +41,19 @@ LABELS = {"mean_test_last20": "mean test acc., last 20% of epochs\n(primary: no 
 def specs(ctx):
     """``(source, arm, seed)``: the label runs of every available set at the tier's seeds;
     ``("proximity", source, arm, seed)``: the proximity indices of those whose tables carry them
-    (cached probes of the stored weights, :func:`toyspt.ucr.analysis.probe_specs`)."""
+    (cached probes of the stored weights, :func:`toyspt.analysis.rows.probe_specs`)."""
     datasets, _ = available(PAPER_DATASETS)
     runs = {(UCRSource.of(d), arm, s.seed): s for d, arm, s in plan.paper_specs(datasets, ctx.real_tier, ARMS)}
-    return runs | analysis.probe_specs(runs)
+    return runs | rows.probe_specs(runs)
 
 
-def frame(runs) -> pd.DataFrame:
-    """One row per run (:func:`toyspt.ucr.analysis.metrics_row`), labelled as :func:`specs` does."""
-    rows = [analysis.metrics_row(src.load(), arm, seed, res, analysis.probed(runs, (src, arm, seed)))
-            for (src, arm, seed), res in analysis.label_runs(runs)]
-    return pd.DataFrame(rows, columns=COLUMNS)
-
-
-def _empty(skipped):
+def no_data(frames: dict[str, list[str]]):
+    """What a real-data figure draws when no UCR data set is available: a note, and an empty
+    frame with the columns of each of its CSVs (``frames``: {name: columns})."""
     fig, ax = plt.subplots(figsize=(5, 2))
     ax.axis("off")
     ax.text(0.5, 0.5, "no UCR data set available\n(see metadata: skipped)", ha="center", va="center")
-    return fig, {NAME: pd.DataFrame(columns=COLUMNS), f"{NAME}_paired": pd.DataFrame(columns=PAIRED_COLUMNS)}
+    return fig, {name: pd.DataFrame(columns=cols) for name, cols in frames.items()}
 
 
 def draw(ctx, runs):
@@ -68,16 +64,16 @@ def draw(ctx, runs):
                           sources={d.config.name: d.source for d in datasets}, arms=list(seeds), seeds=seeds,
                           primary=plan.PRIMARY)
     if not datasets:
-        return _empty(skipped)
-    df = frame(runs)
-    pair = analysis.gain_table(df, [a for a in seeds if a != "scratch"])
-    ctx.meta[NAME]["saturation"] = analysis.saturation(df).to_dict("records")
+        return no_data({NAME: COLUMNS, f"{NAME}_paired": PAIRED_COLUMNS})
+    df = rows.label_frame(runs)
+    pair = gains.gain_table(df, [a for a in seeds if a != "scratch"], plan.STUDY_METRICS, plan.PRIMARY)
+    ctx.meta[NAME]["saturation"] = gains.saturation(df).to_dict("records")
     n = len(datasets)
     fig, axes = plt.subplots(5, n, figsize=(2.4 + 3.6 * n, 14.5), squeeze=False)
     palette = {a: color(a) for a in ARMS}
     for j, d in enumerate(datasets):
         sub = df[df.dataset == d.config.name]
-        for i, metric in enumerate(plan.METRICS):
+        for i, metric in enumerate(plan.STUDY_METRICS):
             ax = axes[i, j]
             got = sub.dropna(subset=[metric])
             order = [a for a in ARMS if a in set(got.arm)]
@@ -99,7 +95,7 @@ def draw(ctx, runs):
         for k, r in pp.iterrows():
             ax.errorbar(k, r.mean_diff, yerr=[[r.mean_diff - r.ci_low], [r.ci_high - r.mean_diff]], fmt="o",
                         color=color(r.arm), capsize=2, ms=4)
-            if r.p_holm <= analysis.ALPHA:
+            if r.p_holm <= gains.ALPHA:
                 ax.annotate("*", (k, r.ci_high), ha="center", va="bottom")
         ax.axhline(0, color="0.5", lw=0.8)
         ax.set_xticks(range(len(pp)), [f"{a}\n(n {m})" for a, m in zip(pp.arm, pp.n_seeds)], fontsize=6, rotation=90)

@@ -2,10 +2,12 @@
 and JSON. One set of tables whatever the data (``toyspt compare``, and ``toyspt ucr``, which
 forwards to it).
 
-The per-run columns beyond the run summary are functions ``fn(spec, result) -> float`` (or
-``-> dict`` of several columns); the default set is
+:func:`run_row` is the one per-run row of toyspt, whatever the data: a run's labels, the
+summary metrics asked for and per-run columns, functions ``fn(spec, result) -> float`` (or
+``-> dict`` of several columns). The comparison's default columns are
 :data:`toyspt.probe.tracking.PROBE_COLUMNS` (displacement of W_Q/W_K, proximity and self
-index of the final model on the data's probe inputs).
+index of the final model on the data's probe inputs); the real-data figures' row
+(:func:`toyspt.analysis.rows.label_row`) is this row with the label phase's columns.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from toyspt.util.atomic import write_text
 
 # what a label run's summary reports (toyspt.train.evaluation.label_summary), in table order:
 # the mean test accuracy over the last fifth of the label epochs (no selection) first
-METRICS = ("mean_test_last20", "test_at_min_val_loss", "final_test_acc", "test_at_peak", "peak_val_acc",
+SUMMARY_METRICS = ("mean_test_last20", "test_at_min_val_loss", "final_test_acc", "test_at_peak", "peak_val_acc",
            "final_train_acc")
 Column = Callable[[Spec, Entry], "float | dict[str, float]"]
 
@@ -49,17 +51,22 @@ def arm_specs(arms: Sequence[str], seeds: Sequence[int], base: RunSpec,
     return out
 
 
-def rows(labelled: Sequence[tuple[dict, Spec]], results: Sequence[Entry], metrics: Sequence[str] = METRICS,
+def run_row(labels: Mapping, result: Entry, metrics: Sequence[str] = SUMMARY_METRICS,
+            columns: Mapping[str, Column] | None = None, spec: Spec | None = None) -> dict:
+    """One run's row: its ``labels`` (e.g. dataset, arm, seed), the summary ``metrics`` of
+    ``result`` and ``columns`` (each ``fn(spec, result)``; a dict result adds several columns)."""
+    row = dict(labels, **{k: result.summary[k] for k in metrics})
+    for name, fn in (columns or {}).items():
+        v = fn(spec, result)
+        row.update(v if isinstance(v, dict) else {name: v})
+    return row
+
+
+def rows(labelled: Sequence[tuple[dict, Spec]], results: Sequence[Entry], metrics: Sequence[str] = SUMMARY_METRICS,
          columns: Mapping[str, Column] | None = None) -> pd.DataFrame:
-    """One row per run: its labels (e.g. dataset, arm, seed), the summary ``metrics`` and ``columns``."""
-    out = []
-    for (labels, spec), res in zip(labelled, results):
-        row = dict(labels, **{k: res.summary[k] for k in metrics})
-        for name, fn in (columns or {}).items():
-            v = fn(spec, res)
-            row.update(v if isinstance(v, dict) else {name: v})
-        out.append(row)
-    return pd.DataFrame(out)
+    """One :func:`run_row` per run: its labels, the summary ``metrics`` and ``columns``."""
+    return pd.DataFrame([run_row(labels, res, metrics, columns, spec)
+                         for (labels, spec), res in zip(labelled, results)])
 
 
 def per_seed_frame(arms: Sequence[str], seeds: Sequence[int], base: RunSpec, cache,
@@ -118,5 +125,5 @@ def compare(arms, seeds, base, cache, data=None, **kw) -> tuple[pd.DataFrame, pd
     return summary_table(per_seed), per_seed
 
 
-__all__ = ["METRICS", "Column", "default_columns", "arm_specs", "rows", "per_seed_frame", "summary_table",
-           "write_tables", "compare"]
+__all__ = ["SUMMARY_METRICS", "Column", "default_columns", "arm_specs", "run_row", "rows", "per_seed_frame",
+           "summary_table", "write_tables", "compare"]

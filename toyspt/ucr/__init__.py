@@ -1,6 +1,7 @@
 """Real data: UCR time-series sets read from a local archive or a package (:mod:`.sources`,
-:mod:`.read`, :mod:`.data`, :mod:`.archive`), their runs (:mod:`.runs`), the study"s plan by tier
-(:mod:`.plan`), what the runs say (:mod:`.analysis`), the basin on real data (:mod:`.study`)."""
+:mod:`.read`, :mod:`.data`, :mod:`.archive`: the scan's admission rule and related sets), their
+runs (:mod:`.runs`), the study's design by tier (:mod:`.plan`), the init probes of a set
+(:mod:`.init_probes`). What the runs say is :mod:`toyspt.analysis`, on any data."""
 from toyspt.util.lazy import exports
 
 __all__, __getattr__, __dir__ = exports(globals(), {

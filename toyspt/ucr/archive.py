@@ -41,7 +41,7 @@ from toyspt.util.validation import Bool, Int, Text, Tuple, validate, validated
 
 # Related sets: archive sets that share recordings are one unit in any count or test across
 # sets (treating them as independent would count one source of series several times). A
-# unit's gain is the mean of its sets' gains (toyspt.ucr.analysis.across_sets). Sets not
+# unit's gain is the mean of its sets' gains (toyspt.analysis.gains.across_sets). Sets not
 # named here are their own unit.
 RELATED_SETS: dict[str, tuple[tuple[str, ...], str]] = {
     "GunPoint family": (("GunPoint", "GunPointAgeSpan", "GunPointMaleVersusFemale", "GunPointOldVersusYoung"),

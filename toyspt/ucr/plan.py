@@ -17,26 +17,27 @@ Arms (recipes of :mod:`toyspt.train.recipes`, aliases of :mod:`toyspt.runs.arms`
   the first :attr:`Tier.archive_sets` sets the archive rule admits, in its stated order
   (:mod:`toyspt.ucr.archive`).
 
-Metrics of a label run (:func:`toyspt.ucr.analysis.metrics_row`): the **primary** metric, chosen before any run of
-the study was looked at, is ``mean_test_last20``, the mean test accuracy over the last fifth
-of the label epochs: it selects nothing (no validation split of 5-27 series decides anything),
-cannot saturate the way validation accuracy does, and averages 40 evaluations, so it is the
-least noisy summary of where training ends. Secondary: ``test_at_min_val_loss`` (selection by
-validation cross-entropy, which does not saturate at 1.0), ``final_test_acc``; and the paper's
-``peak_held_out`` (max over epochs of test accuracy: selection on the test split itself,
-optimistic by construction; only where test was measured every epoch).
+Metrics the study compares (:data:`STUDY_METRICS`, columns of :func:`toyspt.analysis.rows.label_row`):
+the **primary** metric, chosen before any run of the study was looked at, is ``mean_test_last20``,
+the mean test accuracy over the last fifth of the label epochs: it selects nothing (no validation
+split of 5-27 series decides anything), cannot saturate the way validation accuracy does, and
+averages 40 evaluations, so it is the least noisy summary of where training ends. Secondary:
+``test_at_min_val_loss`` (selection by validation cross-entropy, which does not saturate at
+1.0), ``final_test_acc``; and the paper's ``peak_held_out`` (max over epochs of test accuracy:
+selection on the test split itself, optimistic by construction; only where test was measured
+every epoch).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+from toyspt.analysis.basin import EARLY_EPOCHS
 from toyspt.runs.arms import arm_spec
 from toyspt.runs.specs import RunSpec
 from toyspt.train.recipes import TrainConfig
 from toyspt.ucr.data import UCRData
 from toyspt.ucr.runs import ucr_spec, ucr_train_config
-from toyspt.ucr.study import EARLY_EPOCHS
 
 POWER_ARMS = ("scratch", "spt")
 DECOMPOSITION = ("qk_transfer", "vo_transfer", "embed_transfer", "mlp_transfer", "norm_transfer",
@@ -46,7 +47,7 @@ BASELINES = ("alibi", "fire", "rope")
 ARCHIVE_ARMS = ("scratch", "spt", "qk_transfer")
 EVERY_EPOCH = ("scratch", "spt", "scratch_matched")  # evaluated every epoch (peak held-out; parents)
 PRIMARY = "mean_test_last20"
-METRICS = (PRIMARY, "test_at_min_val_loss", "final_test_acc", "peak_held_out")
+STUDY_METRICS = (PRIMARY, "test_at_min_val_loss", "final_test_acc", "peak_held_out")  # compared, primary first
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,7 @@ def paper_specs(datasets: Sequence[UCRData], t: Tier, arms: Sequence[str] | None
 
 def basin_trackers(train: TrainConfig) -> tuple[str, ...]:
     """The basin runs' trackers: the model's beta and proximity index along SPT, recorded after
-    the SPT epochs the study reads (:data:`toyspt.ucr.study.EARLY_EPOCHS` and the last; the
+    the SPT epochs the study reads (:data:`toyspt.analysis.basin.EARLY_EPOCHS` and the last; the
     real_data figure draws beta's trajectory through them) and at the start: recording after
     every epoch made a GunPoint SPT-only run 1.4-3x slower than the run itself."""
     at = sorted({e for e in EARLY_EPOCHS if e <= train.pre_epochs} | {train.pre_epochs})
@@ -160,5 +161,5 @@ def archive_specs(datasets: Sequence[UCRData], t: Tier) -> list[tuple[UCRData, s
 
 __all__ = ["PHASES", "phase_of", "CONFIRMATORY_SEEDS",
            "POWER_ARMS", "DECOMPOSITION", "CONTROLS", "BASELINES", "ARCHIVE_ARMS", "EVERY_EPOCH", "PRIMARY",
-           "METRICS", "basin_trackers", "Tier", "TIERS", "tier", "arm_seeds", "paper_specs", "basin_specs",
+           "STUDY_METRICS", "basin_trackers", "Tier", "TIERS", "tier", "arm_seeds", "paper_specs", "basin_specs",
            "archive_specs"]

@@ -1,16 +1,18 @@
-"""toyspt.ucr.analysis on planted tables: families, one test for direction and significance,
+"""toyspt.gains.gains on planted tables: families, one test for direction and significance,
 the metric and alpha each function is given, the weight-group contrasts, the across-set unit
-test, and the per-run metrics row."""
+test, the toy headline's gain and share (the same functions), pairing by seed."""
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from toyspt.runs import rank_tests, stats
-from toyspt.ucr import analysis, plan
+from toyspt.analysis import gains, rank_tests, stats
+from toyspt.ucr import plan
+from toyspt.ucr.archive import unit_of
+
+METRICS, PRIMARY = plan.STUDY_METRICS, plan.PRIMARY
 
 SETS = ("GunPoint", "GunPointAgeSpan", "ECG200", "ECGFiveDays")
 
@@ -22,11 +24,11 @@ def _table(gains: dict, sets=SETS, n=10, metric_gain=None) -> pd.DataFrame:
     rows = []
     for ds in sets:
         base = 0.7 + rng.normal(0, 0.05, n)
-        rows += [dict(dataset=ds, arm="scratch", seed=k, **{m: base[k] for m in plan.METRICS}) for k in range(n)]
+        rows += [dict(dataset=ds, arm="scratch", seed=k, **{m: base[k] for m in METRICS}) for k in range(n)]
         for arm, g in gains.items():
             g = np.broadcast_to(np.asarray(g, float), (n,))
             rows += [dict(dataset=ds, arm=arm, seed=k, **{m: base[k] + g[k] + (metric_gain or {}).get(m, 0.0)
-                                                           for m in plan.METRICS}) for k in range(n)]
+                                                           for m in METRICS}) for k in range(n)]
     return pd.DataFrame(rows)
 
 
@@ -34,49 +36,49 @@ def test_verdicts_read_direction_from_the_signed_rank_test():
     """19 seeds win by +0.01, one loses by -0.5 on every set: the mean is negative, the
     signed-rank test (and its Hodges-Lehmann estimate) positive and significant: "helps"."""
     f = _table({"spt": [0.01] * 19 + [-0.5]}, n=20)
-    g = analysis.gain_table(f, ["spt"])
-    row = g[(g.metric == plan.PRIMARY)].iloc[0]
+    g = gains.gain_table(f, ["spt"], METRICS, PRIMARY)
+    row = g[(g.metric == PRIMARY)].iloc[0]
     assert row.mean_diff < 0 and row.direction == 1 and row.hl == pytest.approx(0.01)
     assert row.p_wilcoxon == pytest.approx(2 * 192 / 2 ** 20, rel=1e-9)
-    v = analysis.verdicts(g).set_index("arm").loc["spt"]
+    v = gains.verdicts(g, PRIMARY).set_index("arm").loc["spt"]
     assert (v.helps, v.hurts, v.sets) == (4, 0, 4)
 
 
 def test_the_confirmatory_family_is_spt_on_the_primary_metric_over_the_sets():
     f = _table({"spt": np.linspace(0.0, 0.04, 10), "qk_transfer": np.linspace(-0.01, 0.03, 10)})
-    g = analysis.gain_table(f, ["spt", "qk_transfer"])
+    g = gains.gain_table(f, ["spt", "qk_transfer"], METRICS, PRIMARY)
     assert "p_holm_all" not in g and {"family", "holm_m", "p_holm"} <= set(g.columns)
     conf = g[g.family == "confirmatory"]
-    assert sorted(conf.dataset) == sorted(SETS) and set(conf.arm) == {"spt"} and set(conf.metric) == {plan.PRIMARY}
+    assert sorted(conf.dataset) == sorted(SETS) and set(conf.arm) == {"spt"} and set(conf.metric) == {PRIMARY}
     assert conf.p_holm.tolist() == pytest.approx(stats.holm(conf.p_wilcoxon.to_numpy()).tolist())
     assert (conf.holm_m == 4).all()
     for (arm, m), d in g[g.family == "descriptive"].groupby(["arm", "metric"]):
         assert (d.holm_m == 4).all()
         assert d.p_holm.tolist() == pytest.approx(stats.holm(d.p_wilcoxon.to_numpy()).tolist())
-    assert len(g) == len(conf) + len(g[g.family == "descriptive"]) == 4 * 2 * len(plan.METRICS)
+    assert len(g) == len(conf) + len(g[g.family == "descriptive"]) == 4 * 2 * len(METRICS)
 
 
 def test_mde_is_the_signed_rank_tests_at_the_holm_level():
     f = _table({"spt": np.linspace(0.0, 0.04, 10)})
-    g = analysis.gain_table(f, ["spt"])
-    r = g[(g.metric == plan.PRIMARY)].iloc[0]
+    g = gains.gain_table(f, ["spt"], METRICS, PRIMARY)
+    r = g[(g.metric == PRIMARY)].iloc[0]
     assert r.mde80 == pytest.approx(rank_tests.mde_signed_rank(r.sd_diff, 10, 0.05 / 4))
-    five = analysis.gain_table(_table({"spt": np.linspace(0.0, 0.04, 5)}, n=5), ["spt"])
+    five = gains.gain_table(_table({"spt": np.linspace(0.0, 0.04, 5)}, n=5), ["spt"], METRICS, PRIMARY)
     assert (five.mde80 == math.inf).all()  # 5 seeds: p >= 0.0625 whatever the effect
 
 
 def test_verdicts_use_the_metric_and_alpha_they_are_given():
     """The primary metric gains +0.02 +- noise, final_test_acc loses 0.04: each metric's verdict
     is its own; an alpha below every Holm p gives no verdict at all."""
-    gains = np.linspace(0.0, 0.04, 10)
-    f = _table({"spt": gains}, metric_gain={"final_test_acc": -0.06})
-    g = analysis.gain_table(f, ["spt"])
-    prim = analysis.verdicts(g, plan.PRIMARY).set_index("arm").loc["spt"]
-    fin = analysis.verdicts(g, "final_test_acc").set_index("arm").loc["spt"]
+    planted = np.linspace(0.0, 0.04, 10)
+    f = _table({"spt": planted}, metric_gain={"final_test_acc": -0.06})
+    g = gains.gain_table(f, ["spt"], METRICS, PRIMARY)
+    prim = gains.verdicts(g, PRIMARY).set_index("arm").loc["spt"]
+    fin = gains.verdicts(g, "final_test_acc").set_index("arm").loc["spt"]
     assert (prim.helps, prim.hurts) == (4, 0) and (fin.helps, fin.hurts) == (0, 4)
-    p = g[g.metric == plan.PRIMARY].p_holm.max()
+    p = g[g.metric == PRIMARY].p_holm.max()
     assert 0.001 < p <= 0.05  # 9 of 10 positive with one zero, Holm x 4
-    tight = analysis.verdicts(g, plan.PRIMARY, alpha=p / 2).set_index("arm").loc["spt"]
+    tight = gains.verdicts(g, PRIMARY, alpha=p / 2).set_index("arm").loc["spt"]
     assert (tight.helps, tight.hurts) == (0, 0)
 
 
@@ -89,18 +91,18 @@ def test_weight_group_contrasts_and_equivalence():
     jitter = np.array([-2, -1, 0, 1, 2, -2, -1, 0, 1, 2]) * 0.001
     f = _table({"spt": spt, "qk_transfer": spt + jitter, "mlp_transfer": 0.001 + jitter,
                 "scratch_matched": spt - 0.03})
-    g = analysis.gain_table(f, ["spt", "qk_transfer", "mlp_transfer", "scratch_matched"]).set_index(
+    g = gains.gain_table(f, ["spt", "qk_transfer", "mlp_transfer", "scratch_matched"], METRICS, PRIMARY).set_index(
         ["dataset", "arm", "metric"])
-    qk, mlp = (g.loc[("ECG200", a, plan.PRIMARY)] for a in ("qk_transfer", "mlp_transfer"))
-    assert analysis.EQUIVALENCE_MARGIN == 0.01
+    qk, mlp = (g.loc[("ECG200", a, PRIMARY)] for a in ("qk_transfer", "mlp_transfer"))
+    assert gains.EQUIVALENCE_MARGIN == 0.01
     assert qk.spt_minus_arm == pytest.approx(-jitter.mean(), abs=1e-12)
     assert qk.spt_minus_arm_tost_p == pytest.approx(stats.tost(-jitter, 0.01)["p"]) and qk.spt_minus_arm_tost_p < 0.05
     assert qk.tost_p > 0.5  # Q/K is not equivalent to scratch
     assert mlp.tost_p == pytest.approx(stats.tost(0.001 + jitter, 0.01)["p"]) and mlp.tost_p < 0.05
     assert mlp.spt_minus_arm_tost_p > 0.5
-    budget = g.loc[("ECG200", "scratch_matched", plan.PRIMARY)]
+    budget = g.loc[("ECG200", "scratch_matched", PRIMARY)]
     assert budget.spt_minus_arm == pytest.approx(0.03) and budget.spt_minus_arm_p == pytest.approx(2 / 2 ** 10)
-    assert math.isnan(g.loc[("ECG200", "spt", plan.PRIMARY)].spt_minus_arm)
+    assert math.isnan(g.loc[("ECG200", "spt", PRIMARY)].spt_minus_arm)
 
 
 def _archive_frame(gains: dict, n=8) -> pd.DataFrame:
@@ -110,25 +112,25 @@ def _archive_frame(gains: dict, n=8) -> pd.DataFrame:
         s = f[(f.dataset == ds) & (f.arm == "scratch")]
         for arm, k in (("spt", 1.0), ("qk_transfer", 0.5)):
             rows.append(s.assign(arm=arm, **{m: s[m] + k * (gain + 0.002 * np.arange(n) - 0.007 + (
-                0.05 if m == "final_test_acc" else 0.0)) for m in plan.METRICS}))
+                0.05 if m == "final_test_acc" else 0.0)) for m in METRICS}))
     return pd.concat([f, *rows], ignore_index=True)
 
 
 def test_archive_table_uses_the_metric_it_is_given_and_names_units():
-    gains = {"GunPointMaleVersusFemale": 0.02, "Coffee": -0.03, "DistalPhalanxTW": 0.01}
-    f = _archive_frame(gains)
-    sizes = {k: (10, 20, 2) for k in gains}
-    prim = analysis.archive_table(f, sizes).set_index("dataset")
-    fin = analysis.archive_table(f, sizes, metric="final_test_acc").set_index("dataset")
-    for ds, gain in gains.items():
+    planted = {"GunPointMaleVersusFemale": 0.02, "Coffee": -0.03, "DistalPhalanxTW": 0.01}
+    f = _archive_frame(planted)
+    sizes = {k: (10, 20, 2) for k in planted}
+    prim = gains.archive_table(f, sizes, PRIMARY, unit_of).set_index("dataset")
+    fin = gains.archive_table(f, sizes, "final_test_acc", unit_of).set_index("dataset")
+    for ds, gain in planted.items():
         assert prim.loc[ds].gain == pytest.approx(gain) and fin.loc[ds].gain == pytest.approx(gain + 0.05)
     assert prim.unit.to_dict() == {"GunPointMaleVersusFemale": "GunPoint family", "Coffee": "Coffee",
                                    "DistalPhalanxTW": "DistalPhalanx TW/AgeGroup"}
     assert {"dataset", "n_seeds", "gain", "ci_low", "ci_high", "p_holm", "qk_share", "unit"} <= set(prim.reset_index())
     assert prim.p_holm.tolist() == pytest.approx(stats.holm(prim.p_wilcoxon.to_numpy()).tolist())
-    c = analysis.archive_counts(prim.reset_index(), alpha=0.05)
+    c = gains.archive_counts(prim.reset_index(), alpha=0.05)
     assert (c["helps"], c["hurts"]) == (2, 1)  # 8 seeds all one sign: p 2/256, Holm x 3 < 0.05
-    assert analysis.archive_counts(prim.reset_index(), alpha=0.01)["helps"] == 0
+    assert gains.archive_counts(prim.reset_index(), alpha=0.01)["helps"] == 0
 
 
 def test_across_sets_merges_related_sets_into_units():
@@ -139,7 +141,7 @@ def test_across_sets_merges_related_sets_into_units():
                                    "DistalPhalanxOutlineAgeGroup", "DistalPhalanxTW", "ECG200", "ECGFiveDays", "Coffee",
                                    "BME"],
                           gain=[0.01, 0.03, 0.05, 0.07, 0.01, 0.02, 0.03, 0.02, -0.01, 0.05]))
-    r = analysis.across_sets(t)
+    r = gains.across_sets(t, unit_of)
     assert (r["n_sets"], r["n_units"], r["wins"], r["losses"]) == (10, 6, 5, 1)
     units = {u["unit"]: u["gain"] for u in r["units"]}
     assert units["GunPoint family"] == pytest.approx(0.04)
@@ -148,21 +150,64 @@ def test_across_sets_merges_related_sets_into_units():
     assert r["p"] == pytest.approx(sps.wilcoxon(list(units.values()), method="exact").pvalue)
 
 
-def test_metrics_row_puts_each_metric_in_its_own_column():
-    ft = [dict(phase="finetune", epoch=e, test_acc=0.5 + e / 100, val_acc=0.6 + (e % 3) / 10) for e in range(1, 8)]
-    summary = dict(mean_test_last20=0.111, test_at_min_val_loss=0.222, final_test_acc=0.333, test_at_peak=0.444,
-                   peak_val_acc=0.8, min_val_loss=0.666, final_train_acc=0.777)
-    res = SimpleNamespace(history=[dict(phase="pretrain", epoch=1)] + ft, summary=summary,
-                          config=dict(evaluate="all"), states={"final": None, "pretrained": None})
-    data = SimpleNamespace(config=SimpleNamespace(name="ECG200"), val=list(range(17)))
-    row = analysis.metrics_row(data, "spt", 3, res, pi=dict(final=1.5, pretrained=2.5))
-    assert set(row) == set(analysis.ROW_COLUMNS)
-    for k, v in summary.items():
-        assert row[k] == v, k
-    assert row["peak_held_out"] == pytest.approx(0.57)  # max test over the label epochs
-    assert row["epochs_at_peak_val"] == 2  # val 0.8 at epochs 2 and 5
-    assert (row["n_val"], row["proximity_final"], row["proximity_after_spt"]) == (17, 1.5, 2.5)
-    assert (row["dataset"], row["arm"], row["seed"], row["evaluate"]) == ("ECG200", "spt", 3, "all")
-    other = SimpleNamespace(**{**vars(res), "config": dict(evaluate="peak")})
-    peak = analysis.metrics_row(data, "mlp_transfer", 3, other)
-    assert math.isnan(peak["peak_held_out"]) and math.isnan(peak["proximity_final"])
+def _runs(gains: dict, n=10, sets=("A", "B"), sd=0.01, seed=0) -> pd.DataFrame:
+    """A run table: scratch at 0.6 + noise, every arm scratch + gain + noise (seed by seed)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for ds in sets:
+        base = 0.6 + rng.normal(0, 0.05, n)
+        rows += [dict(dataset=ds, arm="scratch", seed=k, **{m: base[k] for m in METRICS}) for k in range(n)]
+        for arm, gain in gains.items():
+            v = base + gain + rng.normal(0, sd, n)
+            rows += [dict(dataset=ds, arm=arm, seed=k, **{m: v[k] for m in METRICS}) for k in range(n)]
+    return pd.DataFrame(rows)
+
+
+def test_gain_table_pairs_by_seed_and_corrects_per_family():
+    f = _runs({"spt": 0.10, "qk_transfer": 0.05, "mlp_transfer": 0.0})
+    g = gains.gain_table(f, ["spt", "qk_transfer", "mlp_transfer"], METRICS, PRIMARY)
+    assert list(g.columns) == gains.GAIN_COLUMNS
+    assert len(g) == 2 * 3 * len(METRICS)
+    row = g[(g.dataset == "A") & (g.arm == "spt") & (g.metric == PRIMARY)].iloc[0]
+    d = f[(f.dataset == "A") & (f.arm == "spt")][PRIMARY].to_numpy() - \
+        f[(f.dataset == "A") & (f.arm == "scratch")][PRIMARY].to_numpy()
+    assert row.mean_diff == pytest.approx(d.mean()) and row.ci_low < d.mean() < row.ci_high
+    assert row.p_holm <= gains.ALPHA and row.share != row.share  # spt is not a share of itself
+    qk = g[(g.arm == "qk_transfer") & (g.metric == PRIMARY)]
+    assert (qk.share.between(0.3, 0.7)).all() and (qk.share_low < 0.5).all() and (qk.share_high > 0.5).all()
+    mlp = g[(g.arm == "mlp_transfer")]
+    assert (mlp.p_holm > gains.ALPHA).all()  # no effect planted: none survives Holm
+    # Holm within a family is never below the raw p; only spt x the primary metric is confirmatory
+    assert (g.p_holm >= g.p_wilcoxon - 1e-15).all() and "p_holm_all" not in g
+    conf = g[g.family == "confirmatory"]
+    assert set(conf.arm) == {"spt"} and set(conf.metric) == {PRIMARY} and (conf.holm_m == 2).all()
+    v = gains.verdicts(g, PRIMARY).set_index("arm")
+    assert v.loc["spt"].helps == 2 and v.loc["mlp_transfer"].helps == 0 and v.loc["spt"].hurts == 0
+
+
+def test_archive_table_counts_helps_hurts_and_qk_halves():
+    f = pd.concat([_runs({"spt": 0.10, "qk_transfer": 0.09}, sets=("Up",)),
+                   _runs({"spt": -0.10, "qk_transfer": -0.01}, sets=("Down",), seed=1),
+                   _runs({"spt": 0.0, "qk_transfer": 0.0}, sets=("Flat",), seed=2)])
+    t = gains.archive_table(f, {"Up": (50, 100, 2), "Down": (40, 80, 3), "Flat": (30, 60, 2)}, PRIMARY)
+    assert list(t.columns) == gains.ARCHIVE_COLUMNS and list(t.dataset) == ["Up", "Down", "Flat"]
+    c = gains.archive_counts(t)
+    assert (c["sets"], c["helps"], c["hurts"], c["unclear"]) == (3, 1, 1, 1)
+    assert t.set_index("dataset").loc["Up"].qk_share == pytest.approx(0.9, abs=0.1)
+    assert c["qk_keeps_half_where_spt_helps"] == 1
+
+
+def test_the_toy_headline_gain_and_share_are_the_gain_tables():
+    """gain_and_share on one set's per-seed values gives the numbers gain_table gives for it:
+    SPT's paired gain with its t interval and signed-rank p, qk_transfer's Fieller share."""
+    f = _runs({"spt": 0.10, "qk_transfer": 0.05}, sets=("A",))
+    per_seed = {a: f[f.arm == a].sort_values("seed")[PRIMARY].tolist() for a in ("scratch", "spt", "qk_transfer")}
+    h = gains.gain_and_share(per_seed, "qk_transfer")
+    g = gains.gain_table(f, ["spt", "qk_transfer"], [PRIMARY], PRIMARY).set_index("arm")
+    assert h["gain"] == pytest.approx(g.loc["spt"].mean_diff, abs=1e-12)
+    assert (h["gain_low"], h["gain_high"], h["gain_p"]) == (g.loc["spt"].ci_low, g.loc["spt"].ci_high,
+                                                           g.loc["spt"].p_wilcoxon)
+    assert (h["share"], h["share_low"], h["share_high"]) == (g.loc["qk_transfer"].share, g.loc["qk_transfer"].share_low,
+                                                             g.loc["qk_transfer"].share_high)
+    one = gains.gain_and_share({a: v[:1] for a, v in per_seed.items()}, "qk_transfer")
+    assert set(one) == {"gain", "share"}  # one seed: the means, no interval

@@ -1,4 +1,4 @@
-"""toyspt.runs.stats: paired differences, Holm, Fieller shares, base rates, within-set association."""
+"""toyspt.analysis.stats: paired differences, Holm, Fieller shares, base rates, within-set association."""
 import math
 import warnings
 
@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from toyspt.runs import stats
+from toyspt.analysis import stats
 
 # ---------------------------------------------------------------------------------------
 # paired
@@ -70,7 +70,7 @@ def test_the_method_is_chosen_here_not_by_scipys_auto():
     r = stats.paired(d)
     auto = sps.wilcoxon(d, method="auto").pvalue
     assert r["wilcoxon_method"] == "exact" and abs(r["wilcoxon_p"] - auto) > 1e-4
-    from toyspt.runs import rank_tests
+    from toyspt.analysis import rank_tests
 
     r2 = np.rint(2 * sps.rankdata(np.abs(d))).astype(int)
     t2 = int(r2[d > 0].sum())
@@ -141,7 +141,7 @@ def test_hodges_lehmann_interval_inverts_the_signed_rank_test():
     w = np.sort((d[:, None] + d[None, :])[np.triu_indices(8)] / 2)
     assert (r["hl_low"], r["hl_high"]) == (pytest.approx(w[3]), pytest.approx(w[32]))
     assert r["hl"] == pytest.approx(np.median(w))
-    from toyspt.runs import rank_tests
+    from toyspt.analysis import rank_tests
 
     for end, step in ((w[3], 1e-9), (w[32], -1e-9)):
         assert rank_tests.signed_rank(d - (end + step))["p"] > 0.05
@@ -153,7 +153,7 @@ def test_mde_is_that_of_the_signed_rank_test_at_the_level_given():
     """Five seeds: the smallest two-sided p is 2 / 2^5 = 0.0625 > 0.05, so no effect is
     detectable (inf); at 20 seeds the MDE sits just above the t test's 0.6604 sd (Wilcoxon's
     efficiency 3 / pi against t under normality) and grows at the Holm level 0.05 / 4."""
-    from toyspt.runs import rank_tests
+    from toyspt.analysis import rank_tests
 
     assert stats.paired([0.01, 0.03, -0.02, 0.05, 0.02])["mde80"] == math.inf
     assert stats.paired([0.01, 0.03, -0.02, 0.05, 0.02])["wilcoxon_min_p"] == pytest.approx(0.0625)
@@ -169,7 +169,7 @@ def test_mde_is_that_of_the_signed_rank_test_at_the_level_given():
 def test_signed_rank_mde_has_eighty_percent_power_by_simulation():
     """Fresh normal samples (another seed than the MDE's) at the MDE: the exact test at 0.05
     rejects in 80% (4 binomial sd at 10,000 draws: 0.016)."""
-    from toyspt.runs import rank_tests
+    from toyspt.analysis import rank_tests
 
     n, reps = 12, 10_000
     rng = np.random.default_rng(99)

@@ -8,8 +8,9 @@ import matplotlib
 import numpy as np
 import pandas as pd
 
+from toyspt.analysis import rows as label_rows
 from toyspt.figs import archive_scan, real_gain
-from toyspt.ucr import analysis, plan
+from toyspt.ucr import plan
 
 matplotlib.use("Agg")
 
@@ -33,15 +34,15 @@ def _rows(sets, arms, n=6, seed=0):
         base = 0.7 + rng.normal(0, 0.03, n)
         for k, arm in enumerate(arms):
             v = base + (0.0 if arm == "scratch" else 0.01 * (k % 4) + rng.normal(0, 0.005, n))
-            out += [dict({c: np.nan for c in analysis.ROW_COLUMNS}, dataset=ds, arm=arm, seed=s,
-                         **{m: v[s] for m in plan.METRICS}) for s in range(n)]
+            out += [dict({c: np.nan for c in label_rows.ROW_COLUMNS}, dataset=ds, arm=arm, seed=s,
+                         **{m: v[s] for m in plan.STUDY_METRICS}) for s in range(n)]
     return out
 
 
 def _patch(monkeypatch, mod, rows_by_key):
-    monkeypatch.setattr(analysis, "label_runs", lambda runs: list(rows_by_key.items()))
-    monkeypatch.setattr(analysis, "metrics_row", lambda data, arm, seed, res, pi=None: res)
-    monkeypatch.setattr(analysis, "probed", lambda runs, label: None)
+    monkeypatch.setattr(label_rows, "label_runs", lambda runs: list(rows_by_key.items()))
+    monkeypatch.setattr(label_rows, "label_row", lambda source, arm, seed, res, pi=None: res)
+    monkeypatch.setattr(label_rows, "probed", lambda runs, label: None)
 
 
 def test_real_gain_draws_with_families(monkeypatch):
@@ -64,7 +65,7 @@ def test_archive_scan_marks_related_sets_and_tests_across_units(monkeypatch):
     src = {d: _Src(d, loaded) for d in arch_sets + paper_sets}
     arms = plan.ARCHIVE_ARMS
     frames = {"archive": pd.DataFrame(_rows(arch_sets, arms)), "paper": pd.DataFrame(_rows(paper_sets, arms, seed=1))}
-    monkeypatch.setattr(archive_scan, "_frame", lambda runs, group: frames[group])
+    monkeypatch.setattr(archive_scan, "label_frame", lambda runs, group: frames[group])
     runs = {("archive", src[d], "spt", 0): None for d in arch_sets}
     ctx = SimpleNamespace(real_tier=TIER, meta={})
     fig, out = archive_scan.draw(ctx, runs)

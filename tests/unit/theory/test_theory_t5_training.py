@@ -119,7 +119,7 @@ def test_basin_rows_report_the_share_of_their_own_predictor(monkeypatch, sweep, 
     reports n - hits, which differs from hits on every table here but the whole grid's T5.6 (25/50)."""
     import numpy as np
 
-    from toyspt.runs.stats import hits_vs_base_rate
+    from toyspt.analysis.stats import hits_vs_base_rate
 
     table = _grid(monkeypatch, sweep)
     (n, n_prox, majority), hits = GRIDS[sweep][0], GRIDS[sweep][1][row]
@@ -146,7 +146,7 @@ def test_share_verdict_leaves_out_runs_without_a_prediction():
 
 
 def test_grid_shares_carry_the_base_rate(toy_grid):
-    from toyspt.runs.basin_grid import predictor_shares
+    from toyspt.analysis.basin_grid import predictor_shares
 
     sh = predictor_shares(toy_grid)
     assert (sh["beta_unif"]["hits"], sh["beta_unif"]["n"], sh["beta_init"]["hits"]) == (48, 50, 26)

@@ -1,10 +1,8 @@
-"""The real-data study's plan (toyspt.ucr.plan) and what its tables say (toyspt.ucr.analysis),
-on synthetic run tables where the answer is known."""
-import numpy as np
-import pandas as pd
+"""The real-data study's design (toyspt.ucr.plan): tiers, phases, the basin runs' trackers.
+What its tables say is tested in tests/unit/analysis/."""
 import pytest
 
-from toyspt.ucr import analysis, plan
+from toyspt.ucr import plan
 from toyspt.ucr.data import is_available, load_ucr
 
 
@@ -44,7 +42,7 @@ def test_paper_specs_share_parents_and_evaluate_as_planned():
 def test_basin_runs_answer_for_the_spt_parents(name, quick):
     """A tracked SPT-only basin run's twin is the SPT-only run its seed's spt and transfer runs
     continue, so it is trained once; its trackers record after the epochs the study reads."""
-    from toyspt.ucr.study import EARLY_EPOCHS
+    from toyspt.analysis.basin import EARLY_EPOCHS
 
     g = load_ucr("GunPoint")
     t = plan.tier(name, quick, seeds=(0, 1))
@@ -56,67 +54,3 @@ def test_basin_runs_answer_for_the_spt_parents(name, quick):
     at = plan.basin_trackers(t.train)[0].split("=")[1].split("/")
     assert [int(e) for e in at] == sorted({e for e in EARLY_EPOCHS if e <= t.train.pre_epochs}
                                           | {t.train.pre_epochs})
-
-
-def _runs(gains: dict, n=10, sets=("A", "B"), sd=0.01, seed=0) -> pd.DataFrame:
-    """A run table: scratch at 0.6 + noise, every arm scratch + gain + noise (seed by seed)."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for ds in sets:
-        base = 0.6 + rng.normal(0, 0.05, n)
-        rows += [dict(dataset=ds, arm="scratch", seed=k, **{m: base[k] for m in plan.METRICS}) for k in range(n)]
-        for arm, gain in gains.items():
-            v = base + gain + rng.normal(0, sd, n)
-            rows += [dict(dataset=ds, arm=arm, seed=k, **{m: v[k] for m in plan.METRICS}) for k in range(n)]
-    return pd.DataFrame(rows)
-
-
-def test_gain_table_pairs_by_seed_and_corrects_per_family():
-    f = _runs({"spt": 0.10, "qk_transfer": 0.05, "mlp_transfer": 0.0})
-    g = analysis.gain_table(f, ["spt", "qk_transfer", "mlp_transfer"])
-    assert list(g.columns) == analysis.GAIN_COLUMNS
-    assert len(g) == 2 * 3 * len(plan.METRICS)
-    row = g[(g.dataset == "A") & (g.arm == "spt") & (g.metric == plan.PRIMARY)].iloc[0]
-    d = f[(f.dataset == "A") & (f.arm == "spt")][plan.PRIMARY].to_numpy() - \
-        f[(f.dataset == "A") & (f.arm == "scratch")][plan.PRIMARY].to_numpy()
-    assert row.mean_diff == pytest.approx(d.mean()) and row.ci_low < d.mean() < row.ci_high
-    assert row.p_holm <= analysis.ALPHA and row.share != row.share  # spt is not a share of itself
-    qk = g[(g.arm == "qk_transfer") & (g.metric == plan.PRIMARY)]
-    assert (qk.share.between(0.3, 0.7)).all() and (qk.share_low < 0.5).all() and (qk.share_high > 0.5).all()
-    mlp = g[(g.arm == "mlp_transfer")]
-    assert (mlp.p_holm > analysis.ALPHA).all()  # no effect planted: none survives Holm
-    # Holm within a family is never below the raw p; only spt x the primary metric is confirmatory
-    assert (g.p_holm >= g.p_wilcoxon - 1e-15).all() and "p_holm_all" not in g
-    conf = g[g.family == "confirmatory"]
-    assert set(conf.arm) == {"spt"} and set(conf.metric) == {plan.PRIMARY} and (conf.holm_m == 2).all()
-    v = analysis.verdicts(g).set_index("arm")
-    assert v.loc["spt"].helps == 2 and v.loc["mlp_transfer"].helps == 0 and v.loc["spt"].hurts == 0
-
-
-def test_archive_table_counts_helps_hurts_and_qk_halves():
-    f = pd.concat([_runs({"spt": 0.10, "qk_transfer": 0.09}, sets=("Up",)),
-                   _runs({"spt": -0.10, "qk_transfer": -0.01}, sets=("Down",), seed=1),
-                   _runs({"spt": 0.0, "qk_transfer": 0.0}, sets=("Flat",), seed=2)])
-    t = analysis.archive_table(f, {"Up": (50, 100, 2), "Down": (40, 80, 3), "Flat": (30, 60, 2)})
-    assert list(t.columns) == analysis.ARCHIVE_COLUMNS and list(t.dataset) == ["Up", "Down", "Flat"]
-    c = analysis.archive_counts(t)
-    assert (c["sets"], c["helps"], c["hurts"], c["unclear"]) == (3, 1, 1, 1)
-    assert t.set_index("dataset").loc["Up"].qk_share == pytest.approx(0.9, abs=0.1)
-    assert c["qk_keeps_half_where_spt_helps"] == 1
-
-
-def test_basin_accuracy_is_tested_within_sets_not_across():
-    """Set A is better than set B and holds more proximity runs: pooled, proximity would look
-    better; within sets the basin makes no difference, and the test must say so."""
-    rng = np.random.default_rng(0)
-    rows = []
-    for ds, level, prox_share in (("A", 0.9, 0.8), ("B", 0.6, 0.2)):
-        for k in range(20):
-            rows.append(dict(dataset=ds, arm="spt", seed=k, **{plan.PRIMARY: level + rng.normal(0, 0.02)},
-                             proximity_after_spt=2.0 if k < 20 * prox_share else 0.5))
-    out = analysis.basin_accuracy(pd.DataFrame(rows))
-    assert out["n"] == 40 and out["proximity"] == 20
-    assert out["basin"]["perm_p"] > 0.05 and out["basin"]["ci_low"] < 0 < out["basin"]["ci_high"]
-    planted = pd.DataFrame(rows)
-    planted.loc[planted.proximity_after_spt > 1, plan.PRIMARY] += 0.05
-    assert analysis.basin_accuracy(planted)["basin"]["perm_p"] < 0.01
