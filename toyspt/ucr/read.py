@@ -294,10 +294,12 @@ def _read(f, path: Path, delimiter: str | None, max_length: int | None) -> UCRFi
         if text is None:  # a line of LINE_CHUNK bytes or more: counted, never held
             if b"\r" in raw[:-1]:
                 _check_chars(path, lineno, "\r")
+            if width is not None:  # refused as soon as seen: the first MiB holds more values than a row
+                n = _count_fields([raw], delimiter) - 1
+                raise UCRError(f"{path}:{lineno}: ragged rows: over {n} values here (a line of more than "
+                               f"{LINE_CHUNK} bytes), {width - 1} on line {width_line}. Series of unequal "
+                               "length are not supported (no padding or resampling is done)")
             n = _count_fields(_rest_of_line(f, raw), delimiter) - 1
-            if width is not None:
-                raise UCRError(f"{path}:{lineno}: ragged rows: {n} values here, {width - 1} on line {width_line}. "
-                               "Series of unequal length are not supported (no padding or resampling is done)")
             raise _length_refusal(path, lineno, n, max_length) or UCRError(
                 f"{path}:{lineno}: a line of more than {LINE_CHUNK} bytes ({n} values); refused unparsed")
         if not text.strip(" \t"):

@@ -143,7 +143,7 @@ def test_a_long_row_after_a_short_one_is_ragged_at_once_in_little_memory(tmp_pat
     tracemalloc.start()
     t = time.perf_counter()
     try:
-        with pytest.raises(UCRError, match=r"Rag_TRAIN.tsv:2: ragged rows: 6291457 values here, 2 on line 1"):
+        with pytest.raises(UCRError, match=r"Rag_TRAIN.tsv:2: ragged rows: over \d+ values here .*, 2 on line 1"):
             load_ucr("Rag", root=str(tmp_path))
         seconds, peak = time.perf_counter() - t, tracemalloc.get_traced_memory()[1]
     finally:
