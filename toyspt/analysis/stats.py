@@ -114,8 +114,9 @@ def paired(d, decimals: int = DECIMALS, level: float = 0.05) -> dict:
     n = len(a)
     if n < 2:
         raise ValueError(f"d: need at least 2 non-NaN differences, got {n}")
-    mean, sd = float(a.mean()), float(a.std(ddof=1))
-    if sd > 0:
+    spread = np.ptp(a) > 0  # not sd > 0: the sd of equal values can be an ulp above 0
+    mean, sd = float(a.mean()), float(a.std(ddof=1)) if spread else 0.0
+    if spread:
         t = stats.ttest_1samp(a, 0.0)
         ci = t.confidence_interval(0.95)
         lo, hi, t_p = float(ci.low), float(ci.high), float(t.pvalue)
@@ -140,7 +141,7 @@ def tost(d, margin: float, decimals: int = DECIMALS) -> dict:
     a = _rounded(a[~np.isnan(a)], decimals)
     if len(a) < 2:
         raise ValueError(f"d: need at least 2 non-NaN differences, got {len(a)}")
-    if a.std(ddof=1) == 0:
+    if np.ptp(a) == 0:
         return dict(n=len(a), margin=margin, p=math.nan, ci90_low=math.nan, ci90_high=math.nan)
     lower = stats.ttest_1samp(a, -margin, alternative="greater").pvalue
     upper = stats.ttest_1samp(a, margin, alternative="less").pvalue
@@ -216,7 +217,7 @@ def share_of_gain(arm_diff, spt_diff, level: float = 0.95, decimals: int = DECIM
     n = len(a)
     cov = np.cov(a, b, ddof=1) / n
     lo, hi, kind = fieller(a.mean(), b.mean(), cov[0, 0], cov[1, 1], cov[0, 1], n - 1, level)
-    spt_p = float(stats.ttest_1samp(b, 0.0).pvalue) if b.std() > 0 else math.nan
+    spt_p = float(stats.ttest_1samp(b, 0.0).pvalue) if np.ptp(b) > 0 else math.nan
     return dict(n=n, share=float(a.mean() / b.mean()) if b.mean() != 0 else math.nan, ci_low=lo, ci_high=hi,
                 bounded=kind == "bounded", interval=kind, arm_mean=float(a.mean()), spt_mean=float(b.mean()),
                 spt_p=spt_p)
