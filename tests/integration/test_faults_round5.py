@@ -161,8 +161,6 @@ def test_plus_and_minus_infinity_never_agree(tmp_path):
     assert math.isinf(r.loc["a", "ref"])
 
 
-@pytest.mark.xfail(strict=True, reason="needs toyspt/cli/figs.py: --compare-to type=reference_dir (issue 34 F10); "
-                                       "remove this marker with that change")
 def test_paper_figs_refuses_a_bad_reference_before_drawing(tmp_path, capsys):
     from toyspt.cli.figs import main as figs_main
 

@@ -32,6 +32,7 @@ from toyspt.cli.flags import (
     default_workers,
     numerics_of,
     out_dir,
+    reference_dir,
     run_main,
 )
 from toyspt.figs import CONTRAST, FIGURES, HEADLINE, TIERS, FigContext, in_tier, load, render
@@ -67,7 +68,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     add_seeds(p, None, help="seeds, e.g. 0-4 or 0,2 (default 0-4, quick 0-1)")
     p.add_argument("--out", type=out_dir, default=None,
                    help="output directory (default figures/, quick figures-quick/)")
-    p.add_argument("--compare-to", default=None, metavar="DIR",
+    p.add_argument("--compare-to", type=reference_dir, default=None, metavar="DIR",
                    help="after drawing, compare every CSV with DIR's at the level of arm means "
                         "(toyspt.figs.check: stated tolerances); exit 1 when one disagrees")
     p.add_argument("--contrast", action=argparse.BooleanOptionalAction, default=None,
