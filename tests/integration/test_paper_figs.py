@@ -58,6 +58,8 @@ def test_quick_figures_then_warm_rerun_trains_nothing(tmp_path, training_calls):
     meta = json.loads((out / "metadata.json").read_text())
     assert meta["quick"] is True and meta["seeds"] == [0, 1] and set(meta["figures"]) == set(DEFAULT)
     assert meta["tier"] == "default" and not any((out / f"{n}.png").exists() for n in STUDY_ONLY)
+    # every figure readable: no text drawn over another (toyspt.figs.readable)
+    assert {n: meta["figures"][n]["overlapping_labels"] for n in DEFAULT} == {n: [] for n in DEFAULT}
     assert {"git_revision", "torch", "device"} <= set(meta)
     assert not list(out.glob(".tmp-*"))
     last = meta["last_run"]
@@ -101,6 +103,7 @@ def test_study_tier_figures_in_quick_mode_then_from_the_ledger_alone(tmp_path, c
         frame = pd.read_csv(out / f"{name}.csv")
         assert list(frame.columns) == load(name).COLUMNS and len(frame) > 0, name
         assert meta["figures"][name]["tier"] == "study"
+        assert meta["figures"][name]["overlapping_labels"] == [], name
     gain = pd.read_csv(out / "real_gain.csv")
     assert set(gain.arm) >= {"spt", "qk_transfer", "vo_transfer", "embed_transfer", "mlp_transfer", "norm_transfer",
                              "all_but_qk_transfer", "spt_norms", "spt_permuted", "scratch_matched", "alibi", "fire",

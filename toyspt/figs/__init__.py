@@ -92,9 +92,12 @@ class FigContext:
                        numerics=self.numerics)
 
     def stamp_regime(self, fig):
-        """Note the task regime below the axes of a toy figure (the bbox is tight); returns ``fig``."""
+        """Note the task regime below everything else a toy figure draws (the saved bbox is
+        tight, so the figure grows to hold it); returns ``fig``."""
         offset = self.base.data.offset
-        fig.text(0.5, 0.0, f"task regime: {self.regime} (per-sequence offset std {offset:g})",
+        fig.canvas.draw()
+        bottom = fig.get_tightbbox(fig.canvas.get_renderer()).y0 / fig.get_figheight()  # inches -> fraction
+        fig.text(0.5, bottom - 0.01, f"task regime: {self.regime} (per-sequence offset std {offset:g})",
                  ha="center", va="top", fontsize=7, color="0.35")
         return fig
 

@@ -41,12 +41,13 @@ def draw(ctx, runs):
             v = frame[(frame.arm == a) & (frame.metric == m)].value.to_numpy()
             ax.scatter(i + rng.uniform(-0.15, 0.15, len(v)), v, s=14, color=color(a), alpha=0.8)
             ax.hlines(v.mean(), i - 0.3, i + 0.3, color="k", lw=1.5)
-        ax.set_xticks(range(len(drawn)), drawn, rotation=60, ha="right")
+        ax.set_xticks(range(len(drawn)), drawn, rotation=90)  # upright boxes: neighbours never overlap
         ax.axhline(0.5, color="0.5", lw=0.8, ls=":")
         ax.set_title({"test_at_peak": "test accuracy at peak validation",
                       "final_train_acc": "final training accuracy"}[m])
     axes[0].set_ylabel("accuracy (points: seeds, bar: mean)")
     fig.suptitle(f"{TITLE} ({len(ctx.seeds)} seeds)")
+    fig.tight_layout()
     ctx.meta[NAME] = {a: {m: float(frame[(frame.arm == a) & (frame.metric == m)].value.mean()) for m in PANEL_METRICS}
                       for a in drawn}
     return ctx.stamp_regime(fig), frame

@@ -17,6 +17,8 @@ predictors compared and the basin). :func:`predictor_check` is the theory report
 """
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -172,19 +174,21 @@ def draw(ctx, runs):
     ax.set_yscale("log")
     ax.set_xticks(range(len(names)), names, fontsize=7)
     ax.set(ylabel="proximity index after SPT (log; > 1 proximity)",
-           title=f"basin per run, colour = predictor's call (X = miss)\n{check.checked}")
+           title=f"basin per run, colour = predictor's call (X = miss)\n{textwrap.fill(check.checked, 90)}")
     ax.title.set_fontsize(6.5)
-    ax = axes[0, 1]
-    for r in preds.itertuples():
-        x = max(r.cost_fraction, 1e-4)
-        ax.scatter(x, r.share, color="C0" if r.predictor.startswith(("beta", "basin")) else "C1", s=25)
-        ax.scatter(x, r.base_rate, color="0.5", marker="_", s=60)
-        ax.annotate(f"{r.label} (p {r.p:.2g})", (x, r.share), fontsize=5.5, xytext=(3, 2), textcoords="offset points")
-    ax.axhline(REAL_SHARE, color="k", ls="--", lw=0.8)
-    ax.set_xscale("log")
-    ax.set(xlabel="cost, fraction of one SPT run (1e-4 = no training)", ylim=(0, 1.05),
-           ylabel="share of runs whose basin it names\n(grey bar: always answering the majority basin)",
-           title=f"predictors on {len(basin)} SPT-only runs (p: exact McNemar vs majority)")
+    ax = axes[0, 1]  # one row per predictor, cheapest first: no label can fall on another
+    rows = preds.sort_values("cost_fraction", kind="stable").reset_index(drop=True)
+    ys = np.arange(len(rows))[::-1]
+    for y, r in zip(ys, rows.itertuples()):
+        ax.scatter(r.share, y, color="C0" if r.predictor.startswith(("beta", "basin")) else "C1", s=22, zorder=3)
+        ax.scatter(r.base_rate, y, color="0.5", marker="|", s=60, zorder=2)
+    ax.axvline(REAL_SHARE, color="k", ls="--", lw=0.8)
+    ax.set_yticks(ys, [f"{r.label} (cost {r.cost_fraction:.2g}, p {r.p:.2g})" for r in rows.itertuples()],
+                  fontsize=5.5)
+    ax.set(xlim=(0, 1.05), xlabel="share of runs whose basin it names (grey bar: always the majority basin)",
+           title=f"predictors on {len(basin)} SPT-only runs\n(cost: fraction of one SPT run; p: exact McNemar "
+                 "vs the majority basin)")
+    ax.title.set_fontsize(7)
     ax = axes[0, 2]  # beta trajectories
     for (kind, src, seed), res in ((k, r) for k, r in runs.items() if k[0] == "basin"):
         bt = sorted((int(r["epoch"]), float(r["value"])) for r in res.records if r["metric"] == "beta")

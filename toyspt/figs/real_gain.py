@@ -69,7 +69,7 @@ def draw(ctx, runs):
                 ax.annotate("*", (r.ci_high, yy), xytext=(3, -3), textcoords="offset points")
         ax.axvline(0, color="0.5", lw=0.8)
         ax.set_yticks(y, [f"{a} (n {int(k) if k == k else 0})" for a, k in zip(compared, g.n_seeds)], fontsize=7)
-        ax.set(xlabel=f"{plan.PRIMARY}: arm - scratch (mean, 95% t CI)", title=d.config.name)
+        ax.set(xlabel=f"{plan.PRIMARY}:\narm - scratch (mean, 95% t CI)", title=d.config.name)
         ax = axes[1, j]
         lo, hi = SHARE_LIMITS
         for yy, (arm, r) in zip(y, g.iterrows()):
@@ -86,7 +86,7 @@ def draw(ctx, runs):
         ax.set_xlim(lo - 0.1, hi + 0.1)
         ax.set_yticks(y, compared, fontsize=7)
         sp = g.loc["spt"]
-        ax.set(xlabel="share of SPT's gain (Fieller 95% CI; arrows: beyond the axis or unbounded)",
+        ax.set(xlabel="share of SPT's gain (Fieller 95% CI;\narrows: beyond the axis or unbounded)",
                title=f"SPT gain {sp.mean_diff:+.3f} [{sp.ci_low:+.3f}, {sp.ci_high:+.3f}], Holm p {sp.p_holm:.2g}")
         ax.title.set_fontsize(8)
     fig.suptitle(f"{TITLE}\ntier {t.name}: scratch/spt {len(t.power_seeds)} seeds, other arms {len(t.arm_seeds)}, "

@@ -29,7 +29,10 @@ from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available
 from toyspt.util.plots import color, seeded_jitter
 
 NAME = "ucr"
-TITLE = "Real time series (UCR): scratch, SPT, Q/K-only transfer and built-in locality (ALiBi, FIRE, RoPE)"
+TITLE = "Real time series (UCR)"  # the arms drawn follow (the tier decides which: :func:`title`)
+ARM_NAMES = {"scratch": "scratch", "spt": "SPT", "qk_transfer": "Q/K-only transfer", "alibi": "ALiBi", "fire": "FIRE",
+             "rope": "RoPE"}
+
 ARMS = plan.POWER_ARMS + ("qk_transfer",) + plan.BASELINES
 COLUMNS = rows.ROW_COLUMNS
 PAIRED_COLUMNS = gains.GAIN_COLUMNS
@@ -37,6 +40,11 @@ LABELS = {"mean_test_last20": "mean test acc., last 20% of epochs\n(primary: no 
           "test_at_min_val_loss": "test acc. at lowest validation loss", "final_test_acc": "final test accuracy",
           "peak_held_out": "peak held-out acc. (max test over\nepochs: optimistic; scratch, spt)"}
 
+
+def title(arms) -> str:
+    """The figure's title naming exactly the arms it draws."""
+    names = [ARM_NAMES[a] for a in arms]
+    return f"{TITLE}: " + (", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names))
 
 def specs(ctx):
     """``(source, arm, seed)``: the label runs of every available set at the tier's seeds;
@@ -102,7 +110,7 @@ def draw(ctx, runs):
         ax.set_ylabel("arm - scratch, primary metric\n(mean, 95% t CI; * Holm signed-rank p <= 0.05)" if j == 0 else "",
                       fontsize=8)
     note = f"skipped (not available): {', '.join(skipped)}" if skipped else "all four data sets"
-    fig.suptitle(f"{TITLE}\ntier {t.name}: seeds " + ", ".join(f"{a} {k}" for a, k in seeds.items())
+    fig.suptitle(f"{title(list(seeds))}\ntier {t.name}: seeds " + ", ".join(f"{a} {k}" for a, k in seeds.items())
                  + f"; dots = seeds, diamond = mean ± sd; {note}", fontsize=9)
     fig.tight_layout()
     return fig, {NAME: df, f"{NAME}_paired": pair}
