@@ -1,0 +1,45 @@
+"""The seed-block test: exact over every block, pinned on small cases, and calibrated."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from toyspt.analysis.seed_blocks import block_test
+
+
+def test_the_most_extreme_block_of_two_among_six_has_p_two_in_fifteen():
+    g = pd.Series([10.0, 9.0, 1.0, 2.0, 3.0, 4.0], index=range(6))
+    r = block_test(g, [0, 1])
+    # C(6,2) = 15 blocks; only {0,1} reaches |9.5 - 2.5| = 7 (the next, {2,3}: |1.5 - 6.5| = 5)
+    assert r["exact"] and r["blocks"] == 15 and r["difference"] == pytest.approx(7.0)
+    assert r["perm_p"] == pytest.approx(1 / 15)
+
+
+def test_two_sided_counts_blocks_as_far_below():
+    g = pd.Series([0.0, 0.0, 5.0, 5.0], index=[3, 4, 7, 9])
+    r = block_test(g, [3])
+    # 4 blocks of one: {3} and {4} give 0 - 10/3, {7} and {9} give 5 - 5/3: the same size, so all count
+    assert r["difference"] == pytest.approx(0.0 - 10 / 3) and r["perm_p"] == 1.0
+
+
+def test_every_block_is_enumerated_at_forty_seeds_and_five():
+    g = pd.Series(np.linspace(0, 1, 40), index=range(40))
+    r = block_test(g, range(5))
+    assert r["exact"] and r["blocks"] == math.comb(40, 5)
+    assert r["perm_p"] == pytest.approx(2 / math.comb(40, 5))  # the 5 smallest and the 5 largest
+
+
+def test_calibrated_under_exchangeable_seeds():
+    rng = np.random.default_rng(1)
+    rejections = sum(block_test(pd.Series(rng.normal(size=12), index=range(12)), range(3))["perm_p"] <= 0.05
+                     for _ in range(200))
+    assert rejections <= 20  # binomial(200, 0.05): P(X > 20) < 0.01
+
+
+def test_missing_seeds_and_tiny_groups_are_refused():
+    g = pd.Series([1.0, 2.0, 3.0], index=[0, 1, 2])
+    with pytest.raises(ValueError, match="no gain"):
+        block_test(g, [5])
+    with pytest.raises(ValueError, match="at least 2 other"):
+        block_test(g, [0, 1])
