@@ -6,11 +6,15 @@ reference (from the same tier), and the share of the gain that Q/K-only transfer
 interval). Related sets (:data:`toyspt.ucr.archive.RELATED_SETS`: sets sharing recordings) are
 marked with their unit's name and a square marker; the across-set test (Wilcoxon over the
 per-unit mean gains of the archive and paper sets together, :func:`toyspt.analysis.gains.across_sets`)
-is in the metadata and the title.
+is in the metadata and the title. Right: where these models stand, per set, scratch's and
+SPT's mean accuracy on the primary metric beside two standard non-Transformer classifiers on
+the same z-normalised splits, fitted on the whole training split (1-NN DTW and ROCKET,
+:mod:`toyspt.ucr.baselines`; not in quick mode, where their compile time would dominate).
 
 Writes ``archive_scan.csv`` (one row per archive set: :data:`toyspt.analysis.gains.ARCHIVE_COLUMNS`,
 with ``unit``, the related-set unit)
-and ``archive_scan_runs.csv`` (one row per run).
+``archive_scan_runs.csv`` (one row per run) and ``archive_scan_baselines.csv`` (one row per set,
+baseline and protocol: :data:`toyspt.ucr.baselines.COLUMNS`).
 """
 from __future__ import annotations
 
@@ -22,6 +26,8 @@ from toyspt.analysis import gains
 from toyspt.analysis.rows import label_frame, probe_specs
 from toyspt.ucr import plan
 from toyspt.ucr.archive import DEFAULT_RULE, RELATED_SETS, take, unit_of
+from toyspt.ucr.baselines import COLUMNS as BASELINE_COLUMNS
+from toyspt.ucr.baselines import BaselineSpec
 from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available, load_ucr
 
 NAME = "archive_scan"
@@ -32,18 +38,32 @@ COLUMNS = gains.ARCHIVE_COLUMNS
 
 def specs(ctx):
     """``(group, source, arm, seed)``: the archive sets' runs (group "archive") and the paper
-    sets' scratch, spt and qk_transfer (group "paper", the same runs as the other figures')."""
+    sets' scratch, spt and qk_transfer (group "paper", the same runs as the other figures');
+    ``("baselines", source)``: 1-NN DTW and ROCKET on each of those sets (not in quick mode)."""
     t = ctx.real_tier
     arch = [load_ucr(n) for n in take(DEFAULT_RULE, t.archive_sets)] if t.archive_sets else []
     out = {("archive", UCRSource.of(d), a, s.seed): s for d, a, s in plan.archive_specs(arch, t)}
     paper, _ = available(PAPER_DATASETS)
     out.update({("paper", UCRSource.of(d), a, s.seed): s
                 for d, a, s in plan.paper_specs(paper, t, plan.ARCHIVE_ARMS)})
-    return out | probe_specs(out)
+    baselines = {} if ctx.quick else {("baselines", UCRSource.of(d)): BaselineSpec(UCRSource.of(d))
+                                      for d in arch + paper}
+    return out | probe_specs(out) | baselines
+
+
+BASELINE_MARKS = {"1nn_dtw": ("v", "#9467bd", "1-NN DTW"), "rocket": ("^", "#8c564b", "ROCKET")}
+
+
+def baseline_frame(runs) -> pd.DataFrame:
+    """One row per set, baseline and protocol from the figure's ``("baselines", source)`` entries."""
+    rows = [r for label, res in runs.items() if label[0] == "baselines" for r in res.rows]
+    return pd.DataFrame(rows, columns=BASELINE_COLUMNS)
 
 
 def draw(ctx, runs):
     t = ctx.real_tier
+    base = baseline_frame(runs)
+    runs = {label: r for label, r in runs.items() if label[0] != "baselines"}
     arch = label_frame(runs, group="archive")
     sizes = {src.name: (len(d.train) + len(d.val), d.length, d.n_classes) for (g, src, *_) in runs if g == "archive"
              for d in [src.load()]}
@@ -59,7 +79,7 @@ def draw(ctx, runs):
     except ValueError as e:  # fewer than 2 units with a gain
         across = dict(error=str(e))
     ctx.meta[NAME]["across_sets"] = across
-    fig, axes = plt.subplots(1, 2, figsize=(13, 1.8 + 0.32 * max(1, len(both))), squeeze=False)
+    fig, axes = plt.subplots(1, 3, figsize=(18, 1.8 + 0.32 * max(1, len(both))), squeeze=False)
     y = np.arange(len(both))[::-1]
     ax = axes[0, 0]
     for yy, r in zip(y, both.itertuples()):
@@ -92,7 +112,30 @@ def draw(ctx, runs):
            title=f"Q/K-only keeps >= half of the gain on {cnt['qk_keeps_half']} sets "
                  f"({cnt['qk_keeps_half_lower_bound']} with the interval's lower end >= 1/2)")
     ax.title.set_fontsize(8)
+    _standing(axes[0, 2], both, base, y)
     fig.suptitle(f"{TITLE}\ntier {t.name}: {len(t.archive_seeds)} seeds per archive set; the paper's sets at "
                  f"{len(t.power_seeds)} (scratch, spt) and {len(t.qk_seeds)} (qk_transfer)", fontsize=9)
     fig.tight_layout()
-    return fig, {NAME: table, f"{NAME}_runs": arch}
+    ctx.meta[NAME]["baselines"] = base.groupby(["baseline", "protocol"]).test_acc.mean().round(4).reset_index().to_dict(
+        "records")
+    return fig, {NAME: table, f"{NAME}_runs": arch, f"{NAME}_baselines": base}
+
+
+def _standing(ax, both: pd.DataFrame, base: pd.DataFrame, y) -> None:
+    """Per set: scratch's and SPT's mean primary metric, and the baselines fitted on the whole
+    training split (the archive's protocol), on one accuracy axis."""
+    whole = base[base.protocol == "train+val"].set_index(["dataset", "baseline"]).test_acc
+    for yy, r in zip(y, both.itertuples()):
+        ax.plot([r.scratch_mean], [yy], "o", mfc="none", color="0.4", ms=5)
+        ax.plot([r.spt_mean], [yy], "o", color="C1", ms=4)
+        for b, (mark, col, _) in BASELINE_MARKS.items():
+            if (r.dataset, b) in whole.index:
+                ax.plot([whole[r.dataset, b]], [yy], mark, color=col, ms=5)
+    handles = [plt.Line2D([], [], ls="", marker="o", mfc="none", color="0.4", label="scratch"),
+               plt.Line2D([], [], ls="", marker="o", color="C1", label="spt")]
+    handles += [plt.Line2D([], [], ls="", marker=m, color=c, label=lab) for m, c, lab in BASELINE_MARKS.values()]
+    ax.legend(handles=handles, fontsize=6, loc="lower left")
+    ax.set_yticks(y, [""] * len(y))
+    ax.set(xlabel=f"accuracy ({plan.PRIMARY} for the Transformers;\ntest accuracy for the baselines)",
+           title="where these models stand" + ("" if len(base) else " (baselines not computed: quick mode)"))
+    ax.title.set_fontsize(8)

@@ -67,8 +67,17 @@ def test_archive_scan_marks_related_sets_and_tests_across_units(monkeypatch):
     frames = {"archive": pd.DataFrame(_rows(arch_sets, arms)), "paper": pd.DataFrame(_rows(paper_sets, arms, seed=1))}
     monkeypatch.setattr(archive_scan, "label_frame", lambda runs, group: frames[group])
     runs = {("archive", src[d], "spt", 0): None for d in arch_sets}
+    planted = [dict(dataset=d, baseline=b, protocol=p, n_train=25, n_test=50, n_correct=40 + k, test_acc=(40 + k) / 50,
+                    seconds=1.0) for k, d in enumerate(arch_sets + paper_sets) for b in ("1nn_dtw", "rocket")
+               for p in ("train", "train+val")]
+    runs |= {("baselines", src[d]): SimpleNamespace(rows=[r for r in planted if r["dataset"] == d])
+             for d in arch_sets + paper_sets}
     ctx = SimpleNamespace(real_tier=TIER, meta={})
     fig, out = archive_scan.draw(ctx, runs)
+    assert out["archive_scan_baselines"].to_dict("records") == planted  # every set's baselines, as computed
+    standing = fig.axes[2]
+    assert len(standing.lines) == 4 * 4  # per set: scratch, spt, 1-NN DTW, ROCKET
+    assert {t.get_text() for t in standing.get_legend().get_texts()} == {"scratch", "spt", "1-NN DTW", "ROCKET"}
     table = out["archive_scan"]
     assert list(table.columns) == archive_scan.COLUMNS
     assert dict(zip(table.dataset, table.unit)) == {"GunPointMaleVersusFemale": "GunPoint family", "Coffee": "Coffee"}
