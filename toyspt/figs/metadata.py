@@ -45,7 +45,8 @@ def machine_info() -> dict:
         flags = sorted(f for f in all_flags if f.startswith(("avx", "amx", "fma", "sse4", "f16c")))
     except OSError:
         pass
-    return dict(machine=platform.machine(), cpu=cpu, cpu_vector_flags=flags, torch_build=torch.__config__.show(),
+    return dict(machine=platform.machine(), cpu=cpu, cpu_vector_flags=flags,
+                cpu_capability=torch.backends.cpu.get_cpu_capability(), torch_build=torch.__config__.show(),
                 torch_parallel=torch.__config__.parallel_info(), mkldnn=torch.backends.mkldnn.is_available(),
                 training_threads=1, numpy=__import__("numpy").__version__)
 
@@ -132,7 +133,10 @@ class Metadata:
         """Record one written figure (``label``: its name, or ``<regime>/<name>`` in the contrast)."""
         regime, _, name = label.rpartition("/")
         where = self.meta["contrast"]["figures"] if regime else self.meta["figures"]
-        where[name] = facts
+        # the machine a figure was written on: the kernels torch dispatches to (cpu_capability)
+        # decide the runs' bits, and figures of one folder may come from different machines
+        where[name] = {**facts, "written_on": dict(cpu=self.meta["reproducibility"]["cpu"],
+                                                   cpu_capability=self.meta["reproducibility"]["cpu_capability"])}
         self.write()
 
     def drawn(self) -> dict[str, dict]:

@@ -10,7 +10,9 @@ fingerprint, recipe, seed, evaluation policy, numerics, format version), ``paren
 the run it continues, or null), ``tier``, ``entry`` (the entry's JSON in the exact compact form
 of :mod:`toyspt.runs.records`: per-epoch curves, summary, tracker records the figures read),
 ``states`` (the weights the entry had), ``norms`` (per state and tensor, Frobenius norm),
-``seconds`` (wall seconds of its computation), ``cpu`` (the host's CPU model), ``torch``.
+``seconds`` (wall seconds of its computation), ``cpu`` (the host's CPU model), ``cpu_capability``
+(the vector kernels torch dispatches to: AVX512 and AVX2 hosts of one CPU model name round
+differently, so a run reproduces bit for bit only on its capability), ``torch``.
 
 Figures and statistics are drawn from it alone: a spec asked for by a figure is answered by its
 record when the cache has no entry (:meth:`Ledger.answer`; the entry then has no weights, and
@@ -173,7 +175,8 @@ class Ledger:
         return dict(ledger=LEDGER_FORMAT, key=spec.key(), kind=spec.kind, spec=jsonable(spec.to_dict()),
                     parent=parent.key() if parent is not None else None, tier=self.tier,
                     entry=exact_encode(_slim(blob)), states=list(tensors), norms=norms(tensors),
-                    seconds=getattr(entry, "seconds", None), cpu=cpu_model(), torch=torch.__version__,
+                    seconds=getattr(entry, "seconds", None), cpu=cpu_model(),
+                    cpu_capability=torch.backends.cpu.get_cpu_capability(), torch=torch.__version__,
                     written=stamp())
 
     def add(self, spec: Spec, entry: Entry) -> bool:
