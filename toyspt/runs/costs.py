@@ -6,9 +6,9 @@ machine of the usual cloud kind), from its structure: for a run, its own phases'
 steps (a fixed cost per step, which dominates small batches, plus the matrix products of
 its tokens), the evaluations its policy makes (every split every epoch, or validation and
 what ``peak`` adds: long test splits cost in proportion to their length), and each
-tracker's records (how often, on how many sequences, in which precision); other kinds of
-entries say it themselves (:meth:`toyspt.runs.specs.Spec.seconds_hint`) or through their
-``cost``. :class:`CostModel` multiplies the prior by factors learned from entries whose
+tracker's records, priced by the tracker (how often, on how many sequences, in which
+precision). Every spec states it the one way, :meth:`toyspt.runs.specs.Spec.seconds`
+(a run's is :func:`run_seconds`). :class:`CostModel` multiplies the prior by factors learned from entries whose
 seconds are known (``Entry.seconds`` of cached entries, and of each run as it finishes), per
 kind at four levels -- everything, the kind of entry, its data set and policy, the same spec
 on another seed -- each level shrunk towards the one above, so one observation of a kind
@@ -37,12 +37,7 @@ STEP_FIXED = 1.4e-3  # seconds per optimizer step outside the arithmetic, per la
 FORWARD_FIXED = 0.3e-3  # seconds per evaluation forward outside the arithmetic
 EPOCH_FIXED = 2e-3  # seconds per epoch (permutation, bookkeeping)
 RUN_FIXED = 0.05  # seconds per run (model, optimizer, data at hand)
-FLOAT64 = 2.0  # a float64 probe's arithmetic against float32
 EVAL_TOKENS = 512 * 32  # tokens per evaluation forward (toyspt.train.evaluation.EVAL_TOKENS)
-# a tracker record: fixed seconds (copies, hooks, SVDs) and rows it reads
-TRACKER_FIXED = {"displacement": 4e-3, "profile": 2e-3, "beta": 3e-3, "probes": 15e-3}
-UNKNOWN_SECONDS = 2.0  # an entry that says nothing of its cost
-SECONDS_PER_COST = 1.5e-7  # seconds per unit of Spec.cost (token-steps x layers x width) without a hint
 SHRINK = 2.0  # observations a level's factor counts as, pulling it towards the level above
 
 
@@ -58,29 +53,12 @@ def _forwards(rows: int, T: int) -> int:
     return -(-rows // per) if rows else 0
 
 
-def _int(value: Any, default: int) -> int:
-    """``value`` as a positive int, else ``default`` (a tracker name is checked where it is made, not here)."""
-    try:
-        return max(1, int(value))
-    except (TypeError, ValueError):
-        return default
+def run_seconds(spec: RunSpec) -> float:
+    """Seconds of ``spec``'s own phases (a continued run: what it adds), its evaluations and its
+    trackers' records on the reference machine (``RunSpec.seconds``); each tracker prices its own
+    records (:func:`toyspt.probe.tracking.tracker_price`)."""
+    from toyspt.probe.tracking import tracker_price
 
-
-def _trackers(spec: RunSpec) -> list[tuple[str, dict[str, Any]]]:
-    """(name, options as written) of each tracker of ``spec``."""
-    out = []
-    for name in spec.trackers:
-        base, _, rest = name.partition(":")
-        kw = {}
-        for item in filter(None, rest.split(",")):
-            k, _, v = item.partition("=")
-            kw[k] = v
-        out.append((base, kw))
-    return out
-
-
-def run_prior(spec: RunSpec) -> float:
-    """Seconds of ``spec``'s own phases (a continued run: what it adds) on the reference machine."""
     rec = get_recipe(spec.recipe)
     n, n_val, n_test, T = data_shape(spec.data)
     parent = spec.parent()
@@ -102,32 +80,18 @@ def run_prior(spec: RunSpec) -> float:
         else:  # validation every epoch; test where it peaks, in the last fifth, at the end; train at the end
             share = min(1.0, 0.2 + 6.0 / label)
             seconds += label * evaluate(n_val) + label * share * evaluate(n_test) + 2 * evaluate(n)
-    all_epochs = (tr.pre_epochs if rec.pretrains else 0) + rec.label_epochs(tr)
     spt_epochs = tr.pre_epochs if rec.pretrains else 0
-    for base, kw in _trackers(spec):
-        at = kw.get("at")
-        if base == "probes":
-            rows = _int(kw.get("n"), 128)
-            events = all_epochs * steps_per_epoch // _int(kw.get("every"), 50) + 2
-            cost = 4 * FLOAT64 * fwd * min(rows, n) * T / FLOPS
-        else:
-            rows = min(256, n_val)
-            epochs = spt_epochs if base == "beta" else all_epochs
-            events = (len(at.split("/")) if at else epochs) + 2
-            cost = (FLOAT64 if base == "beta" else 1.0) * fwd * rows * T / FLOPS if base != "displacement" else 0.0
-        seconds += events * (TRACKER_FIXED.get(base, 5e-3) + cost)
+    epochs = spt_epochs + rec.label_epochs(tr)
+    for name in spec.trackers:
+        records, fixed, rows = tracker_price(name, n_train=n, n_val=n_val, steps=epochs * steps_per_epoch,
+                                             epochs=epochs, spt_epochs=spt_epochs)
+        seconds += records * (fixed + fwd * rows * T / FLOPS)
     return seconds
 
 
 def prior(spec: Spec) -> float:
-    """Seconds ``spec`` takes on one idle core of the reference machine, by its structure."""
-    if isinstance(spec, RunSpec):
-        return run_prior(spec)
-    hint = spec.seconds_hint()
-    if hint is not None:
-        return float(hint)
-    c = spec.cost()
-    return c * SECONDS_PER_COST if c > 0 else UNKNOWN_SECONDS
+    """Seconds ``spec`` takes on one idle core of the reference machine: its own estimate (``Spec.seconds``)."""
+    return float(spec.seconds())
 
 
 def busy_factor(workers: int) -> float:
@@ -241,4 +205,4 @@ def simulate(pending: Sequence[Spec], after: dict[str, str], estimate: Callable[
     return finish
 
 
-__all__ = ["prior", "run_prior", "levels", "busy_factor", "CostModel", "simulate", "FLOPS"]
+__all__ = ["prior", "run_seconds", "levels", "busy_factor", "CostModel", "simulate", "FLOPS"]

@@ -36,7 +36,7 @@ class Step(Spec):
     def parent(self):
         return None if self.after is None else Step(self.after, log=self.log)
 
-    def seconds_hint(self) -> float:
+    def seconds(self) -> float:
         return self.sleep + 0.01
 
     def execute(self, progress: bool = False, start: RunResult | None = None) -> RunResult:
