@@ -108,6 +108,7 @@ def cmd_compare(args) -> int:
     import torch
 
     from toyspt.runs import RunCache, executor_scope
+    from toyspt.runs.sweeps import SweepOptions
     from toyspt.runs.tables import compare, default_columns, write_tables
 
     torch.set_num_threads(1)
@@ -128,9 +129,9 @@ def cmd_compare(args) -> int:
     print(f"train config: {json.dumps(asdict(base.train))}")
     columns = {} if args.no_probes else default_columns(blindness=args.blindness)
     with executor_scope(args.workers, args.dask) as ex:
-        table, per_seed = compare(arms, args.seeds, base, RunCache(args.cache), data, workers=args.workers,
-                                  recompute=args.recompute, executor=ex, lockstep=not args.no_lockstep,
-                                  columns=columns)
+        options = SweepOptions(workers=args.workers, executor=ex, lockstep=not args.no_lockstep, desc="compare")
+        table, per_seed = compare(arms, args.seeds, base, RunCache(args.cache), data, options=options,
+                                  recompute=args.recompute, columns=columns)
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(table.to_string(index=False))
     if args.out:

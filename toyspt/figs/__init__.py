@@ -14,7 +14,7 @@ Adding a figure is one module ``toyspt/figs/<name>.py`` plus its name in :data:`
 :func:`write` turns what ``draw`` returns into ``NAME.png``, ``NAME.pdf`` and ``NAME.csv``
 in ``ctx.out`` (quick figures stamped QUICK), after checking the documented columns, and
 :func:`render` does results -> draw -> write for one figure whose runs are ready:
-``toyspt.cli.figs`` sweeps every figure's runs through the cache, in the order of
+:mod:`toyspt.figs.job` sweeps every figure's runs through the cache, in the order of
 :data:`FIGURES` (the headline first), and renders each figure as soon as its last run is stored
 (:mod:`toyspt.figs.schedule`); :mod:`toyspt.figs.metadata` writes ``metadata.json``.
 """

@@ -356,13 +356,13 @@ def run_demo(cfg: DemoConfig = DemoConfig(), out: Path | str | None = "lra_demo"
              workers: int = 1, executor=None) -> DemoResult:
     """Every seed through the run cache (trained on a miss), the checkpoints written to
     ``out/seed<k>/`` (unless ``out`` is None), the records and summary gathered."""
-    from toyspt.runs.sweeps import sweep
+    from toyspt.runs.sweeps import SweepOptions, sweep
 
     specs = [DemoSpec(int(s), cfg) for s in seeds]
     if not specs:
         raise ValueError("seeds: need at least one seed")
-    results = sweep(specs, cache or RunCache(), workers=workers, executor=executor, recompute=recompute,
-                    progress=progress, desc="lra demo")
+    results = sweep(specs, cache or RunCache(), SweepOptions(workers=workers, executor=executor, progress=progress,
+                                                             desc="lra demo"), recompute=recompute)
     paths = {}
     if out is not None:
         for spec, res in zip(specs, results):

@@ -70,16 +70,16 @@ def rows(labelled: Sequence[tuple[dict, Spec]], results: Sequence[Entry], metric
 
 
 def per_seed_frame(arms: Sequence[str], seeds: Sequence[int], base: RunSpec, cache,
-                   data: Sequence[DataSource] | None = None, workers: int = 1, recompute: bool = False,
-                   progress: bool = True, executor=None, lockstep: bool = True, dask: str | None = None,
+                   data: Sequence[DataSource] | None = None, options=None, recompute: bool = False,
                    columns: Mapping[str, Column] | None = None) -> pd.DataFrame:
     """One row per (dataset, arm, seed) with the run summary and the extra columns (default
-    :func:`default_columns`); runs go through :func:`toyspt.runs.sweeps.sweep`."""
-    from toyspt.runs.sweeps import sweep
+    :func:`default_columns`); runs go through :func:`toyspt.runs.sweeps.sweep` with ``options``
+    (a :class:`toyspt.runs.sweeps.SweepOptions`; default: lockstep, a progress bar)."""
+    from toyspt.runs.sweeps import SweepOptions, sweep
 
     specs = arm_specs(arms, seeds, base, data)
-    results = sweep([s for _, s in specs], cache, workers=workers, executor=executor, recompute=recompute,
-                    progress=progress, desc="compare", lockstep=lockstep, dask=dask)
+    results = sweep([s for _, s in specs], cache, options or SweepOptions(lockstep=True, desc="compare"),
+                    recompute=recompute)
     return rows(specs, results, columns=default_columns() if columns is None else columns)
 
 
