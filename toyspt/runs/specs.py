@@ -14,7 +14,6 @@ the sweep see nothing else of a spec.
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar, Protocol, Sequence
 
@@ -24,6 +23,7 @@ from toyspt.data import source
 from toyspt.data.source import DataSource
 from toyspt.data.tasks import TaskConfig
 from toyspt.nn.model import ModelConfig
+from toyspt.runs.pricing import run_seconds
 from toyspt.train.compiled import check_numerics
 from toyspt.train.evaluation import check_policy
 from toyspt.train.recipes import TrainConfig, get_recipe
@@ -149,14 +149,6 @@ def single_thread(fn, *args, **kwargs):
         torch.set_num_threads(threads)
 
 
-@functools.lru_cache(maxsize=256)
-def data_shape(data: DataSource) -> tuple[int, int, int, int]:
-    """(training, validation, test examples, positions per example) of a data source (loaded
-    once per process)."""
-    d = data.load()
-    return len(d.train), len(d.val), len(d.test), int(d.train.x.shape[1])
-
-
 @dataclass(frozen=True)
 class RunSpec(Spec):
     """Everything that determines one training run: a recipe of :mod:`toyspt.train.recipes`
@@ -209,9 +201,7 @@ class RunSpec(Spec):
 
     def seconds(self) -> float:
         """Seconds of this run's own phases (a continued run: what it adds), its evaluations and
-        its trackers' records, by the reference machine's model (:func:`toyspt.runs.costs.run_seconds`)."""
-        from toyspt.runs.costs import run_seconds  # the reference machine's model imports this module
-
+        its trackers' records, by the reference machine's model (:func:`toyspt.runs.pricing.run_seconds`)."""
         return run_seconds(self)
 
     def parent(self):
@@ -319,4 +309,4 @@ def with_overrides(spec: RunSpec, **overrides) -> RunSpec:
 
 
 __all__ = ["Spec", "Entry", "Table", "RunSpec", "FORMAT_VERSION", "jsonable", "digest", "single_thread", "train_spec",
-           "spec_from_dict", "with_overrides", "data_shape", "UNKNOWN_SECONDS"]
+           "spec_from_dict", "with_overrides", "UNKNOWN_SECONDS"]
