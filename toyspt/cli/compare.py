@@ -1,4 +1,4 @@
-"""``toyspt compare``: arms over seeds on any data, mean ± std tables (:mod:`toyspt.runs.tables`);
+"""``toyspt compare``: arms over seeds on any data, mean ± std tables (:mod:`toyspt.analysis.tables`);
 ``toyspt ucr`` is the same front door with UCR defaults (``--data ucr:NAME`` and its flags).
 
 ``--data KIND[:NAME,...]`` names the data through the data-source registry
@@ -89,9 +89,9 @@ def cmd_compare(args) -> int:
     import pandas as pd
     import torch
 
+    from toyspt.analysis.tables import compare, default_columns, write_tables
     from toyspt.runs import RunCache, executor_scope
     from toyspt.runs.sweeps import SweepOptions
-    from toyspt.runs.tables import compare, default_columns, write_tables
 
     torch.set_num_threads(1)
     from toyspt.data.source import kind_of

@@ -64,7 +64,7 @@ class FigContext:
     meta: dict[str, Any] = field(default_factory=dict)  # per-figure facts for metadata.json
     regime: str = "proximity"  # a key of REGIMES: which task the toy figures use
     numerics: str = "eager"  # the toy and UCR runs' numerics path: eager | compiled (toyspt.train.compiled)
-    tier: str = "default"  # the real-data study's tier: default | study (toyspt.ucr.plan.TIERS)
+    tier: str = "default"  # the real-data study's tier: default | study (toyspt.ucr.design.TIERS)
 
     def __post_init__(self):
         if self.regime not in REGIMES:
@@ -74,8 +74,8 @@ class FigContext:
 
     @property
     def real_tier(self):
-        """The real-data study's tier (:class:`toyspt.ucr.plan.Tier`; quick: its smoke version)."""
-        from toyspt.ucr.plan import tier
+        """The real-data study's tier (:class:`toyspt.ucr.design.Tier`; quick: its smoke version)."""
+        from toyspt.ucr.design import tier
 
         return tier(self.tier, self.quick, self.seeds, self.numerics)
 

@@ -29,7 +29,7 @@ from toyspt.runs import RunCache, RunSpec, sweep
 from toyspt.runs.ledger import Ledger, data_kind
 from toyspt.runs.planning import make_plan
 from toyspt.runs.sweeps import Stopped, SweepOptions
-from toyspt.ucr.plan import phase_of
+from toyspt.ucr.design import phase_of
 from toyspt.util import plots
 from toyspt.util.atomic import uninterrupted
 
@@ -89,7 +89,7 @@ def run_job(job: FigureJob) -> int:
     where = {label: (c, mods[n]) for label, c, n in jobs}
     every = [s for label in drawing for s in planned[label].values()]
     ledger = job.ledger
-    # the real-data study's order: whole comparisons first (toyspt.ucr.plan.phase_of), other runs as they come
+    # the real-data study's order: whole comparisons first (toyspt.ucr.design.phase_of), other runs as they come
     phase: dict[str, int] = {}
     for label in drawing:
         for facts, s in planned[label].items():

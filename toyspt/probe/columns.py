@@ -40,7 +40,7 @@ def _index(fn):
     return column
 
 
-# per-run columns of ``toyspt compare`` (toyspt.runs.tables), any data: name -> fn(spec, result) -> float
+# per-run columns of ``toyspt compare`` (toyspt.analysis.tables), any data: name -> fn(spec, result) -> float
 PROBE_COLUMNS: dict[str, Callable[[Any, Any], float]] = {
     "rel_disp_WQ": lambda spec, res: relative_displacement(res.states["final"], res.states["init"], "W_Q"),
     "rel_disp_WK": lambda spec, res: relative_displacement(res.states["final"], res.states["init"], "W_K"),

@@ -13,7 +13,7 @@ from toyspt.runs import RunCache, RunSpec, sweep
 from toyspt.runs.planning import make_plan
 from toyspt.runs.sweeps import SweepOptions
 from toyspt.train.recipes import TrainConfig
-from toyspt.ucr.plan import basin_trackers
+from toyspt.ucr.design import basin_trackers
 
 TC = TrainConfig(epochs=3, pre_epochs=2, batch_size=32)
 # every registered tracker, with options that make it record often (more chances to disturb)

@@ -131,7 +131,7 @@ def test_make_trackers_registry_and_errors(small_data):
 
 
 def test_run_spec_trackers_and_compare_columns(small_data):
-    from toyspt.runs.tables import default_columns
+    from toyspt.analysis.tables import default_columns
 
     cols = default_columns()
     spec = RunSpec("scratch", seed=0, data=small_data.config, model=ModelConfig(**SMALL),

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
+from toyspt.analysis.tables import default_columns, per_seed_frame
 from toyspt.cli.main import main
 from toyspt.figs import FigContext, write
 from toyspt.figs import ucr as ucr_fig
@@ -15,7 +16,6 @@ from toyspt.nn.model import ModelConfig
 from toyspt.runs import RunCache, sweep
 from toyspt.runs.arms import arm_spec
 from toyspt.runs.sweeps import SweepOptions
-from toyspt.runs.tables import default_columns, per_seed_frame
 from toyspt.train.recipes import TrainConfig
 from toyspt.ucr import sources as ucr_sources
 from toyspt.ucr.data import (
@@ -302,17 +302,17 @@ def test_figure_draws_available_sets_and_lists_the_rest_as_skipped(tmp_path, mon
                     reason="needs the ucr-all extra")
 @pytest.mark.parametrize("tier", ["default", "study"])
 def test_figure_plan_full_mode(monkeypatch, tier):
-    """Full mode: every set, the tier's arms and seeds (toyspt.ucr.plan.TIERS), untracked."""
+    """Full mode: every set, the tier's arms and seeds (toyspt.ucr.design.TIERS), untracked."""
     monkeypatch.delenv(ENV_ROOT, raising=False)
-    from toyspt.ucr import plan
+    from toyspt.ucr import design
 
-    t = plan.TIERS[tier]
+    t = design.TIERS[tier]
     specs = {k: s for k, s in ucr_fig.specs(FigContext(out=None, seeds=(0, 1, 2, 3, 4), tier=tier)).items()
              if k[0] != "proximity"}  # the runs (not their cached probes)
     for name in PAPER_DATASETS:
         got = {(a, k) for (src, a, k) in specs if src.name == name}
         want = ({(a, k) for a in ("scratch", "spt") for k in t.power_seeds} | {("qk_transfer", k) for k in t.qk_seeds}
-                | {(a, k) for a in plan.BASELINES for k in t.baseline_seeds})
+                | {(a, k) for a in design.BASELINES for k in t.baseline_seeds})
         assert got == want, name
     assert not any(s.trackers for s in specs.values())
     assert {s.evaluate for (_, a, _), s in specs.items() if a in ("scratch", "spt")} == {"all"}
