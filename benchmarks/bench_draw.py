@@ -18,6 +18,7 @@ import torch
 
 from toyspt.figs import FIGURES, FigContext, in_tier, load, write
 from toyspt.runs import RunCache, sweep
+from toyspt.runs.sweeps import SweepOptions
 from toyspt.util import plots
 
 
@@ -41,7 +42,7 @@ def main(argv=None) -> int:
         for n in names:
             mod = load(n)
             specs = mod.specs(ctx)
-            runs = dict(zip(specs, sweep(list(specs.values()), cache, progress=False)))
+            runs = dict(zip(specs, sweep(list(specs.values()), cache, options=SweepOptions(progress=False))))
             c, w = time.process_time(), time.perf_counter()
             drawn = mod.draw(ctx, runs)
             c1, w1 = time.process_time(), time.perf_counter()

@@ -1,8 +1,8 @@
 """The headline claims of the README, re-measured (long: run with ``pytest -m slow``)."""
 import pytest
 
+from toyspt.analysis.tables import per_seed_frame
 from toyspt.runs import RunCache, RunSpec
-from toyspt.runs.tables import per_seed_frame
 
 
 @pytest.mark.slow

@@ -20,6 +20,7 @@ from toyspt.cli.flags import run_main
 from toyspt.cli.main import main
 from toyspt.runs import CacheError, RunCache, RunSpec, get_run, sweep
 from toyspt.runs.cache import STALE_TMP_SECONDS
+from toyspt.runs.sweeps import SweepOptions
 from toyspt.train.recipes import TrainConfig
 
 BASE = RunSpec("scratch", 0, SMALL_TASK, train=TrainConfig(epochs=1, pre_epochs=1, batch_size=64))
@@ -84,7 +85,7 @@ def test_unusable_or_read_only_cache_is_refused_before_training(tmp_path, monkey
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     with pytest.raises(CacheError, match="Not a directory"):  # a cache path under a file
-        sweep([BASE], RunCache(blocker / "cache"), progress=False)
+        sweep([BASE], RunCache(blocker / "cache"), options=SweepOptions(progress=False))
 
     class ReadOnly:  # what a read-only mount answers (root ignores chmod, so simulate it)
         def __init__(self, *a, **k):
@@ -92,7 +93,7 @@ def test_unusable_or_read_only_cache_is_refused_before_training(tmp_path, monkey
 
     monkeypatch.setattr(cache_mod.tempfile, "TemporaryDirectory", ReadOnly)
     with pytest.raises(CacheError, match="not writable: Read-only file system"):
-        sweep([BASE], RunCache(tmp_path / "ro"), progress=False)
+        sweep([BASE], RunCache(tmp_path / "ro"), options=SweepOptions(progress=False))
     assert calls == []  # nothing trained before the refusal
 
 

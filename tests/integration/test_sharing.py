@@ -8,6 +8,7 @@ import torch
 from checks import assert_bitwise
 
 from toyspt.nn.model import ModelConfig
+from toyspt.runs.sweeps import SweepOptions
 from toyspt.train.evaluation import extra_splits
 from toyspt.train.recipes import TABLE, TrainConfig, get_recipe
 from toyspt.train.run import run_recipe, run_recipe_seeds
@@ -134,7 +135,7 @@ def test_start_refused_with_reason(small_data):
 from conftest import SMALL_TASK  # noqa: E402
 
 from toyspt.runs import RunCache, RunSpec, get_run, sweep  # noqa: E402
-from toyspt.runs.sweeps import plan  # noqa: E402
+from toyspt.runs.planning import make_plan  # noqa: E402
 from toyspt.train import run as train_mod  # noqa: E402
 
 
@@ -160,12 +161,13 @@ def test_sweep_trains_each_spt_phase_once(lockstep, tmp_path, spt_phases):
     specs = [small(r, s, evaluate=e) for r in ("spt", "qk_transfer", "all_but_qk_transfer")
              for s in (0, 1) for e in ("all", "peak")] + [small("scratch_matched", s, evaluate="peak") for s in (0, 1)]
     cache = RunCache(tmp_path)
-    answer, done, todo = plan(specs, cache)
+    p = make_plan(specs, cache)
+    answer, done, todo = p.answer, p.done, p.todo
     # peak specs asked beside their "all" twins are answered by them; parents come first
     assert [(s.recipe, s.evaluate) for s in todo if s.seed == 0] == [
         ("spt_only", "all"), ("spt", "all"), ("qk_transfer", "all"), ("all_but_qk_transfer", "all"),
         ("scratch", "peak"), ("scratch_matched", "peak")]
-    got = sweep(specs, cache, progress=False, lockstep=lockstep)
+    got = sweep(specs, cache, options=SweepOptions(progress=False, lockstep=lockstep))
     assert sorted(spt_phases) == [0, 1]  # one SPT phase per seed for all six SPT recipes x policies
     del spt_phases[:]
     assert_bitwise([answer[s.key()].execute() for s in specs], got)  # afresh: bitwise the same
@@ -176,20 +178,20 @@ def test_sweep_trains_each_spt_phase_once(lockstep, tmp_path, spt_phases):
 
 def test_sweep_with_workers_sends_children_after_parents(tmp_path):
     specs = [small("qk_transfer", s) for s in (0, 1, 2)] + [small("scratch", 3)]
-    got = sweep(specs, RunCache(tmp_path), workers=2, progress=False, lockstep=True)
+    got = sweep(specs, RunCache(tmp_path), options=SweepOptions(workers=2, progress=False, lockstep=True))
     assert_bitwise([s.execute() for s in specs], got)
 
 
 def test_peak_spec_is_answered_by_the_all_run(tmp_path, spt_phases):
     cache = RunCache(tmp_path)
-    full = sweep([small("spt", 0)], cache, progress=False)
+    full = sweep([small("spt", 0)], cache, options=SweepOptions(progress=False))
     assert spt_phases == [0]
-    peak = sweep([small("spt", 0, evaluate="peak")], cache, progress=False)
+    peak = sweep([small("spt", 0, evaluate="peak")], cache, options=SweepOptions(progress=False))
     assert spt_phases == [0] and peak[0].history == full[0].history  # nothing trained
     assert get_run(small("spt", 0, evaluate="peak"), cache).history == full[0].history
     # asked together, only the run evaluated with "all" trains
     both = sweep([small("qk_transfer", 1, evaluate="peak"), small("qk_transfer", 1)], RunCache(tmp_path / "b"),
-                 progress=False)
+                 options=SweepOptions(progress=False))
     assert both[0] is both[1]
 
 
@@ -199,7 +201,7 @@ def test_recompute_recomputes_the_parent(tmp_path, spt_phases):
     assert spt_phases == [0] and cache.has(small("spt_only", 0))
     get_run(small("qk_transfer", 0), cache)
     assert spt_phases == [0]
-    sweep([small("qk_transfer", 0)], cache, recompute=True, progress=False)
+    sweep([small("qk_transfer", 0)], cache, recompute=True, options=SweepOptions(progress=False))
     assert spt_phases == [0, 0]
 
 

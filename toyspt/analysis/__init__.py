@@ -1,15 +1,16 @@
 """What runs say, on any data: the layer between the run system (:mod:`toyspt.runs`) and the
 studies and figures that read it. Nothing here knows which data a run trained on; the study
-designs (:mod:`toyspt.ucr.plan`, the figures) say which metric is primary and which sets are related.
+designs (:mod:`toyspt.ucr.design`, the figures) say which metric is primary and which sets are related.
 
     stats       paired differences, Holm, Fieller shares, base rates, within-set association
     rank_tests  the Wilcoxon signed-rank test every verdict uses, its interval and power
-    rows        one row per label run (toyspt.runs.tables.run_row with the label phase's
+    rows        one row per label run (toyspt.analysis.tables.run_row with the label phase's
                 columns) and the frame a figure builds from its runs
     gains       every arm against scratch, paired by seed, with intervals; shares of SPT's gain
     basin       the basin rule (proximity index > 1), basin rows of tracked SPT-only runs,
                 predictor tests, the basin against SPT's own accuracy
     basin_grid  the toy's basin phase diagram: a grid of task settings as SPT-only runs
+    tables      the one per-run row (run_row), per-seed summaries and mean ± std tables (toyspt compare)
 """
 from toyspt.util.lazy import exports
 
@@ -18,4 +19,5 @@ __all__, __getattr__, __dir__ = exports(globals(), {
     "toyspt.analysis.rows": ("label_row", "label_frame"),
     "toyspt.analysis.gains": ("gain_table", "gain_and_share"),
     "toyspt.analysis.basin": ("basin_of", "basin_row", "predictor_test"),
+    "toyspt.analysis.tables": ("run_row", "compare", "per_seed_frame", "write_tables"),
 })

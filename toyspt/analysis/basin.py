@@ -28,7 +28,7 @@ from toyspt.analysis.stats import hits_vs_base_rate, within_set_association
 
 PROXIMITY, ANTI_LOCAL = "proximity", "anti-local"
 # SPT epochs after which early signals are read (a run records those it reaches: the UCR basin
-# runs' trackers record after exactly these, toyspt.ucr.plan.basin_trackers; the toy grid reads
+# runs' trackers record after exactly these, toyspt.ucr.design.basin_trackers; the toy grid reads
 # the first three, toyspt.analysis.basin_grid.GRID_EPOCHS)
 EARLY_EPOCHS = (1, 2, 3, 5, 10, 20, 50, 100, 200)
 SERIES = {"beta": "beta", "proximity_index": "proximity"}  # tracked metric -> its columns' prefix

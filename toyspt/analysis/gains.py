@@ -11,7 +11,7 @@ its p from that test. The mean with its t interval and t p (``mean_diff``, ``ci_
 ``ci_high``, ``p_t``) is descriptive.
 
 **Families.** The confirmatory family is the ``primary`` metric (the real-data study's:
-:data:`toyspt.ucr.plan.PRIMARY`) x the sets of one table for the comparison spt vs scratch
+:data:`toyspt.ucr.design.PRIMARY`) x the sets of one table for the comparison spt vs scratch
 (:data:`CONFIRMATORY_ARM`): ``family`` "confirmatory", ``p_holm`` Holm over those rows. Every
 other row is ``descriptive``; its ``p_holm`` is Holm over the sets of its own arm x metric
 (said in ``holm_m``, the family's size). The MDE (``mde80``) is that of the signed-rank test at
@@ -19,7 +19,7 @@ alpha / holm_m, the level Holm's first step needs.
 
 The frames are per-run rows (:func:`toyspt.analysis.rows.label_row`: dataset, arm, seed and a
 column per metric); what metric is primary and which sets are related is the caller's (the
-study design, :mod:`toyspt.ucr.plan`, :mod:`toyspt.ucr.archive`).
+study design, :mod:`toyspt.ucr.design`, :mod:`toyspt.ucr.archive`).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """One row per label run, on any data, and the frame the figures build from them.
 
-:func:`label_row` is :func:`toyspt.runs.tables.run_row` (the one per-run row: labels, summary
+:func:`label_row` is :func:`toyspt.analysis.tables.run_row` (the one per-run row: labels, summary
 metrics, per-run columns) with the columns of a label phase: the paper's peak held-out accuracy
 (only where the run's policy measured test every epoch), how often validation sat at its peak,
 the validation split's size and, for :data:`PROXIMITY_ARMS`, the proximity index of the final
@@ -16,7 +16,7 @@ from typing import Mapping
 
 import pandas as pd
 
-from toyspt.runs.tables import run_row
+from toyspt.analysis.tables import run_row
 
 PROXIMITY_ARMS = ("scratch", "spt", "qk_transfer")  # runs whose proximity indices the rows carry
 # what a label row reports of the run's summary (toyspt.train.evaluation.label_summary)

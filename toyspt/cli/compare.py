@@ -1,10 +1,11 @@
-"""``toyspt compare``: arms over seeds on any data, mean ± std tables (:mod:`toyspt.runs.tables`);
+"""``toyspt compare``: arms over seeds on any data, mean ± std tables (:mod:`toyspt.analysis.tables`);
 ``toyspt ucr`` is the same front door with UCR defaults (``--data ucr:NAME`` and its flags).
 
-``--data toy`` (default) is the toy task of the ``--task.*`` flags; ``--data ucr:GunPoint,ucr:ECG200``
-names UCR sets (``--ucr-root``, ``--source``, ``--val-fraction``, ``--split-seed`` say where and how
-they are read; the model and training defaults become the UCR ones: ``d_in`` 1,
-:data:`toyspt.ucr.runs.UCR_TRAIN_DEFAULTS`). The tables have one row per data set, arm and seed.
+``--data KIND[:NAME,...]`` names the data through the data-source registry
+(:mod:`toyspt.data.source`): ``toy`` (default) is the toy task of the ``--task.*`` flags,
+``ucr:GunPoint,ucr:ECG200`` UCR sets (:mod:`toyspt.ucr.kind`: their flags, their model and
+training defaults); any registered kind works the same way, with nothing here to change. The
+tables have one row per data set, arm and seed.
 """
 from __future__ import annotations
 
@@ -20,9 +21,6 @@ from toyspt.cli.flags import (
     add_numerics_flag,
     add_seeds,
     add_sweep_flags,
-    ascii_float,
-    ascii_int,
-    base_spec,
     config_values,
     distinct_arms,
     out_dir,
@@ -30,107 +28,86 @@ from toyspt.cli.flags import (
     split_unique,
 )
 
-DATA_HELP = "toy (the --task.* flags), or ucr:NAME[,ucr:NAME...] (UCR sets as the archive spells them)"
-
 
 def add_data_flags(p, default: str = "toy") -> None:
-    """``--data`` and how UCR sets are read."""
-    from toyspt.ucr.data import ENV_ROOT, SOURCES, UCRConfig
+    """``--data`` and every registered kind's own flags (:func:`toyspt.data.source.kinds`)."""
+    from toyspt.data.source import kinds
 
-    p.add_argument("--data", default=default, help=f"{DATA_HELP} (default {default})")
-    p.add_argument("--ucr-root", default=None,
-                   help=f"UCR archive folder holding <Name>/<Name>_TRAIN.tsv (default ${ENV_ROOT}, "
-                        "else a packaged copy)")
-    p.add_argument("--source", default="auto", choices=SOURCES, help="where to read UCR sets from")
-    p.add_argument("--val-fraction", type=ascii_float, default=UCRConfig.val_fraction,
-                   help="UCR: share of each class of train held out for validation")
-    p.add_argument("--split-seed", type=ascii_int, default=UCRConfig.split_seed,
-                   help="UCR: seed of the stratified validation split")
-    p.add_argument("--swap-dataset", default=None, help="UCR data_swap arm: the UCR set SPT runs on")
+    known = kinds()
+    usage = ", or ".join(k.usage or f"{k.kind}:NAME" for k in known.values())
+    p.add_argument("--data", default=default, help=f"{usage} (default {default})")
+    for k in known.values():
+        if k.add_flags is not None:
+            k.add_flags(p)
 
 
-def ucr_names(text: str) -> list[str] | None:
-    """The UCR set names of ``--data`` (None for the toy task); anything else refused by name."""
-    if text.strip() == "toy":
-        return None
-    items = split_unique(text, "--data", "data set")
-    bad = [i for i in items if not i.startswith("ucr:") or not i[4:]]
-    if bad:
-        raise ValueError(f"--data: {bad[0]!r} is neither 'toy' nor 'ucr:NAME' ({DATA_HELP})")
-    return [i[4:] for i in items]
+def parse_data(text: str) -> tuple[str, list[str]]:
+    """(kind, names) of ``--data``: ``toy`` -> ("toy", []), ``ucr:A,ucr:B`` -> ("ucr", ["A", "B"]);
+    an unknown kind, or two kinds at once, refused by name."""
+    from toyspt.data.source import kinds
+
+    items = split_unique(text.strip(), "--data", "data set")
+    parts = [i.partition(":") for i in items]
+    kind = parts[0][0]
+    if kind not in kinds():
+        raise ValueError(f"--data: {items[0]!r}: unknown kind of data {kind!r}; known: {', '.join(sorted(kinds()))}")
+    other = next((i for i, (k, _, _) in zip(items, parts) if k != kind), None)
+    if other is not None:
+        raise ValueError(f"--data: {other!r} is not {kind} data; one kind of data per comparison")
+    empty = next((i for i, (_, colon, n) in zip(items, parts) if colon and not n), None)
+    if empty is not None or (len(items) > 1 and any(not colon for _, colon, _ in parts)):
+        raise ValueError(f"--data: {empty or items[0]!r}: expected {kind}:NAME")
+    return kind, [n for _, _, n in parts if n]
 
 
-def data_sources(args, names: list[str] | None, max_length: int | None = None):
-    """(the data sources, the swap source or None) the flags describe; toy-only flags refused
-    when the data are UCR sets and the other way round; series longer than ``max_length`` (the
-    model's table) are refused on each file's first row."""
-    from toyspt.ucr.data import UCRConfig, UCRSource, load_ucr
-
-    if names is None:
-        given = [f for f in ("ucr_root", "swap_dataset") if getattr(args, f, None)]
-        if given:
-            raise ValueError(f"--{given[0].replace('_', '-')} applies to UCR data (--data ucr:NAME)")
-        return None, None
-    if config_values(args, "task"):
-        raise ValueError(f"--task.{next(iter(config_values(args, 'task')))}: task flags describe the toy task, "
-                         "not UCR data")
-
-    def cfg(name):
-        return UCRConfig(name=name, root=args.ucr_root, source=args.source, val_fraction=args.val_fraction,
-                         split_seed=args.split_seed)
-    def source(name):
-        return UCRSource.of(load_ucr(cfg(name), max_length=max_length))
-    return [source(n) for n in names], source(args.swap_dataset) if args.swap_dataset else None
-
-
-def ucr_configs(args):
-    """(model, train) configs of UCR runs: the model/train flags over the UCR defaults."""
-    from toyspt.cli.flags import make_config
-    from toyspt.nn.model import ModelConfig
-    from toyspt.train.recipes import TrainConfig
-    from toyspt.ucr.runs import UCR_MODEL_DEFAULTS, UCR_TRAIN_DEFAULTS
-
-    return (make_config("model", ModelConfig, {**UCR_MODEL_DEFAULTS, **config_values(args, "model")}),
-            make_config("train", TrainConfig, {**UCR_TRAIN_DEFAULTS, **config_values(args, "train")}))
-
-
-def ucr_base(args, model, train, data, swap):
-    """The base spec of UCR runs (on the first set; each set replaces it)."""
-    from toyspt.cli.flags import numerics_of
+def base_of(args):
+    """(the base spec, the data sources, the swap source) of ``--data``: the registered kind
+    parses its names and flags, its model/training defaults under the ``--model.*``/``--train.*``
+    flags; another kind's flags are refused."""
+    from toyspt.cli.flags import CONFIGS, check_storable, make_config, numerics_of
+    from toyspt.data.source import kind_of, kinds
     from toyspt.runs.specs import RunSpec
 
-    return RunSpec("scratch", data=data[0], model=data[0].fit(model), train=train, swap=swap,
+    kind, names = parse_data(args.data)
+    dk = kind_of(kind)
+    for other in kinds().values():
+        set_flags = other.given(args) if other.kind != kind and other.given is not None else []
+        if set_flags:
+            raise ValueError(f"{set_flags[0]}: applies to {other.kind} data (--data {other.usage or other.kind}), "
+                             f"not to {kind} data")
+    defaults = dict(model=dk.model_defaults, train=dk.train_defaults)
+    configs = {part: make_config(part, cls, {**defaults.get(part, {}), **config_values(args, part)})
+               for part, cls in CONFIGS}
+    data, swap = dk.from_args(args, names, configs)
+    base = RunSpec("scratch", data=data[0], model=data[0].fit(configs["model"]), train=configs["train"], swap=swap,
                    evaluate=args.evaluate, numerics=numerics_of(args))
+    check_storable(base)
+    return base, data, swap
 
 
 def cmd_compare(args) -> int:
     import pandas as pd
     import torch
 
+    from toyspt.analysis.tables import compare, default_columns, write_tables
     from toyspt.runs import RunCache, executor_scope
-    from toyspt.runs.tables import compare, default_columns, write_tables
+    from toyspt.runs.sweeps import SweepOptions
 
     torch.set_num_threads(1)
+    from toyspt.data.source import kind_of
+
     arms = split_arms(args.arms)
-    names = ucr_names(args.data)
-    if names is None:
-        data, swap = data_sources(args, None)
-        base = base_spec(args)
-    else:
-        model, train = ucr_configs(args)
-        data, swap = data_sources(args, names, model.max_len)
-        base = ucr_base(args, model, train, data, swap)
-    for d in data or []:
-        ld = d.load()
-        print(f"{d.name}: {ld.source}; train {len(ld.train)} / val {len(ld.val)} / test {len(ld.test)}, "
-              f"length {ld.length}, classes {ld.n_classes} (labels {list(ld.label_map)})")
+    base, data, swap = base_of(args)
+    describe = kind_of(base.data.kind).describe
+    for d in data if describe is not None else ():
+        print(describe(d))
     distinct_arms(arms, base)  # two arms that are one run, or a run too large to store: refused before training
     print(f"train config: {json.dumps(asdict(base.train))}")
     columns = {} if args.no_probes else default_columns(blindness=args.blindness)
     with executor_scope(args.workers, args.dask) as ex:
-        table, per_seed = compare(arms, args.seeds, base, RunCache(args.cache), data, workers=args.workers,
-                                  recompute=args.recompute, executor=ex, lockstep=not args.no_lockstep,
-                                  columns=columns)
+        options = SweepOptions(workers=args.workers, executor=ex, lockstep=not args.no_lockstep, desc="compare")
+        table, per_seed = compare(arms, args.seeds, base, RunCache(args.cache), data, options=options,
+                                  recompute=args.recompute, columns=columns)
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(table.to_string(index=False))
     if args.out:
@@ -163,5 +140,4 @@ def register(sub) -> None:
     c.set_defaults(func=cmd_compare)
 
 
-__all__ = ["register", "cmd_compare", "add_compare_flags", "add_data_flags", "ucr_names", "data_sources",
-           "ucr_configs", "ucr_base"]
+__all__ = ["register", "cmd_compare", "add_compare_flags", "add_data_flags", "parse_data", "base_of"]

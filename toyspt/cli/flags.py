@@ -16,7 +16,7 @@ from typing import Callable, Mapping, Sequence
 
 from toyspt.data.tasks import TaskConfig
 from toyspt.nn.model import ModelConfig
-from toyspt.runs.arms import ALIASES, ascii_number, parse_value
+from toyspt.runs.arms import ALIASES, ascii_float, ascii_int, ascii_number, parse_value
 from toyspt.runs.cache import DEFAULT_CACHE, CacheError
 from toyspt.runs.specs import RunSpec
 from toyspt.train.recipes import TrainConfig
@@ -138,22 +138,6 @@ def _int_at_least(text: str, low: int, words: str) -> int:
     if v < low:
         raise argparse.ArgumentTypeError(f"must be >= {low}, got {v}")
     return v
-
-
-def ascii_int(text: str) -> int:
-    """An argparse type: an int in ASCII digits (``type=int`` takes ``3_2`` and other scripts' digits)."""
-    try:
-        return ascii_number(text, int)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def ascii_float(text: str) -> float:
-    """An argparse type: a number in ASCII digits."""
-    try:
-        return ascii_number(text, float)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def positive_int(text: str) -> int:

@@ -15,12 +15,17 @@ hash), or whatever comes next. A source provides
   model it cannot feed;
 * ``probe_inputs()``: the unlabelled inputs that probes of a run's stored weights read.
 
-:data:`SOURCES` maps each kind to the function that rebuilds a source from its key fields
-(``from_fields(d) -> (data, swap)``); a kind registers itself where it is defined.
+:data:`SOURCES` maps each kind to its :class:`DataKind`: how a run's key fields rebuild the
+source (``from_fields(d) -> (data, swap)``) and, for the command line, how ``--data kind:NAME``
+names it, its flags and its model/training defaults. A kind registers itself (:func:`register`)
+in the module that defines it; toyspt's own are :data:`BUILTIN`, loaded on first use, so a new
+kind of data is one module and nothing in ``toyspt.cli`` changes.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol, runtime_checkable
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Protocol, runtime_checkable
 
 
 @runtime_checkable
@@ -43,21 +48,54 @@ class DataSource(Protocol):
     def probe_inputs(self): ...
 
 
-# kind -> rebuild (data, swap) from a run's key fields
-SOURCES: dict[str, Callable[[dict[str, Any]], tuple[DataSource, DataSource | None]]] = {}
+Rebuild = Callable[[dict[str, Any]], "tuple[DataSource, DataSource | None]"]
 
 
-def register(kind: str, from_fields: Callable[[dict[str, Any]], tuple[DataSource, DataSource | None]]) -> None:
-    """Make ``kind`` known to :func:`from_fields` (called once where the source is defined)."""
-    SOURCES[kind] = from_fields
+@dataclass(frozen=True)
+class DataKind:
+    """What one kind of data gives the rest of toyspt (only ``from_fields`` is required)."""
+
+    kind: str
+    from_fields: Rebuild  # a run's key fields -> (data, swap)
+    # ``--data kind[:NAME,...]``: (parsed flags, the NAMEs, the model's longest sequence or None) -> (sources, swap)
+    from_args: Callable[[Any, list[str], "int | None"], "tuple[list[DataSource], DataSource | None]"] | None = None
+    add_flags: Callable[[Any], None] | None = None  # its own command-line flags (an argparse parser)
+    given: Callable[[Any], list[str]] | None = None  # those of its flags the user set (refused with other data)
+    model_defaults: Mapping[str, Any] = field(default_factory=dict)  # ModelConfig fields its runs default to
+    train_defaults: Mapping[str, Any] = field(default_factory=dict)  # TrainConfig fields its runs default to
+    describe: Callable[[DataSource], str] | None = None  # a line on loaded data, printed before training
+    usage: str = ""  # how --data names it, e.g. "ucr:NAME[,ucr:NAME...]"
+
+
+SOURCES: dict[str, DataKind] = {}  # kind -> what it provides
+BUILTIN = ("toyspt.data.tasks", "toyspt.ucr.kind")  # the modules that register toyspt's own kinds
+
+
+def register(kind: str, from_fields: Rebuild, **provides: Any) -> DataKind:
+    """Make ``kind`` known (called once where the source is defined); ``provides``: the other
+    fields of :class:`DataKind`."""
+    SOURCES[kind] = DataKind(kind, from_fields, **provides)
+    return SOURCES[kind]
+
+
+def kinds() -> dict[str, DataKind]:
+    """Every registered kind, toyspt's own (:data:`BUILTIN`) loaded first."""
+    for module in BUILTIN:
+        importlib.import_module(module)
+    return SOURCES
+
+
+def kind_of(kind: str) -> DataKind:
+    """The registered ``kind`` (a clear error naming the known ones)."""
+    if kind not in SOURCES and kind not in kinds():
+        raise ValueError(f"data source: unknown kind {kind!r}; known: {sorted(SOURCES)} "
+                         "(import the module that defines it)")
+    return SOURCES[kind]
 
 
 def from_fields(kind: str, d: dict[str, Any]) -> tuple[DataSource, DataSource | None]:
     """(data, swap) of a run from its key fields (the inverse of ``key_fields``)."""
-    if kind not in SOURCES:
-        raise ValueError(f"data source: unknown kind {kind!r}; known: {sorted(SOURCES)} "
-                         "(import the module that defines it)")
-    return SOURCES[kind](d)
+    return kind_of(kind).from_fields(d)
 
 
-__all__ = ["DataSource", "SOURCES", "register", "from_fields"]
+__all__ = ["DataSource", "DataKind", "SOURCES", "BUILTIN", "register", "kinds", "kind_of", "from_fields"]

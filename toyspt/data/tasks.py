@@ -267,4 +267,15 @@ def recon_loss(pred_BxTxD: torch.Tensor, x_BxTxD: torch.Tensor, mask_BxT: torch.
     return (err * m).sum() / (m.sum() * err.shape[-1]).clamp_min(1.0)
 
 
-register("toy", task_from_fields)
+def _task_from_args(args, names: list[str], configs: dict) -> tuple[list[TaskConfig], None]:
+    """``--data toy``: the task of the ``--task.*`` flags (``configs["task"]``); it takes no name."""
+    if names:
+        raise ValueError(f"--data: the toy task takes no name (its --task.* flags describe it), got toy:{names[0]}")
+    return [configs["task"]], None
+
+
+def _task_flags_given(args) -> list[str]:
+    return [f"--{k}" for k, v in sorted(vars(args).items()) if k.startswith("task.") and v is not None]
+
+
+register("toy", task_from_fields, from_args=_task_from_args, given=_task_flags_given, usage="toy (the --task.* flags)")

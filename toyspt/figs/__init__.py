@@ -14,7 +14,7 @@ Adding a figure is one module ``toyspt/figs/<name>.py`` plus its name in :data:`
 :func:`write` turns what ``draw`` returns into ``NAME.png``, ``NAME.pdf`` and ``NAME.csv``
 in ``ctx.out`` (quick figures stamped QUICK), after checking the documented columns, and
 :func:`render` does results -> draw -> write for one figure whose runs are ready:
-``toyspt.cli.figs`` sweeps every figure's runs through the cache, in the order of
+:mod:`toyspt.figs.job` sweeps every figure's runs through the cache, in the order of
 :data:`FIGURES` (the headline first), and renders each figure as soon as its last run is stored
 (:mod:`toyspt.figs.schedule`); :mod:`toyspt.figs.metadata` writes ``metadata.json``.
 """
@@ -64,7 +64,7 @@ class FigContext:
     meta: dict[str, Any] = field(default_factory=dict)  # per-figure facts for metadata.json
     regime: str = "proximity"  # a key of REGIMES: which task the toy figures use
     numerics: str = "eager"  # the toy and UCR runs' numerics path: eager | compiled (toyspt.train.compiled)
-    tier: str = "default"  # the real-data study's tier: default | study (toyspt.ucr.plan.TIERS)
+    tier: str = "default"  # the real-data study's tier: default | study (toyspt.ucr.design.TIERS)
 
     def __post_init__(self):
         if self.regime not in REGIMES:
@@ -74,8 +74,8 @@ class FigContext:
 
     @property
     def real_tier(self):
-        """The real-data study's tier (:class:`toyspt.ucr.plan.Tier`; quick: its smoke version)."""
-        from toyspt.ucr.plan import tier
+        """The real-data study's tier (:class:`toyspt.ucr.design.Tier`; quick: its smoke version)."""
+        from toyspt.ucr.design import tier
 
         return tier(self.tier, self.quick, self.seeds, self.numerics)
 

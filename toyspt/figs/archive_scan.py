@@ -24,7 +24,7 @@ import pandas as pd
 
 from toyspt.analysis import gains
 from toyspt.analysis.rows import label_frame, probe_specs
-from toyspt.ucr import plan
+from toyspt.ucr import design
 from toyspt.ucr.archive import DEFAULT_RULE, RELATED_SETS, take, unit_of
 from toyspt.ucr.baselines import COLUMNS as BASELINE_COLUMNS
 from toyspt.ucr.baselines import BaselineSpec
@@ -42,10 +42,10 @@ def specs(ctx):
     ``("baselines", source)``: 1-NN DTW and ROCKET on each of those sets (not in quick mode)."""
     t = ctx.real_tier
     arch = [load_ucr(n) for n in take(DEFAULT_RULE, t.archive_sets)] if t.archive_sets else []
-    out = {("archive", UCRSource.of(d), a, s.seed): s for d, a, s in plan.archive_specs(arch, t)}
+    out = {("archive", UCRSource.of(d), a, s.seed): s for d, a, s in design.archive_specs(arch, t)}
     paper, _ = available(PAPER_DATASETS)
     out.update({("paper", UCRSource.of(d), a, s.seed): s
-                for d, a, s in plan.paper_specs(paper, t, plan.ARCHIVE_ARMS)})
+                for d, a, s in design.paper_specs(paper, t, design.ARCHIVE_ARMS)})
     baselines = {} if ctx.quick else {("baselines", UCRSource.of(d)): BaselineSpec(UCRSource.of(d))
                                       for d in arch + paper}
     return out | probe_specs(out) | baselines
@@ -67,11 +67,11 @@ def draw(ctx, runs):
     arch = label_frame(runs, group="archive")
     sizes = {src.name: (len(d.train) + len(d.val), d.length, d.n_classes) for (g, src, *_) in runs if g == "archive"
              for d in [src.load()]}
-    table = gains.archive_table(arch, sizes, plan.PRIMARY, unit_of)
-    paper = gains.archive_table(label_frame(runs, group="paper"), {n: (0, 0, 0) for n in PAPER_DATASETS}, plan.PRIMARY,
-                                unit_of)
+    table = gains.archive_table(arch, sizes, design.PRIMARY, unit_of)
+    paper = gains.archive_table(label_frame(runs, group="paper"), {n: (0, 0, 0) for n in PAPER_DATASETS},
+                                design.PRIMARY, unit_of)
     ctx.meta[NAME] = dict(tier=t.name, rule=DEFAULT_RULE.__dict__ | {"exclude": list(DEFAULT_RULE.exclude)},
-                          sets=list(table.dataset), seeds=len(t.archive_seeds), primary=plan.PRIMARY,
+                          sets=list(table.dataset), seeds=len(t.archive_seeds), primary=design.PRIMARY,
                           counts=gains.archive_counts(table))
     both = pd.concat([table.assign(group="archive"), paper.assign(group="paper")], ignore_index=True)
     try:
@@ -91,7 +91,7 @@ def draw(ctx, runs):
     ax.set_yticks(y, [f"{r.dataset}{' (paper)' if r.group == 'paper' else ''}"
                       f"{f' [{r.unit}]' if r.unit in RELATED_SETS else ''}" for r in both.itertuples()], fontsize=7)
     cnt = ctx.meta[NAME]["counts"]
-    ax.set(xlabel=f"spt - scratch, {plan.PRIMARY} (mean, 95% CI)",
+    ax.set(xlabel=f"spt - scratch, {design.PRIMARY} (mean, 95% CI)",
            title=f"SPT helps on {cnt['helps']}, hurts on {cnt['hurts']} of {cnt['sets']} archive sets "
                  "(Holm across them; green/red); squares: related sets [unit]\n" + (
                      f"across {across['n_units']} units ({across['n_sets']} sets): signed-rank p {across['p']:.2g}, "
@@ -136,6 +136,6 @@ def _standing(ax, both: pd.DataFrame, base: pd.DataFrame, y) -> None:
     handles += [plt.Line2D([], [], ls="", marker=m, color=c, label=lab) for m, c, lab in BASELINE_MARKS.values()]
     ax.legend(handles=handles, fontsize=6, loc="lower left")
     ax.set_yticks(y, [""] * len(y))
-    ax.set(xlabel=f"accuracy ({plan.PRIMARY} for the Transformers;\ntest accuracy for the baselines)",
+    ax.set(xlabel=f"accuracy ({design.PRIMARY} for the Transformers;\ntest accuracy for the baselines)",
            title="where these models stand" + ("" if len(base) else " (baselines not computed: quick mode)"))
     ax.title.set_fontsize(8)

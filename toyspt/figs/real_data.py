@@ -1,6 +1,6 @@
 """Figure: the mechanism on real data (the four UCR sets, z-normalised series).
 
-Top: which basin SPT lands in per run (tracked SPT-only runs, :func:`toyspt.ucr.plan.basin_specs`),
+Top: which basin SPT lands in per run (tracked SPT-only runs, :func:`toyspt.ucr.design.basin_specs`),
 against the training-free basin predictor (:func:`toyspt.probe.basin.basin_predictor`; on these
 zero-sum series the recon gain of the seed's initial model on the uniform visible mean), and
 how often each predictor names the basin against what it costs, with the base rate of always
@@ -36,7 +36,7 @@ from toyspt.analysis.rows import label_frame, probe_specs
 from toyspt.figs.ucr import no_data
 from toyspt.nn.model import ModelConfig
 from toyspt.runs.state_probes import ProximitySpec, proximities
-from toyspt.ucr import plan
+from toyspt.ucr import design
 from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available
 from toyspt.ucr.init_probes import InitProbeSpec
 from toyspt.ucr.runs import UCR_MODEL_DEFAULTS
@@ -58,8 +58,9 @@ def specs(ctx):
     (cached probes); ``("probes", source)``: the init probes of the set."""
     datasets, _ = available(PAPER_DATASETS)
     t = ctx.real_tier
-    out = {("basin", UCRSource.of(d), s.seed): s for d, s in plan.basin_specs(datasets, t)}
-    out.update({("label", UCRSource.of(d), a, s.seed): s for d, a, s in plan.paper_specs(datasets, t, plan.POWER_ARMS)})
+    out = {("basin", UCRSource.of(d), s.seed): s for d, s in design.basin_specs(datasets, t)}
+    out.update({("label", UCRSource.of(d), a, s.seed): s
+                for d, a, s in design.paper_specs(datasets, t, design.POWER_ARMS)})
     out |= probe_specs({k: s for k, s in out.items() if k[0] == "label"})
     out |= {("proximity", *k): ProximitySpec.of(s) for k, s in out.items() if k[0] == "basin"}
     for d in datasets:
@@ -139,7 +140,7 @@ def draw(ctx, runs):
     labels = label_frame(runs, group="label")
     preds = predictor_table(basin)
     check = predictor_check(basin)
-    assoc = basin_accuracy(labels, plan.PRIMARY)
+    assoc = basin_accuracy(labels, design.PRIMARY)
     cost = basin.predictor_seconds / basin.run_seconds
     ctx.meta[NAME] = dict(tier=t.name, basin_seeds=len(t.basin_seeds), label_seeds=len(t.power_seeds),
                           predictors=preds.to_dict("records"), basin_vs_own_accuracy=assoc, check=check.to_dict(),
@@ -148,7 +149,7 @@ def draw(ctx, runs):
                           skipped=skipped, runs=len(basin))
     spt = labels[labels.arm == "spt"].copy()
     spt["basin"] = basins(spt.proximity_after_spt)
-    spt["centred"] = spt[plan.PRIMARY] - spt.groupby("dataset")[plan.PRIMARY].transform("mean")
+    spt["centred"] = spt[design.PRIMARY] - spt.groupby("dataset")[design.PRIMARY].transform("mean")
     blind = pd.DataFrame([dict(panel="blindness", dataset=r["dataset"], seed=r["seed"], metric="abs_cos",
                                value=r["value"], direction=r["direction"], loss=r["loss"])
                           for k, res in runs.items() if k[0] == "probes"
@@ -157,7 +158,7 @@ def draw(ctx, runs):
                  basin=r.basin) for r in basin.itertuples()
             for m in ("basin_predictor", "proximity_after_spt", "beta_init", "beta_epoch1")]
     rows += [dict(panel="own_accuracy", dataset=r.dataset, seed=r.seed, arm="spt", metric=m, value=getattr(r, m),
-                  basin=r.basin) for r in spt.itertuples() for m in (plan.PRIMARY, "centred", "proximity_after_spt")]
+                  basin=r.basin) for r in spt.itertuples() for m in (design.PRIMARY, "centred", "proximity_after_spt")]
     frame = pd.concat([pd.DataFrame(rows), blind], ignore_index=True).reindex(columns=COLUMNS)
 
     fig, axes = plt.subplots(2, 3, figsize=(16, 9.5))
@@ -209,7 +210,7 @@ def draw(ctx, runs):
     ba = assoc["basin"]
     what = (f"proximity - anti-local {ba['diff']:+.3f} [{ba['ci_low']:+.3f}, {ba['ci_high']:+.3f}], "
             f"within-set permutation p {ba['perm_p']:.2g}" if "diff" in ba else ba.get("error", ""))
-    ax.set(ylabel=f"spt {plan.PRIMARY}, centred within set", title=f"SPT's own accuracy by basin\n{what}")
+    ax.set(ylabel=f"spt {design.PRIMARY}, centred within set", title=f"SPT's own accuracy by basin\n{what}")
     ax.title.set_fontsize(7)
     ax = axes[1, 1]
     for name in names:
@@ -220,7 +221,7 @@ def draw(ctx, runs):
     lp = assoc["log_proximity"]
     what = (f"within-set rho {lp['rho']:+.2f} [{lp['ci_low']:+.2f}, {lp['ci_high']:+.2f}], permutation p "
             f"{lp['perm_p']:.2g}" if "rho" in lp else lp["error"])
-    ax.set(xlabel="proximity index of the SPT weights", ylabel=f"spt {plan.PRIMARY}, centred within set",
+    ax.set(xlabel="proximity index of the SPT weights", ylabel=f"spt {design.PRIMARY}, centred within set",
            title=f"own accuracy vs proximity: {what}")
     ax.title.set_fontsize(7)
     ax.legend(fontsize=7)

@@ -22,14 +22,14 @@ import numpy as np
 from toyspt.analysis import gains
 from toyspt.analysis.basin import basin_accuracy
 from toyspt.analysis.rows import label_frame, probe_specs
-from toyspt.ucr import plan
+from toyspt.ucr import design
 from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available
 from toyspt.util.plots import color
 
 NAME = "real_gain"
 TITLE = "What carries SPT's gain on real series: every weight group, scale controls and baselines against scratch"
 TIERS = ("study",)
-ARMS = plan.POWER_ARMS + plan.DECOMPOSITION + plan.CONTROLS + plan.BASELINES
+ARMS = design.POWER_ARMS + design.DECOMPOSITION + design.CONTROLS + design.BASELINES
 COLUMNS = gains.GAIN_COLUMNS
 SHARE_LIMITS = (-1.0, 2.0)  # shares drawn within these; an interval beyond is drawn as an arrow
 
@@ -37,7 +37,7 @@ SHARE_LIMITS = (-1.0, 2.0)  # shares drawn within these; an interval beyond is d
 def specs(ctx):
     """``(source, arm, seed)``: every arm of the study on every available paper set."""
     datasets, _ = available(PAPER_DATASETS)
-    runs = {(UCRSource.of(d), arm, s.seed): s for d, arm, s in plan.paper_specs(datasets, ctx.real_tier, ARMS)}
+    runs = {(UCRSource.of(d), arm, s.seed): s for d, arm, s in design.paper_specs(datasets, ctx.real_tier, ARMS)}
     return runs | probe_specs(runs)
 
 
@@ -46,18 +46,18 @@ def draw(ctx, runs):
     t = ctx.real_tier
     runs_frame = label_frame(runs)
     compared = [a for a in ARMS if a != "scratch"]
-    gain = gains.gain_table(runs_frame, compared, plan.STUDY_METRICS, plan.PRIMARY)
-    ctx.meta[NAME] = dict(tier=t.name, primary=plan.PRIMARY, skipped=skipped,
-                          seeds={a: len(plan.arm_seeds(t, a)) for a in ARMS},
-                          verdicts=gains.verdicts(gain, plan.PRIMARY).to_dict("records"),
+    gain = gains.gain_table(runs_frame, compared, design.STUDY_METRICS, design.PRIMARY)
+    ctx.meta[NAME] = dict(tier=t.name, primary=design.PRIMARY, skipped=skipped,
+                          seeds={a: len(design.arm_seeds(t, a)) for a in ARMS},
+                          verdicts=gains.verdicts(gain, design.PRIMARY).to_dict("records"),
                           equivalence_margin=gains.EQUIVALENCE_MARGIN,
                           confirmatory=gain[gain.family == "confirmatory"].to_dict("records"),
                           saturation=gains.saturation(runs_frame).to_dict("records"),
-                          basin_vs_own_accuracy=basin_accuracy(runs_frame, plan.PRIMARY))
+                          basin_vs_own_accuracy=basin_accuracy(runs_frame, design.PRIMARY))
     n = max(1, len(datasets))
     fig, axes = plt.subplots(2, n, figsize=(2 + 4.2 * n, 9), squeeze=False)
     for j, d in enumerate(datasets):
-        g = gain[(gain.dataset == d.config.name) & (gain.metric == plan.PRIMARY)].set_index("arm").reindex(compared)
+        g = gain[(gain.dataset == d.config.name) & (gain.metric == design.PRIMARY)].set_index("arm").reindex(compared)
         y = np.arange(len(compared))[::-1]
         ax = axes[0, j]
         for yy, (arm, r) in zip(y, g.iterrows()):
@@ -69,7 +69,7 @@ def draw(ctx, runs):
                 ax.annotate("*", (r.ci_high, yy), xytext=(3, -3), textcoords="offset points")
         ax.axvline(0, color="0.5", lw=0.8)
         ax.set_yticks(y, [f"{a} (n {int(k) if k == k else 0})" for a, k in zip(compared, g.n_seeds)], fontsize=7)
-        ax.set(xlabel=f"{plan.PRIMARY}:\narm - scratch (mean, 95% t CI)", title=d.config.name)
+        ax.set(xlabel=f"{design.PRIMARY}:\narm - scratch (mean, 95% t CI)", title=d.config.name)
         ax = axes[1, j]
         lo, hi = SHARE_LIMITS
         for yy, (arm, r) in zip(y, g.iterrows()):
@@ -91,6 +91,6 @@ def draw(ctx, runs):
         ax.title.set_fontsize(8)
     fig.suptitle(f"{TITLE}\ntier {t.name}: scratch/spt {len(t.power_seeds)} seeds, other arms {len(t.arm_seeds)}, "
                  f"baselines {len(t.baseline_seeds)}; * Holm-adjusted signed-rank p <= 0.05 (confirmatory: spt on "
-                 f"{plan.PRIMARY}; other arms descriptive)", fontsize=9)
+                 f"{design.PRIMARY}; other arms descriptive)", fontsize=9)
     fig.tight_layout()
     return fig, {NAME: gain, f"{NAME}_runs": runs_frame}

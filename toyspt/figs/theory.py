@@ -43,7 +43,7 @@ class TheoryFigSpec(Spec):
     def label(self) -> str:
         return f"theory figure numbers {self.key()} ({'quick' if self.quick else 'full'})"
 
-    def seconds_hint(self) -> float:
+    def seconds(self) -> float:
         return 5.0 if self.quick else 12.0  # measured on one idle core (docs/performance.md)
 
     def execute(self, progress: bool = False, start=None) -> Table:

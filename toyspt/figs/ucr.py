@@ -5,7 +5,7 @@ scratch with 95% t intervals and Holm-adjusted Wilcoxon signed-rank p (the verdi
 confirmatory family is spt x the primary metric x the sets, every other row descriptive:
 :mod:`toyspt.analysis.gains`).
 
-Metrics (:data:`toyspt.ucr.plan.STUDY_METRICS`): the primary one, mean test accuracy over the last fifth of
+Metrics (:data:`toyspt.ucr.design.STUDY_METRICS`): the primary one, mean test accuracy over the last fifth of
 the label epochs (no selection); test accuracy at the lowest validation loss; final test
 accuracy; and the paper's peak held-out accuracy (max over epochs of test accuracy: selection on
 the test split, optimistic; scratch and spt only, which are evaluated every epoch). Each
@@ -24,7 +24,7 @@ import pandas as pd
 import seaborn as sns
 
 from toyspt.analysis import gains, rows
-from toyspt.ucr import plan
+from toyspt.ucr import design
 from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available
 from toyspt.util.plots import color, seeded_jitter
 
@@ -33,7 +33,7 @@ TITLE = "Real time series (UCR)"  # the arms drawn follow (the tier decides whic
 ARM_NAMES = {"scratch": "scratch", "spt": "SPT", "qk_transfer": "Q/K-only transfer", "alibi": "ALiBi", "fire": "FIRE",
              "rope": "RoPE"}
 
-ARMS = plan.POWER_ARMS + ("qk_transfer",) + plan.BASELINES
+ARMS = design.POWER_ARMS + ("qk_transfer",) + design.BASELINES
 COLUMNS = rows.ROW_COLUMNS
 PAIRED_COLUMNS = gains.GAIN_COLUMNS
 LABELS = {"mean_test_last20": "mean test acc., last 20% of epochs\n(primary: no selection)",
@@ -51,7 +51,7 @@ def specs(ctx):
     ``("proximity", source, arm, seed)``: the proximity indices of those whose tables carry them
     (cached probes of the stored weights, :func:`toyspt.analysis.rows.probe_specs`)."""
     datasets, _ = available(PAPER_DATASETS)
-    runs = {(UCRSource.of(d), arm, s.seed): s for d, arm, s in plan.paper_specs(datasets, ctx.real_tier, ARMS)}
+    runs = {(UCRSource.of(d), arm, s.seed): s for d, arm, s in design.paper_specs(datasets, ctx.real_tier, ARMS)}
     return runs | rows.probe_specs(runs)
 
 
@@ -67,21 +67,21 @@ def no_data(frames: dict[str, list[str]]):
 def draw(ctx, runs):
     datasets, skipped = available(PAPER_DATASETS)
     t = ctx.real_tier
-    seeds = {a: len(plan.arm_seeds(t, a)) for a in ARMS if plan.arm_seeds(t, a)}
+    seeds = {a: len(design.arm_seeds(t, a)) for a in ARMS if design.arm_seeds(t, a)}
     ctx.meta[NAME] = dict(tier=t.name, datasets=[d.config.name for d in datasets], skipped=skipped,
                           sources={d.config.name: d.source for d in datasets}, arms=list(seeds), seeds=seeds,
-                          primary=plan.PRIMARY)
+                          primary=design.PRIMARY)
     if not datasets:
         return no_data({NAME: COLUMNS, f"{NAME}_paired": PAIRED_COLUMNS})
     df = rows.label_frame(runs)
-    pair = gains.gain_table(df, [a for a in seeds if a != "scratch"], plan.STUDY_METRICS, plan.PRIMARY)
+    pair = gains.gain_table(df, [a for a in seeds if a != "scratch"], design.STUDY_METRICS, design.PRIMARY)
     ctx.meta[NAME]["saturation"] = gains.saturation(df).to_dict("records")
     n = len(datasets)
     fig, axes = plt.subplots(5, n, figsize=(2.4 + 3.6 * n, 14.5), squeeze=False)
     palette = {a: color(a) for a in ARMS}
     for j, d in enumerate(datasets):
         sub = df[df.dataset == d.config.name]
-        for i, metric in enumerate(plan.STUDY_METRICS):
+        for i, metric in enumerate(design.STUDY_METRICS):
             ax = axes[i, j]
             got = sub.dropna(subset=[metric])
             order = [a for a in ARMS if a in set(got.arm)]
@@ -99,7 +99,7 @@ def draw(ctx, runs):
                 ax.set_title(f"{d.config.name} (train {len(d.train)}, val {len(d.val)}, test {len(d.test)}, "
                              f"T {d.length})\nvalidation at 1.0 in {sat}/{len(sub)} runs", fontsize=8)
         ax = axes[4, j]
-        pp = pair[(pair.dataset == d.config.name) & (pair.metric == plan.PRIMARY)].reset_index(drop=True)
+        pp = pair[(pair.dataset == d.config.name) & (pair.metric == design.PRIMARY)].reset_index(drop=True)
         for k, r in pp.iterrows():
             ax.errorbar(k, r.mean_diff, yerr=[[r.mean_diff - r.ci_low], [r.ci_high - r.mean_diff]], fmt="o",
                         color=color(r.arm), capsize=2, ms=4)

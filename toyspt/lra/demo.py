@@ -43,6 +43,7 @@ from toyspt.util.hashing import digest
 from toyspt.util.validation import Float, Instance, Int, validate, validated
 
 MODELS = ("scratch", "spt_pretrained", "spt_finetuned")
+SECONDS_PER_TOKEN_STEP = 1.5e-7  # reference-machine seconds per token-step x layer x width (a demo run's prior)
 
 
 @dataclass(frozen=True)
@@ -275,11 +276,12 @@ class DemoSpec(Spec):
     def label(self) -> str:
         return f"LRA demo run {self.key()} (seed {self.seed})"
 
-    def cost(self) -> float:
-        """Token-steps of its three phases (scratch, SPT, fine-tuning; the same epochs each)."""
+    def seconds(self) -> float:
+        """Its three phases (scratch, SPT, fine-tuning; the same epochs each): token-steps x layers
+        x width, at :data:`SECONDS_PER_TOKEN_STEP` on the reference machine."""
         cfg = self.config
         T = (cfg.listops.min_len + cfg.listops.max_len) / 2
-        return float(cfg.n_train * T * 3 * cfg.epochs * cfg.model.n_layers * cfg.model.d_model)
+        return SECONDS_PER_TOKEN_STEP * cfg.n_train * T * 3 * cfg.epochs * cfg.model.n_layers * cfg.model.d_model
 
     def execute(self, progress: bool = False, start=None) -> DemoRun:
         if start is not None:
@@ -354,13 +356,13 @@ def run_demo(cfg: DemoConfig = DemoConfig(), out: Path | str | None = "lra_demo"
              workers: int = 1, executor=None) -> DemoResult:
     """Every seed through the run cache (trained on a miss), the checkpoints written to
     ``out/seed<k>/`` (unless ``out`` is None), the records and summary gathered."""
-    from toyspt.runs.sweeps import sweep
+    from toyspt.runs.sweeps import SweepOptions, sweep
 
     specs = [DemoSpec(int(s), cfg) for s in seeds]
     if not specs:
         raise ValueError("seeds: need at least one seed")
-    results = sweep(specs, cache or RunCache(), workers=workers, executor=executor, recompute=recompute,
-                    progress=progress, desc="lra demo")
+    results = sweep(specs, cache or RunCache(), SweepOptions(workers=workers, executor=executor, progress=progress,
+                                                             desc="lra demo"), recompute=recompute)
     paths = {}
     if out is not None:
         for spec, res in zip(specs, results):

@@ -129,7 +129,7 @@ def _convert(obj: Any, walk) -> Any:
     if isinstance(obj, (list, tuple)):
         return type(obj)(walk(v) for v in obj)
     if type(obj).__module__.startswith("omegaconf"):  # real OmegaConf (trusted path)
-        from omegaconf import OmegaConf  # noqa: PLC0415 - only present when trusted loading
+        from omegaconf import OmegaConf  # only present when trusted loading
         return walk(OmegaConf.to_container(obj, resolve=False))
     return obj
 

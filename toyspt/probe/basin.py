@@ -226,6 +226,11 @@ def check_epochs(at) -> frozenset[int] | None:
     return frozenset(at)
 
 
+def records_at(epochs: int, at=None) -> int:
+    """Records of a tracker that records after ``epochs`` epochs (``at``: those only) and at two phase starts."""
+    return (len(at) if isinstance(at, tuple) else 1 if at is not None else epochs) + 2
+
+
 class BetaTracker:
     """SPT phase only: the data's :func:`beta_unif` (metric ``beta_unif``, at phase start)
     and :func:`model_beta` (metric ``beta``) at the phase start (epoch 0) and after every
@@ -243,6 +248,12 @@ class BetaTracker:
                                 torch.Generator().manual_seed(seed))
         self.beta_unif = beta_unif(data, mask_rate)
 
+    @staticmethod
+    def price(run: dict, at=None, **_) -> tuple[int, float, float]:
+        """(records, fixed seconds, float32 forward sequences) per record in a run of shape ``run``
+        (:func:`toyspt.probe.tracking.tracker_price`): a float64 forward of its batch per SPT epoch."""
+        return records_at(run["spt_epochs"], at), 3e-3, 2.0 * min(BETA_BATCH, run["n_val"])
+
     def _beta(self, ctx) -> None:
         ctx.record("recon", "beta", model_beta(ctx.model, self.x, self.mask))
 
@@ -258,4 +269,4 @@ class BetaTracker:
 
 __all__ = ["mask_moments", "uniform_moments", "beta_unif", "uniform_share", "model_beta", "init_beta",
            "zero_sum", "basin_predictor", "ZERO_SUM_TOL",
-           "peak_offset", "check_epochs", "BetaTracker", "BETA_BATCH", "INIT_MASKS", "INIT_BATCH"]
+           "peak_offset", "check_epochs", "records_at", "BetaTracker", "BETA_BATCH", "INIT_MASKS", "INIT_BATCH"]

@@ -26,10 +26,10 @@ Three quantities, each available as a training callback (protocol of
 
 The ``probes`` tracker records :func:`toyspt.probe.engine.blindness` quantities (label and recon
 cosines per direction and their ratio, row heterogeneity, column-only share) every k steps
-on a fixed probe batch. :func:`make_trackers` builds trackers by name for ``RunSpec.trackers``;
-:data:`PROBE_COLUMNS` are the per-run columns of ``toyspt compare`` (any data), with the
-blindness columns of :func:`blindness_columns` on request; :func:`proximity_of` is the
-proximity index of stored weights that every figure reads.
+on a fixed probe batch. :func:`make_trackers` builds trackers by name for ``RunSpec.trackers``
+and :func:`tracker_price` says what their records cost; :func:`proximity_of` is the proximity
+index of stored weights that every figure reads (the per-run columns of ``toyspt compare``:
+:mod:`toyspt.probe.columns`).
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ from toyspt.data.tasks import TaskData
 from toyspt.nn.attention import hooks
 from toyspt.probe import engine as pr
 from toyspt.probe import instrument, losses
-from toyspt.probe.basin import BetaTracker, check_epochs
+from toyspt.probe.basin import BetaTracker, check_epochs, records_at
 
 PROXIMITY_WINDOW = 2  # the proximity index counts neighbours with 1 <= |i - j| <= this
 TOP_SV = 3  # singular values of W_t - W_0 recorded per matrix
@@ -233,6 +233,10 @@ class DisplacementTracker:
         return (displacement(state, ctx.init_state, "init", lp, self.T, self.top_sv)
                 + displacement(state, ctx.phase_start_state, "phase", lp, self.T))
 
+    @staticmethod
+    def price(run: dict, at=None, **_) -> tuple[int, float, float]:  # copies and SVDs, no forward
+        return records_at(run["epochs"], at), 4e-3, 0.0
+
     def on_phase_start(self, ctx) -> None:
         _emit(ctx, self._rows(ctx))
 
@@ -248,6 +252,10 @@ class ProfileTracker:
         if every <= 0:
             raise ValueError(f"every: must be positive, got {every}")
         self.x, self.every, self.at = data.val.x[:n], every, check_epochs(at)
+
+    @staticmethod
+    def price(run: dict, at=None, **_) -> tuple[int, float, float]:  # a float32 forward of its batch
+        return records_at(run["epochs"], at), 2e-3, float(min(PROFILE_BATCH, run["n_val"]))
 
     def on_phase_start(self, ctx) -> None:
         _emit(ctx, profile_rows(ctx.model, self.x, profiles=True))
@@ -267,6 +275,10 @@ class ProbeTracker:
             raise ValueError(f"every: must be positive, got {every}")
         self.batch = losses.make_batch(data.train.x[:n], data.train.y[:n], mask_rate, seed)
         self.every, self.directions = every, tuple(directions)
+
+    @staticmethod
+    def price(run: dict, every=50, n=PROBE_BATCH, **_) -> tuple[int, float, float]:  # 4 float64 passes
+        return run["steps"] // max(1, int(every)) + 2, 15e-3, 8.0 * min(max(1, int(n)), run["n_train"])
 
     def on_phase_start(self, ctx) -> None:
         _emit(ctx, probe_rows(ctx.model, self.batch, self.directions))
@@ -298,6 +310,18 @@ def _parse(name: str) -> tuple[str, dict[str, Any]]:
         else:
             kw[k] = int(v) if v.lstrip("-").isdigit() else float(v)
     return base, kw
+
+
+def tracker_price(name: str, **run: int) -> tuple[int, float, float]:
+    """How the cost model (:mod:`toyspt.runs.costs`) prices tracker ``name`` in a run of shape
+    ``run`` (n_train, n_val, steps, epochs, spt_epochs): (records, fixed seconds per record --
+    copies, hooks, SVDs --, float32 forward sequences per record), from the tracker's own ``price``;
+    a name no tracker answers to is priced as a profile (it is refused where the run trains)."""
+    try:
+        base, kw = _parse(name)
+        return TRACKERS[base].price(run, **kw)
+    except (KeyError, ValueError, TypeError):
+        return records_at(run["epochs"]), 5e-3, float(min(PROFILE_BATCH, run["n_val"]))
 
 
 def make_trackers(names: Sequence[str], data: TaskData, train=None) -> list:
@@ -333,17 +357,6 @@ def records_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
 # --------------------------------------------------------------------------------------
 # from stored runs
 
-def state_displacement_frame(result, which: str = "final", ref: str = "init", top_sv: int = TOP_SV,
-                             T: int | None = None) -> pd.DataFrame:
-    """Displacement of ``result.states[which]`` from ``result.states[ref]`` (a RunResult)."""
-    for k in (which, ref):
-        if k not in result.states:
-            raise KeyError(f"run has no {k!r} weights; it has {sorted(result.states)}")
-    learned = result.config["model"].get("pos") == "learned"
-    rows = displacement(result.states[which], result.states[ref], ref, learned, T, top_sv)
-    return pd.DataFrame(rows).assign(recipe=result.recipe, seed=result.seed, state=which)
-
-
 def proximity_of(result, which: str, x: torch.Tensor) -> float:
     """Proximity index (:func:`proximity_index`, layer 0, mean over heads) of a run's stored
     weights ``which`` ("init", "pretrained", "final") on inputs ``x`` (B, T, d_in): > 1
@@ -353,48 +366,7 @@ def proximity_of(result, which: str, x: torch.Tensor) -> float:
     return proximity_index(next(iter(attention_maps(load_model(result, which), x).values()))).mean().item()
 
 
-PROBE_BATCH = 256  # training examples the blindness column probes (every one of a small UCR set)
-
-
-def blindness_columns(spec, result) -> dict[str, float]:
-    """Label vs recon blindness of the final weights (float64) along the width-1 circulant
-    proximity direction, on the first :data:`PROBE_BATCH` training examples with a seeded
-    mask: ``blind_ratio_circ_w1`` = |cos_label| / |cos_recon| (0: the label loss is blind to
-    it, ~1: both see it) and ``column_share_label`` (share of the label gradient in
-    column-only directions)."""
-    from toyspt.data.directions import PROXIMITY_W1
-    from toyspt.probe.engine import blindness
-    from toyspt.probe.losses import make_batch
-    from toyspt.train.run import load_model
-
-    d = spec.data.load()
-    batch = make_batch(d.train.x[:PROBE_BATCH], d.train.y[:PROBE_BATCH], spec.train.mask_rate, seed=0)
-    bl = blindness(load_model(result, "final"), batch, [PROXIMITY_W1[0]], per_example=False, use_jvp=False)
-    site = bl.label.layers[0].site
-    return dict(blind_ratio_circ_w1=bl.ratio[site][:, 0].mean().item(),
-                column_share_label=bl.label.layers[0].column_share.mean().item())
-
-
-def _index(fn):
-    """A per-run column: ``fn`` (an index of attention maps) of the final weights on the data's probe inputs."""
-    from toyspt.train.run import load_model
-
-    def column(spec, res) -> float:
-        A = attention_maps(load_model(res, "final"), spec.data.probe_inputs())
-        return fn(next(iter(A.values()))).mean().item()
-    return column
-
-
-# per-run columns of ``toyspt compare`` (toyspt.runs.tables), any data: name -> fn(spec, result) -> float
-PROBE_COLUMNS: dict[str, Callable[[Any, Any], float]] = {
-    "rel_disp_WQ": lambda spec, res: relative_displacement(res.states["final"], res.states["init"], "W_Q"),
-    "rel_disp_WK": lambda spec, res: relative_displacement(res.states["final"], res.states["init"], "W_K"),
-    "proximity_index": _index(proximity_index),
-    "self_index": _index(self_index),
-}
-
-
 __all__ = ["matrices", "displacement", "relative_displacement", "diagonal_means", "offsets", "positional_profile",
            "attention_maps", "proximity_index", "self_index", "profile_rows", "probe_rows", "DisplacementTracker",
-           "ProfileTracker", "ProbeTracker", "TRACKERS", "make_trackers", "records_frame", "state_displacement_frame",
-           "proximity_of", "blindness_columns", "PROBE_COLUMNS", "PROBE_BATCH"]
+           "ProfileTracker", "ProbeTracker", "TRACKERS", "make_trackers", "records_frame", "tracker_price",
+           "proximity_of", "PROBE_BATCH"]

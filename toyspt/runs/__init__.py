@@ -1,23 +1,26 @@
 """The run system, module by module:
 
-    specs         what determines a run, hashed to a key (Spec, RunSpec; UCR and LRA-demo specs
-                  live beside their data: toyspt.ucr.runs, toyspt.lra.demo)
-    cache         finished runs on disk by key, verified on load (RunCache)
+    specs         what determines a cache entry, hashed to a key (Spec, Entry, Table, RunSpec; UCR and
+                  LRA-demo specs live beside their data: toyspt.ucr.runs, toyspt.lra.demo)
+    cache         finished entries on disk by key, verified on load (RunCache)
     records       a finished entry's exact stored form; ledger: the results ledger of them
     executors     where training runs: this process, a process pool, a dask cluster
-    planning      which entry answers each spec, what trains; costs: the ETA's cost model
-    sweeps        many specs through the cache; seed groups train together (sweep, get_run)
+    planning      which entry answers each spec, what trains (make_plan, Plan)
+    pricing       what a run costs on the reference machine (RunSpec.seconds)
+    costs         the cost model calibrated on observed seconds, the simulation behind the ETA
+    sweeps        many specs through the cache; seed groups train together (sweep, SweepOptions, get_run)
     state_probes  probes of stored weights as cached entries
     arms          recipe:key=value arm strings
-    tables        the one per-run row (run_row), per-seed summaries and mean ± std tables (compare)
 
 Nothing in toyspt's data, model, training or measurement layers imports this package; what
-the runs say (statistics, gains, the basin) is :mod:`toyspt.analysis`, one layer up.
+the runs say (statistics, gains, the basin, comparison tables) is :mod:`toyspt.analysis`, one
+layer up. The names below load on first use.
 """
-from toyspt.runs.cache import DEFAULT_CACHE, CacheError, RunCache
-from toyspt.runs.executors import executor_scope, make_executor
-from toyspt.runs.specs import RunSpec, Spec, spec_from_dict, with_overrides
-from toyspt.runs.sweeps import get_run, load_answer, sweep
+from toyspt.util.lazy import exports
 
-__all__ = ["Spec", "RunSpec", "spec_from_dict", "with_overrides", "RunCache", "CacheError", "DEFAULT_CACHE",
-           "make_executor", "executor_scope", "get_run", "load_answer", "sweep"]
+__all__, __getattr__, __dir__ = exports(globals(), {
+    "toyspt.runs.specs": ("Spec", "RunSpec", "spec_from_dict", "with_overrides"),
+    "toyspt.runs.cache": ("RunCache", "CacheError", "DEFAULT_CACHE"),
+    "toyspt.runs.executors": ("make_executor", "executor_scope"),
+    "toyspt.runs.sweeps": ("get_run", "load_answer", "sweep", "SweepOptions"),
+})

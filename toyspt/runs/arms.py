@@ -8,6 +8,7 @@ Aliases name the common ablations (see :data:`ALIASES`).
 """
 from __future__ import annotations
 
+import argparse
 import re
 from dataclasses import fields, replace
 from typing import Any
@@ -145,3 +146,19 @@ def arm_spec(arm: str, base: RunSpec) -> RunSpec:
     if spec.swap is None:
         raise ValueError(f"arm {arm!r}: {recipe} on {base.data.name} needs swap data (--swap-dataset NAME)")
     return replace(spec, recipe=recipe)
+
+
+def ascii_int(text: str) -> int:
+    """An argparse type: an int in ASCII digits (``type=int`` takes ``3_2`` and other scripts' digits)."""
+    try:
+        return ascii_number(text, int)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def ascii_float(text: str) -> float:
+    """An argparse type: a number in ASCII digits."""
+    try:
+        return ascii_number(text, float)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None

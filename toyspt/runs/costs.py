@@ -1,14 +1,9 @@
 """How long the specs of a sweep will take: a cost model calibrated on the seconds the cache
 records, and a simulation of the sweep's workers that turns it into times of arrival.
 
-:func:`prior` is what a spec costs on one idle core of the reference machine (a 2-core CPU
-machine of the usual cloud kind), from its structure: for a run, its own phases' optimizer
-steps (a fixed cost per step, which dominates small batches, plus the matrix products of
-its tokens), the evaluations its policy makes (every split every epoch, or validation and
-what ``peak`` adds: long test splits cost in proportion to their length), and each
-tracker's records (how often, on how many sequences, in which precision); other kinds of
-entries say it themselves (:meth:`toyspt.runs.specs.Spec.seconds_hint`) or through their
-``cost``. :class:`CostModel` multiplies the prior by factors learned from entries whose
+:func:`prior` is what a spec costs on one idle core of the reference machine, as every spec
+states it the one way, :meth:`toyspt.runs.specs.Spec.seconds` (a run's, by its structure:
+:mod:`toyspt.runs.pricing`). :class:`CostModel` multiplies the prior by factors learned from entries whose
 seconds are known (``Entry.seconds`` of cached entries, and of each run as it finishes), per
 kind at four levels -- everything, the kind of entry, its data set and policy, the same spec
 on another seed -- each level shrunk towards the one above, so one observation of a kind
@@ -26,108 +21,15 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-from toyspt.runs.specs import RunSpec, Spec, data_shape
-from toyspt.train.recipes import get_recipe
+from toyspt.runs.specs import RunSpec, Spec
 from toyspt.util.hashing import digest
 
-# the reference machine, one thread (benchmarks/bench_flops.py: a default toy step is 177 MFLOP
-# in 4.47 ms, of which ~1.4 ms is the fixed per-operation cost)
-FLOPS = 57e9  # float32 multiply-adds x 2 per second in a step's matrix products
-STEP_FIXED = 1.4e-3  # seconds per optimizer step outside the arithmetic, per layer
-FORWARD_FIXED = 0.3e-3  # seconds per evaluation forward outside the arithmetic
-EPOCH_FIXED = 2e-3  # seconds per epoch (permutation, bookkeeping)
-RUN_FIXED = 0.05  # seconds per run (model, optimizer, data at hand)
-FLOAT64 = 2.0  # a float64 probe's arithmetic against float32
-EVAL_TOKENS = 512 * 32  # tokens per evaluation forward (toyspt.train.evaluation.EVAL_TOKENS)
-# a tracker record: fixed seconds (copies, hooks, SVDs) and rows it reads
-TRACKER_FIXED = {"displacement": 4e-3, "profile": 2e-3, "beta": 3e-3, "probes": 15e-3}
-UNKNOWN_SECONDS = 2.0  # an entry that says nothing of its cost
-SECONDS_PER_COST = 1.5e-7  # seconds per unit of Spec.cost (token-steps x layers x width) without a hint
 SHRINK = 2.0  # observations a level's factor counts as, pulling it towards the level above
 
 
-def _flops_per_token(spec: RunSpec, T: int) -> float:
-    """Forward multiply-adds x 2 per token of the model (attention projections, scores, MLP)."""
-    m = spec.model
-    return 2.0 * m.n_layers * (4 * m.d_model ** 2 + 2 * m.d_model * m.d_mlp + 2 * T * m.d_model)
-
-
-def _forwards(rows: int, T: int) -> int:
-    """Evaluation forwards over ``rows`` sequences of ``T`` positions (the token budget per forward)."""
-    per = max(1, EVAL_TOKENS // max(1, T))
-    return -(-rows // per) if rows else 0
-
-
-def _int(value: Any, default: int) -> int:
-    """``value`` as a positive int, else ``default`` (a tracker name is checked where it is made, not here)."""
-    try:
-        return max(1, int(value))
-    except (TypeError, ValueError):
-        return default
-
-
-def _trackers(spec: RunSpec) -> list[tuple[str, dict[str, Any]]]:
-    """(name, options as written) of each tracker of ``spec``."""
-    out = []
-    for name in spec.trackers:
-        base, _, rest = name.partition(":")
-        kw = {}
-        for item in filter(None, rest.split(",")):
-            k, _, v = item.partition("=")
-            kw[k] = v
-        out.append((base, kw))
-    return out
-
-
-def run_prior(spec: RunSpec) -> float:
-    """Seconds of ``spec``'s own phases (a continued run: what it adds) on the reference machine."""
-    rec = get_recipe(spec.recipe)
-    n, n_val, n_test, T = data_shape(spec.data)
-    parent = spec.parent()
-    tr = spec.train
-    pre = tr.pre_epochs if rec.pretrains and parent is None else 0
-    label = rec.label_epochs(tr) - (get_recipe(parent.recipe).label_epochs(tr) if parent is not None else 0)
-    steps_per_epoch = -(-n // tr.batch_size)
-    fwd = _flops_per_token(spec, T)
-    step = STEP_FIXED * spec.model.n_layers + 3 * fwd * min(tr.batch_size, n) * T / FLOPS
-    seconds = RUN_FIXED + (pre + label) * (steps_per_epoch * step + EPOCH_FIXED)
-
-    def evaluate(rows: int) -> float:
-        return _forwards(rows, T) * FORWARD_FIXED + fwd * rows * T / FLOPS
-
-    seconds += pre * evaluate(n_val)  # the SPT phase's validation loss
-    if label:
-        if spec.evaluate == "all":
-            seconds += label * evaluate(n + n_val + n_test)
-        else:  # validation every epoch; test where it peaks, in the last fifth, at the end; train at the end
-            share = min(1.0, 0.2 + 6.0 / label)
-            seconds += label * evaluate(n_val) + label * share * evaluate(n_test) + 2 * evaluate(n)
-    all_epochs = (tr.pre_epochs if rec.pretrains else 0) + rec.label_epochs(tr)
-    spt_epochs = tr.pre_epochs if rec.pretrains else 0
-    for base, kw in _trackers(spec):
-        at = kw.get("at")
-        if base == "probes":
-            rows = _int(kw.get("n"), 128)
-            events = all_epochs * steps_per_epoch // _int(kw.get("every"), 50) + 2
-            cost = 4 * FLOAT64 * fwd * min(rows, n) * T / FLOPS
-        else:
-            rows = min(256, n_val)
-            epochs = spt_epochs if base == "beta" else all_epochs
-            events = (len(at.split("/")) if at else epochs) + 2
-            cost = (FLOAT64 if base == "beta" else 1.0) * fwd * rows * T / FLOPS if base != "displacement" else 0.0
-        seconds += events * (TRACKER_FIXED.get(base, 5e-3) + cost)
-    return seconds
-
-
 def prior(spec: Spec) -> float:
-    """Seconds ``spec`` takes on one idle core of the reference machine, by its structure."""
-    if isinstance(spec, RunSpec):
-        return run_prior(spec)
-    hint = spec.seconds_hint()
-    if hint is not None:
-        return float(hint)
-    c = spec.cost()
-    return c * SECONDS_PER_COST if c > 0 else UNKNOWN_SECONDS
+    """Seconds ``spec`` takes on one idle core of the reference machine: its own estimate (``Spec.seconds``)."""
+    return float(spec.seconds())
 
 
 def busy_factor(workers: int) -> float:
@@ -241,4 +143,4 @@ def simulate(pending: Sequence[Spec], after: dict[str, str], estimate: Callable[
     return finish
 
 
-__all__ = ["prior", "run_prior", "levels", "busy_factor", "CostModel", "simulate", "FLOPS"]
+__all__ = ["prior", "levels", "busy_factor", "CostModel", "simulate"]

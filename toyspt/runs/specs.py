@@ -2,7 +2,7 @@
 
 Every kind of entry is a :class:`Spec`: it says what it is (``to_dict``), what its cache key
 hashes (``identity``, by default the whole dict), what it produces (``result_type``, an
-:class:`Entry`), how it computes it (``execute``) and roughly what that costs (``cost``). A
+:class:`Entry`), how it computes it (``execute``) and roughly how many seconds that takes (``seconds``). A
 training run is a :class:`RunSpec`, whatever its data (a data source of
 :mod:`toyspt.data.source`: the toy task, a UCR set, ...); the theory figure's numbers and the
 LRA demo are specs of their own kinds beside their code. Specs whose ``group()`` agree may
@@ -14,7 +14,6 @@ the sweep see nothing else of a spec.
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar, Protocol, Sequence
 
@@ -24,6 +23,7 @@ from toyspt.data import source
 from toyspt.data.source import DataSource
 from toyspt.data.tasks import TaskConfig
 from toyspt.nn.model import ModelConfig
+from toyspt.runs.pricing import run_seconds
 from toyspt.train.compiled import check_numerics
 from toyspt.train.evaluation import check_policy
 from toyspt.train.recipes import TrainConfig, get_recipe
@@ -31,6 +31,7 @@ from toyspt.train.run import RunResult, run_recipe, run_recipe_seeds
 from toyspt.util.hashing import digest, jsonable
 
 FORMAT_VERSION = 3  # bump when the meaning of a cached run changes (2: resume state, evaluate; 3: val loss)
+UNKNOWN_SECONDS = 2.0  # what an entry that says nothing of its cost is taken to take
 
 
 class Entry(Protocol):
@@ -93,14 +94,11 @@ class Spec:
         """Compute the entry (no cache); ``start``: the result of ``parent()``, continued."""
         raise NotImplementedError
 
-    def cost(self) -> float:
-        """Rough cost of ``execute`` in token-steps (0 = negligible or unknown)."""
-        return 0.0
-
-    def seconds_hint(self) -> float | None:
-        """Rough seconds ``execute`` takes on one idle core, where the spec knows better than
-        :meth:`cost` says (None: :mod:`toyspt.runs.costs` estimates it from ``cost``)."""
-        return None
+    def seconds(self) -> float:
+        """Rough seconds ``execute`` takes on one idle core of the reference machine (the prior
+        of :mod:`toyspt.runs.costs`, calibrated there on observed seconds); default: an entry
+        that says nothing of its cost."""
+        return UNKNOWN_SECONDS
 
     def parent(self) -> "Spec | None":
         """The spec whose run this run continues from its stored end state (default: none)."""
@@ -149,20 +147,6 @@ def single_thread(fn, *args, **kwargs):
         return fn(*args, **kwargs)
     finally:
         torch.set_num_threads(threads)
-
-
-@functools.lru_cache(maxsize=256)
-def data_shape(data: DataSource) -> tuple[int, int, int, int]:
-    """(training, validation, test examples, positions per example) of a data source (loaded
-    once per process)."""
-    d = data.load()
-    return len(d.train), len(d.val), len(d.test), int(d.train.x.shape[1])
-
-
-def data_size(data: DataSource) -> tuple[int, int]:
-    """(training examples, positions per example) of a data source (loaded once per process)."""
-    n, _, _, T = data_shape(data)
-    return n, T
 
 
 @dataclass(frozen=True)
@@ -215,12 +199,10 @@ class RunSpec(Spec):
     def label(self) -> str:
         return f"{self.kind} run {self.key()} ({self.data.name}, {self.recipe}, seed {self.seed})"
 
-    def cost(self) -> float:
-        """Token-steps of this run's own phases (a continued run: only what it adds), x layers x width."""
-        n, T = data_size(self.data)
-        parent = self.parent()
-        epochs = _epochs(self) - (_epochs(parent) if parent is not None else 0)
-        return float(n * T * max(epochs, 0) * self.model.n_layers * self.model.d_model)
+    def seconds(self) -> float:
+        """Seconds of this run's own phases (a continued run: what it adds), its evaluations and
+        its trackers' records, by the reference machine's model (:func:`toyspt.runs.pricing.run_seconds`)."""
+        return run_seconds(self)
 
     def parent(self):
         rec = get_recipe(self.recipe)
@@ -282,12 +264,6 @@ class RunSpec(Spec):
         return single_thread(run)
 
 
-def _epochs(spec: RunSpec) -> int:
-    """Epochs of the whole recipe (SPT and label phases)."""
-    rec = get_recipe(spec.recipe)
-    return (spec.train.pre_epochs if rec.pretrains else 0) + rec.label_epochs(spec.train)
-
-
 def train_spec(spec: RunSpec, data, swap, progress: bool = False, start: RunResult | None = None) -> RunResult:
     """Train ``spec``'s recipe on loaded ``data`` (and ``swap``, the data it pretrains on where
     the recipe says so), continuing ``start`` (the result of ``spec.parent()``) if given."""
@@ -333,4 +309,4 @@ def with_overrides(spec: RunSpec, **overrides) -> RunSpec:
 
 
 __all__ = ["Spec", "Entry", "Table", "RunSpec", "FORMAT_VERSION", "jsonable", "digest", "single_thread", "train_spec",
-           "spec_from_dict", "with_overrides", "data_size", "data_shape"]
+           "spec_from_dict", "with_overrides", "UNKNOWN_SECONDS"]

@@ -52,7 +52,7 @@ class ProximitySpec(Spec):
     def reads_parent(self) -> bool:
         return True
 
-    def seconds_hint(self) -> float:
+    def seconds(self) -> float:
         return 0.1
 
     def group(self) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -127,13 +128,6 @@ def get_run(spec: Spec, cache: RunCache | None = None, recompute: bool = False,
     return as_stored(result)
 
 
-def plan(specs: Sequence[Spec], cache: RunCache, recompute: bool = False) -> tuple[dict, dict, list[Spec]]:
-    """What a sweep of ``specs`` does: (the spec answering each asked key, the cached results
-    by key, the specs to train, parents first); :func:`toyspt.runs.planning.make_plan` in full."""
-    p = make_plan(specs, cache, recompute)
-    return p.answer, p.done, p.todo
-
-
 class Watch:
     """What a sweep tells an observer (e.g. an ETA): ``planned(plan)`` once, before anything
     trains; ``started(job)`` when a job is handed to a worker; ``launched()`` once the first
@@ -163,33 +157,44 @@ class Stopped(Exception):
         self.left = left
 
 
-def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1,
-          executor: cf.Executor | None = None, recompute: bool = False, progress: bool = True,
-          desc: str | Callable[[], str] = "runs", lockstep: bool = False, dask: str | None = None,
-          trained: dict[str, float] | None = None,
-          on_result: Callable[[str, Entry], None] | None = None,
-          priority: Callable[[list[Spec]], Any] | None = None, watch: Watch | None = None,
-          plan_: Plan | None = None) -> list[Entry]:
-    """All ``specs`` through the cache, results in the order of ``specs``. Missing runs go to
-    ``executor`` (any concurrent.futures.Executor), else to one made here only when something
-    must train (:func:`toyspt.runs.executors.make_executor` of ``workers`` and ``dask``; in
-    this process for one worker); a run whose parent trains in the same sweep is sent when
-    the parent is stored. ``lockstep``: specs of one group train together (bitwise equal to
-    one at a time, so the cache never depends on it). ``trained``: filled with the key and
-    training seconds of every run this sweep trained (parents included).
+@dataclass(frozen=True)
+class SweepOptions:
+    """How a sweep trains and reports (none of it changes a result)."""
 
-    Jobs start in the order of ``priority(job)`` (smallest first; default: the order of
+    workers: int = 1  # processes that train (toyspt.runs.executors.make_executor)
+    executor: cf.Executor | None = None  # any concurrent.futures.Executor (default: one made for workers, dask)
+    dask: str | None = None  # a dask scheduler address
+    lockstep: bool = False  # specs of one group train together (bitwise equal to one at a time)
+    progress: bool = True  # a progress bar
+    desc: str | Callable[[], str] = "runs"  # its text (a callable: re-read after every job)
+    priority: Callable[[list[Spec]], Any] | None = None  # jobs start smallest first (default: the specs' order)
+
+
+def sweep(specs: Sequence[Spec], cache: RunCache | None = None, options: SweepOptions | None = None,
+          recompute: bool = False, on_result: Callable[[str, Entry], None] | None = None,
+          watch: Watch | None = None, plan: Plan | None = None) -> list[Entry]:
+    """All ``specs`` through the cache, results in the order of ``specs``. Missing runs go to
+    ``options.executor``, else to one made here only when something must train
+    (:func:`toyspt.runs.executors.make_executor` of ``workers`` and ``dask``; in this process
+    for one worker); a run whose parent trains in the same sweep is sent when the parent is
+    stored. With ``lockstep``, specs of one group train together (bitwise equal to one at a
+    time, so the cache never depends on it).
+
+    Jobs start in the order of ``options.priority(job)`` (smallest first; default: the order of
     ``specs``, a parent just before its first child, a lockstep group where its first member
     is), one per worker and one more queued, so a job freed by its parent's end waits behind
     at most one other. ``on_result(key, result)`` is called in this process for each asked
     key as soon as its result is at hand (the cached ones once the first jobs are handed out,
     the others as their job is stored), so a caller can use them while the rest trains;
-    ``desc`` may be a callable, re-read for the progress bar after every job; ``watch`` (a
-    :class:`Watch`) hears of the plan and of every job; ``plan_``: the plan of ``specs``
-    when the caller has made it already (:func:`toyspt.runs.planning.make_plan`)."""
+    ``watch`` (a :class:`Watch`) hears of the plan and of every job (the trained entries'
+    seconds among them); ``plan``: the plan of ``specs`` when the caller has made it already
+    (:func:`toyspt.runs.planning.make_plan`)."""
+    o = options or SweepOptions()
+    workers, executor, dask, lockstep, progress, desc, priority = (o.workers, o.executor, o.dask, o.lockstep,
+                                                                    o.progress, o.desc, o.priority)
     _check_specs(specs)
     cache = cache or RunCache()
-    pl = plan_ if plan_ is not None else make_plan(specs, cache, recompute)
+    pl = plan if plan is not None else make_plan(specs, cache, recompute)
     answer, done, todo = pl.answer, pl.done, pl.todo
     if watch is not None:
         watch.planned(pl)
@@ -294,12 +299,10 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, workers: int = 1
             raise Stopped([s for s in todo if s.key() not in got])
         if waiting:
             raise RuntimeError(f"{waiting[0].label()} waited for a parent run that never trained")
-    for s in todo:
-        if trained is not None:
-            trained[s.key()] = got[s.key()].seconds
     done.update(got)
     return [done[answer[s.key()].key()] for s in specs]
 
 
-__all__ = ["MAX_GROUP", "plan_jobs", "plan", "as_stored", "train_job", "run_job", "load_answer", "get_run", "sweep",
+__all__ = ["MAX_GROUP", "plan_jobs", "as_stored", "SweepOptions", "train_job", "run_job", "load_answer", "get_run",
+           "sweep",
            "Watch", "Stopped", "make_plan", "Plan"]

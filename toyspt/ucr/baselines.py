@@ -37,7 +37,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from toyspt.runs.specs import FORMAT_VERSION, Spec, Table, data_shape
+from toyspt.runs.pricing import data_shape
+from toyspt.runs.specs import FORMAT_VERSION, Spec, Table
 from toyspt.ucr.data import UCRData, UCRSource
 
 EXTRA = "baselines"
@@ -158,7 +159,7 @@ class BaselineSpec(Spec):
                     protocols=list(PROTOCOLS), dtw_window=DTW_WINDOW, n_kernels=N_KERNELS,
                     ridge_alphas=list(RIDGE_ALPHAS))
 
-    def seconds_hint(self) -> float:
+    def seconds(self) -> float:
         """Both protocols of both baselines, from the set's shape: 1-NN DTW costs per pair of
         series (pyts calls its DTW once per pair from Python) and per squared length, ROCKET per
         series, position and kernel; fitted to benchmarks/bench_baselines.py on the 2-core

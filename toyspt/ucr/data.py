@@ -38,7 +38,6 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 import torch
 
-from toyspt.data.source import register
 from toyspt.data.tasks import Split, TaskData
 from toyspt.ucr.read import NUMBER, UCRError, read_ucr, read_ucr_file
 from toyspt.ucr.sources import (
@@ -388,8 +387,6 @@ def available(names: "tuple[str, ...] | list[str]") -> tuple[list[UCRData], dict
             skipped[name] = str(e)
     return found, skipped
 
-
-register("ucr", source_from_fields)
 
 __all__ = ["UCRConfig", "UCRData", "UCRSource", "ucr_source", "source_from_fields", "available", "UCRError",
            "UCRNotFound", "Located", "SourceInfo", "DataPackage",

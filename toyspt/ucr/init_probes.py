@@ -44,7 +44,7 @@ class InitProbeSpec(Spec):
                     model=asdict(self.model), seeds=list(self.seeds), mask_rate=self.mask_rate,
                     n_blind=self.n_blind, n_init=self.n_init)
 
-    def seconds_hint(self) -> float:
+    def seconds(self) -> float:
         """The init gain of each seed (on ``n_init`` series) and one blindness probe: about a second."""
         return 0.2 + 0.08 * len(self.seeds) + 0.02 * self.n_blind
 

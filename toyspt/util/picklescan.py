@@ -80,7 +80,7 @@ def _hash_cost(v: _V) -> int:
 @functools.lru_cache(maxsize=1)
 def _elem_sizes() -> dict[str, int]:
     """Bytes per element of each storage class and each dtype a pickle may name."""
-    import torch  # noqa: PLC0415 - only the pickle scan needs dtype sizes
+    import torch  # only the pickle scan needs dtype sizes
     out = {"torch.UntypedStorage": 1, "torch.storage.UntypedStorage": 1}
     out.update({str(v): v.itemsize for v in vars(torch).values() if isinstance(v, torch.dtype)})
     for cls in torch._storage_classes:
@@ -94,7 +94,7 @@ def _elem_sizes() -> dict[str, int]:
 
 @functools.lru_cache(maxsize=1)
 def _torch_allowed() -> frozenset[str]:
-    from torch import _weights_only_unpickler as w  # noqa: PLC0415
+    from torch import _weights_only_unpickler as w
     return frozenset(w._get_allowed_globals())
 
 
@@ -174,7 +174,7 @@ class _Scan:
             self.fail(f"truncated or corrupt pickle ({type(e).__name__}: {text})")
         self.fail("truncated or corrupt pickle (no STOP)")
 
-    def step(self, op, arg) -> None:  # noqa: C901 - one branch per opcode, like pickle itself
+    def step(self, op, arg) -> None:  # one branch per opcode, like pickle itself
         name = op.name
         push = self.stack.append  # the current stack (TUPLE appends to the one pop_mark restores)
         if name in _SCALARS:

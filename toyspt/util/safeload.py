@@ -107,7 +107,7 @@ def load(path: str | os.PathLike, *, what: str = "torch file", budget: Budget = 
     admitting ``safe_globals`` ((object, full name) pairs) besides torch's own.
     ``trust=True`` checks the archive and the pickle's size only and then runs the pickle
     (``weights_only=False``): for files whose origin is trusted."""
-    import torch  # noqa: PLC0415 - keeps this module importable without torch
+    import torch  # keeps this module importable without torch
 
     where = os.fspath(path)
     pairs = list(safe_globals)

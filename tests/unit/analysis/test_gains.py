@@ -9,10 +9,10 @@ import pytest
 from scipy import stats as sps
 
 from toyspt.analysis import gains, rank_tests, stats
-from toyspt.ucr import plan
+from toyspt.ucr import design
 from toyspt.ucr.archive import unit_of
 
-METRICS, PRIMARY = plan.STUDY_METRICS, plan.PRIMARY
+METRICS, PRIMARY = design.STUDY_METRICS, design.PRIMARY
 
 SETS = ("GunPoint", "GunPointAgeSpan", "ECG200", "ECGFiveDays")
 

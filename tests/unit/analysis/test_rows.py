@@ -1,5 +1,5 @@
 """toyspt.analysis.rows: one row per label run on any data source (the run summary's metrics
-and the label phase's columns, toyspt.runs.tables.run_row underneath), and the frame a figure
+and the label phase's columns, toyspt.analysis.tables.run_row underneath), and the frame a figure
 builds from its runs."""
 import math
 from types import SimpleNamespace
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from toyspt.analysis import rows
-from toyspt.runs.tables import SUMMARY_METRICS, run_row
+from toyspt.analysis.tables import SUMMARY_METRICS, run_row
 
 
 def test_label_row_puts_each_metric_in_its_own_column():

@@ -15,6 +15,7 @@ from toyspt.runs.costs import CostModel
 from toyspt.runs.executors import executor_scope
 from toyspt.runs.planning import make_plan
 from toyspt.runs.specs import Spec
+from toyspt.runs.sweeps import SweepOptions
 from toyspt.train.run import RunResult
 
 
@@ -36,7 +37,7 @@ class Step(Spec):
     def parent(self):
         return None if self.after is None else Step(self.after, log=self.log)
 
-    def seconds_hint(self) -> float:
+    def seconds(self) -> float:
         return self.sleep + 0.01
 
     def execute(self, progress: bool = False, start: RunResult | None = None) -> RunResult:
@@ -73,8 +74,8 @@ def _run(planned, cache, workers, log=None):
 
     drawer = Drawer({k: (None, None, v) for k, v in planned.items()}, draw, sched)
     with executor_scope(workers) as ex:
-        sweep(every, cache, executor=ex, progress=False, desc=drawer.describe, on_result=drawer.add,
-              priority=sched.priority, watch=drawer, plan_=pl)
+        sweep(every, cache, on_result=drawer.add, watch=drawer, plan=pl,
+              options=SweepOptions(executor=ex, progress=False, desc=drawer.describe, priority=sched.priority))
     return drawn, drawer
 
 
@@ -165,7 +166,7 @@ def test_the_registry_is_in_the_order_a_reader_wants():
 
 
 def test_the_cost_is_printed_before_training(tmp_path):
-    from toyspt.cli.figs import cost_line
+    from toyspt.figs.job import cost_line
 
     a2, b, c = Step("a2", sleep=3.0, after="a"), Step("b", sleep=2.0), Step("c", sleep=5.0)
     planned = {"accuracy": {"a2": a2}, "second": {"b": b, "c": c}}
@@ -194,7 +195,8 @@ def test_a_phase_comes_before_the_figure_order_and_a_deadline_stops_new_jobs(tmp
     assert [s.name for s in order] == ["early", "late"]
     drawer = Drawer({k: (None, None, v) for k, v in planned.items()}, lambda *a: None, sched, deadline=0.0)
     with pytest.raises(Stopped) as e:
-        sweep(every, cache, progress=False, on_result=drawer.add, priority=sched.priority, watch=drawer, plan_=pl)
+        sweep(every, cache, on_result=drawer.add, watch=drawer, plan=pl,
+              options=SweepOptions(progress=False, priority=sched.priority))
     assert {s.name for s in e.value.left} == {"early", "late"} and not log.exists()
     assert drawer.progress() == {"first": (0, 1), "second": (0, 1)}
 

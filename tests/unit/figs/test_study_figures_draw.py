@@ -10,7 +10,7 @@ import pandas as pd
 
 from toyspt.analysis import rows as label_rows
 from toyspt.figs import archive_scan, real_gain
-from toyspt.ucr import plan
+from toyspt.ucr import design
 
 matplotlib.use("Agg")
 
@@ -35,7 +35,7 @@ def _rows(sets, arms, n=6, seed=0):
         for k, arm in enumerate(arms):
             v = base + (0.0 if arm == "scratch" else 0.01 * (k % 4) + rng.normal(0, 0.005, n))
             out += [dict({c: np.nan for c in label_rows.ROW_COLUMNS}, dataset=ds, arm=arm, seed=s,
-                         **{m: v[s] for m in plan.STUDY_METRICS}) for s in range(n)]
+                         **{m: v[s] for m in design.STUDY_METRICS}) for s in range(n)]
     return out
 
 
@@ -63,7 +63,7 @@ def test_archive_scan_marks_related_sets_and_tests_across_units(monkeypatch):
     arch_sets, paper_sets = ("GunPointMaleVersusFemale", "Coffee"), ("GunPoint", "ECG200")
     loaded = SimpleNamespace(train=[0] * 20, val=[0] * 5, length=50, n_classes=2)
     src = {d: _Src(d, loaded) for d in arch_sets + paper_sets}
-    arms = plan.ARCHIVE_ARMS
+    arms = design.ARCHIVE_ARMS
     frames = {"archive": pd.DataFrame(_rows(arch_sets, arms)), "paper": pd.DataFrame(_rows(paper_sets, arms, seed=1))}
     monkeypatch.setattr(archive_scan, "label_frame", lambda runs, group: frames[group])
     runs = {("archive", src[d], "spt", 0): None for d in arch_sets}

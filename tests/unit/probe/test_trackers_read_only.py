@@ -10,9 +10,10 @@ from conftest import SMALL_TASK
 from toyspt.figs import TRACKED
 from toyspt.probe.tracking import TRACKERS
 from toyspt.runs import RunCache, RunSpec, sweep
-from toyspt.runs.sweeps import plan
+from toyspt.runs.planning import make_plan
+from toyspt.runs.sweeps import SweepOptions
 from toyspt.train.recipes import TrainConfig
-from toyspt.ucr.plan import basin_trackers
+from toyspt.ucr.design import basin_trackers
 
 TC = TrainConfig(epochs=3, pre_epochs=2, batch_size=32)
 # every registered tracker, with options that make it record often (more chances to disturb)
@@ -62,17 +63,18 @@ def test_a_tracked_run_answers_its_twin_and_serves_as_a_parent(tmp_path, monkeyp
              RunSpec("scratch_matched", 0, data=SMALL_TASK, train=TC),  # continues tracked_scratch's twin
              RunSpec("qk_transfer", 0, data=SMALL_TASK, train=TC),  # continues tracked_spt_only's twin
              tracked_scratch, tracked_spt_only]
-    answer, done, todo = plan(asked, cache)
+    todo = make_plan(asked, cache).todo
     assert [(s.recipe, s.trackers) for s in todo] == [("scratch", ("displacement",)), ("scratch_matched", ()),
                                                       ("spt_only", ("beta",)), ("qk_transfer", ())]
-    got = sweep(asked, cache, progress=False)
+    got = sweep(asked, cache, options=SweepOptions(progress=False))
     assert sorted(s.recipe for job in jobs for s in job) == ["qk_transfer", "scratch", "scratch_matched", "spt_only"]
     fresh = [replace(asked[0], evaluate="all").execute()] + [s.execute() for s in asked[1:]]
     assert got[0].summary == asked[0].execute().summary  # "peak" answered by the "all" run, as always
     assert_bitwise(fresh[:3], [_untracked(r) for r in got[:3]])
     assert_bitwise(fresh[3:], got[3:])
     jobs.clear()  # the untracked ones alone: answered by the twins' entries in the cache
-    again = sweep(asked[:3] + [RunSpec("spt_only", 0, data=SMALL_TASK, train=TC)], cache, progress=False)
+    again = sweep(asked[:3] + [RunSpec("spt_only", 0, data=SMALL_TASK, train=TC)], cache,
+                  options=SweepOptions(progress=False))
     assert jobs == []
     assert_bitwise(fresh[:3], again[:3])
     assert again[3].records == [] and again[3].config["evaluate"] == "all"
@@ -88,7 +90,7 @@ def test_a_run_killed_between_its_entry_and_its_twins_is_not_trained_again(tmp_p
     jobs = []
     real = sw.train_job
     monkeypatch.setattr(sw, "train_job", lambda specs, *a, **k: jobs.append(list(specs)) or real(specs, *a, **k))
-    got = sweep([tracked, child], cache, progress=False)
+    got = sweep([tracked, child], cache, options=SweepOptions(progress=False))
     assert [[s.recipe for s in job] for job in jobs] == [["spt"]]
     assert cache.load(tracked.twins()[0]) is not None
     assert_bitwise([child.execute()], [got[1]])
@@ -136,12 +138,13 @@ def test_a_probe_of_a_stored_run_is_a_cached_entry_read_from_any_entry_answering
     probes = [ProximitySpec.of(peak), ProximitySpec.of(replace(tracked, trackers=(), evaluate="all"))]
     assert probes[0] == ProximitySpec(peak, ("pretrained", "final"))
     assert probes[0].key() == ProximitySpec.of(replace(peak, evaluate="all", trackers=("beta",))).key()
-    got = sweep([replace(peak, evaluate="all"), tracked, *probes, peak], cache, progress=False, lockstep=lockstep)
+    got = sweep([replace(peak, evaluate="all"), tracked, *probes, peak], cache,
+                options=SweepOptions(progress=False, lockstep=lockstep))
     assert sorted(k for job in jobs for k in job) == ["proximity", "proximity", "toy", "toy", "toy"]  # no peak run
     for run, probe in zip((got[0], got[1]), got[2:4]):
         x = SMALL_TASK.probe_inputs()
         assert proximities(probe) == {w: proximity_of(run, w, x) for w in ("pretrained", "final")}
     jobs.clear()
-    assert sweep(probes, cache, progress=False)[0].rows == got[2].rows and jobs == []
+    assert sweep(probes, cache, options=SweepOptions(progress=False))[0].rows == got[2].rows and jobs == []
     with pytest.raises(ValueError, match="needs its run's stored entry"):
         probes[0].execute()

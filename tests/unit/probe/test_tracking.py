@@ -1,6 +1,7 @@
 """Trackers: displacement, profiles and the proximity index against direct computations."""
 import math
 
+import pandas as pd
 import pytest
 import torch
 
@@ -40,7 +41,7 @@ def test_displacement_records_equal_a_direct_computation(spt_run):
     assert f[(f.phase == "finetune") & (f.epoch == 0) & (f.name == "blocks.0.attn.W_Q")
              & (f.metric == "disp_init")].value.item() > 0
     # the same numbers from the stored states
-    st = tracking.state_displacement_frame(spt_run)
+    st = pd.DataFrame(tracking.displacement(spt_run.states["final"], spt_run.states["init"], "init"))
     assert st[(st.name == "blocks.0.attn.W_Q") & (st.metric == "disp_init")].value.item() == pytest.approx(
         last[(last.name == "blocks.0.attn.W_Q") & (last.metric == "disp_init")].value.item(), rel=1e-12)
     assert tracking.relative_displacement(final, init, "W_K") == pytest.approx(
@@ -130,7 +131,7 @@ def test_make_trackers_registry_and_errors(small_data):
 
 
 def test_run_spec_trackers_and_compare_columns(small_data):
-    from toyspt.runs.tables import default_columns
+    from toyspt.analysis.tables import default_columns
 
     cols = default_columns()
     spec = RunSpec("scratch", seed=0, data=small_data.config, model=ModelConfig(**SMALL),

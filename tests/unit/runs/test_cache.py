@@ -8,6 +8,7 @@ from conftest import SMALL_TASK
 
 from toyspt.runs import CacheError, RunCache, RunSpec, get_run, spec_from_dict, sweep, with_overrides
 from toyspt.runs.arms import arm_spec, default_swap
+from toyspt.runs.sweeps import SweepOptions
 from toyspt.train.recipes import TrainConfig
 
 BASE = RunSpec("scratch", 0, SMALL_TASK, train=TrainConfig(epochs=1, pre_epochs=1, batch_size=64))
@@ -72,14 +73,14 @@ def test_killed_sweep_resumes_without_redoing_finished_runs(tmp_path, counted, m
 
     monkeypatch.setattr(RunSpec, "execute", dies_on_third)
     with pytest.raises(KeyboardInterrupt):
-        sweep(specs, cache, progress=False)
+        sweep(specs, cache, options=SweepOptions(progress=False))
     assert [cache.has(s) for s in specs] == [True, True, False]
     assert not list(tmp_path.rglob(".tmp-*"))  # nothing half-written stays
     monkeypatch.setattr(RunSpec, "execute", real)
     counted.clear()
     calls = []
     monkeypatch.setattr(RunSpec, "execute", lambda spec, progress=False: calls.append(spec.seed) or real(spec))
-    out = sweep(specs, cache, progress=False)
+    out = sweep(specs, cache, options=SweepOptions(progress=False))
     assert calls == [2] and [r.seed for r in out] == [0, 1, 2]
 
 
@@ -87,7 +88,7 @@ def test_sweep_through_a_process_pool(tmp_path):
     cache = RunCache(tmp_path)
     specs = [replace(BASE, seed=s) for s in range(2)]
     with cf.ProcessPoolExecutor(2) as ex:
-        out = sweep(specs, cache, executor=ex, progress=False)
+        out = sweep(specs, cache, options=SweepOptions(executor=ex, progress=False))
     inline = get_run(specs[1], RunCache(tmp_path / "other"))
     assert out[1].history == inline.history  # same seed, same numbers in another process
 
@@ -236,7 +237,7 @@ def test_a_cache_copied_without_its_key_is_refused_and_nothing_retrained(tmp_pat
         with pytest.raises(CacheError, match="holds runs but no key file .*cp SRC/.key"):
             get_run(spec, RunCache(copy))
     with pytest.raises(CacheError, match="no key file"):
-        sweep([replace(BASE, seed=3)], RunCache(copy), progress=False)
+        sweep([replace(BASE, seed=3)], RunCache(copy), options=SweepOptions(progress=False))
     assert main(["train", "--recipe", "scratch", "--cache", str(copy), "--train.epochs", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: run cache") and "no key file" in err[0], err

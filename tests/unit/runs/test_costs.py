@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 import toyspt.runs.costs as costs
+import toyspt.runs.pricing as pricing
 from toyspt.data.tasks import TaskConfig
 from toyspt.runs.costs import CostModel, prior, simulate
 from toyspt.runs.specs import RunSpec
@@ -18,7 +19,7 @@ from toyspt.train.recipes import TrainConfig
 @pytest.fixture(autouse=True)
 def sizes_from_configs(monkeypatch):
     """A toy task's sizes from its config (no data generated)."""
-    monkeypatch.setattr(costs, "data_shape", lambda d: (d.n_train, d.n_val, d.n_test, d.T))
+    monkeypatch.setattr(pricing, "data_shape", lambda d: (d.n_train, d.n_val, d.n_test, d.T))
 
 
 BASE = RunSpec("scratch", data=TaskConfig(), evaluate="peak")

@@ -9,7 +9,7 @@ from conftest import SMALL_TASK
 
 from toyspt.runs import RunCache, RunSpec, sweep
 from toyspt.runs.executors import executor_scope, make_executor, slots
-from toyspt.runs.sweeps import plan_jobs
+from toyspt.runs.sweeps import SweepOptions, plan_jobs
 from toyspt.train.recipes import TrainConfig
 from toyspt.train.run import RunResult
 
@@ -59,8 +59,8 @@ def test_plan_jobs_groups_seeds_only():
 
 def test_lockstep_sweep_fills_the_cache_as_one_at_a_time(tmp_path):
     specs = [replace(BASE, seed=s) for s in (0, 1, 2)] + [TRACKED]
-    one = sweep(specs, RunCache(tmp_path / "one"), progress=False)
-    together = sweep(specs, RunCache(tmp_path / "vec"), progress=False, lockstep=True)
+    one = sweep(specs, RunCache(tmp_path / "one"), options=SweepOptions(progress=False))
+    together = sweep(specs, RunCache(tmp_path / "vec"), options=SweepOptions(progress=False, lockstep=True))
     assert_same_runs(one, together)
     assert_same_runs(one, [RunCache(tmp_path / "vec").load(s) for s in specs])  # as stored
 
@@ -68,8 +68,9 @@ def test_lockstep_sweep_fills_the_cache_as_one_at_a_time(tmp_path):
 def test_lockstep_sweep_through_a_process_pool(tmp_path):
     specs = [replace(BASE, seed=s) for s in (0, 1, 2)]
     with executor_scope(2) as ex:
-        out = sweep(specs, RunCache(tmp_path / "pool"), executor=ex, progress=False, lockstep=True)
-    assert_same_runs(sweep(specs, RunCache(tmp_path / "here"), progress=False), out)
+        out = sweep(specs, RunCache(tmp_path / "pool"),
+                    options=SweepOptions(executor=ex, progress=False, lockstep=True))
+    assert_same_runs(sweep(specs, RunCache(tmp_path / "here"), options=SweepOptions(progress=False)), out)
 
 
 def test_sweep_on_a_dask_cluster(tmp_path):
@@ -82,11 +83,12 @@ def test_sweep_on_a_dask_cluster(tmp_path):
         ex = make_executor(1, cluster.scheduler_address)
         try:
             assert slots(ex) == 1
-            out = sweep(specs, RunCache(tmp_path / "dask"), executor=ex, progress=False, lockstep=True)
+            out = sweep(specs, RunCache(tmp_path / "dask"),
+                        options=SweepOptions(executor=ex, progress=False, lockstep=True))
         finally:
             ex.shutdown()
         assert ex.client.status == "closed"
-    assert_same_runs(sweep(specs, RunCache(tmp_path / "here"), progress=False), out)
+    assert_same_runs(sweep(specs, RunCache(tmp_path / "here"), options=SweepOptions(progress=False)), out)
 
 
 # the cache under concurrent writers ---------------------------------------------------------

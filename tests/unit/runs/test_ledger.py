@@ -14,7 +14,7 @@ from tests.conftest import SMALL_TASK
 from toyspt.runs import RunCache, RunSpec, sweep
 from toyspt.runs.ledger import LEDGER_FORMAT, Ledger, WeightsNotKept, append_line, merge
 from toyspt.runs.planning import make_plan
-from toyspt.runs.sweeps import Stopped, Watch
+from toyspt.runs.sweeps import Stopped, SweepOptions, Watch
 from toyspt.train.recipes import TrainConfig
 
 TRAIN = TrainConfig(epochs=3, pre_epochs=2, batch_size=64)
@@ -31,7 +31,7 @@ def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("ledger")
     cache, led = RunCache(root / "cache"), toy_ledger(root / "ledger.jsonl")
     specs = [SPT, replace(SPT, seed=1)]
-    results = sweep(specs, cache, progress=False, plan_=make_plan(specs, cache, ledger=led))
+    results = sweep(specs, cache, plan=make_plan(specs, cache, ledger=led), options=SweepOptions(progress=False))
     return root, specs, results
 
 
@@ -212,7 +212,8 @@ def test_a_watch_stops_a_sweep_with_every_finished_run_kept(tmp_path):
     cache, led = RunCache(tmp_path / "c"), toy_ledger(tmp_path / "l.jsonl")
     specs = [replace(SPT, recipe="scratch", seed=s) for s in (5, 6, 7)]
     with pytest.raises(Stopped) as e:
-        sweep(specs, cache, progress=False, watch=StopAfterOne(), plan_=make_plan(specs, cache, ledger=led))
+        sweep(specs, cache, watch=StopAfterOne(), plan=make_plan(specs, cache, ledger=led),
+              options=SweepOptions(progress=False))
     assert len(e.value.left) == 2 and len(toy_ledger(tmp_path / "l.jsonl")) == 1
     assert sum(cache.load(s) is not None for s in specs) == 1
 

@@ -11,7 +11,7 @@ from toyspt.runs import RunCache, RunSpec
 from toyspt.runs.specs import Table, spec_from_dict
 from toyspt.train.recipes import TrainConfig
 from toyspt.ucr.data import UCRSource, is_available, load_ucr
-from toyspt.ucr.plan import TIERS, _arm
+from toyspt.ucr.design import TIERS, _arm
 from toyspt.ucr.runs import ucr_spec
 
 # keys computed by the classes this spec replaced (RunSpec with a task field, UCRRunSpec) at

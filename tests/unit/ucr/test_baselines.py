@@ -127,7 +127,7 @@ def test_spec_key_names_data_seed_version_and_settings(tmp_path):
     keys = {spec.key(), bl.BaselineSpec(src, seed=1).key(), bl.BaselineSpec(src, version="0.0").key()}
     assert len(keys) == 3
     assert data_kind(spec) == "ucr"  # the results ledger covers it through its data field
-    assert 0 < spec.seconds_hint() < 60
+    assert 0 < spec.seconds() < 60
     with pytest.raises(ValueError, match="seed"):
         bl.BaselineSpec(src, seed=-1)
 

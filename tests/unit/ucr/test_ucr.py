@@ -8,13 +8,14 @@ import pandas as pd
 import pytest
 import torch
 
+from toyspt.analysis.tables import default_columns, per_seed_frame
 from toyspt.cli.main import main
 from toyspt.figs import FigContext, write
 from toyspt.figs import ucr as ucr_fig
 from toyspt.nn.model import ModelConfig
 from toyspt.runs import RunCache, sweep
 from toyspt.runs.arms import arm_spec
-from toyspt.runs.tables import default_columns, per_seed_frame
+from toyspt.runs.sweeps import SweepOptions
 from toyspt.train.recipes import TrainConfig
 from toyspt.ucr import sources as ucr_sources
 from toyspt.ucr.data import (
@@ -188,7 +189,7 @@ def test_short_gunpoint_run_learns_and_is_cached(tmp_path):
     spec = ucr_spec("scratch", data, seed=0, train=TrainConfig(epochs=25, batch_size=8))
     assert spec.model.d_in == 1 and spec.model.n_classes == 2
     cache = RunCache(tmp_path / "cache")
-    [res] = sweep([spec], cache, progress=False)
+    [res] = sweep([spec], cache, options=SweepOptions(progress=False))
     losses = [h["train_loss"] for h in res.history]
     # measured (seed 0, 1 thread): loss 0.75 in epoch 1, ~0.69 (chance) until epoch ~12,
     # 0.19 by epoch 25; train accuracy 0.875. Half the first loss leaves room for rounding.
@@ -214,8 +215,8 @@ def test_arms_on_gunpoint(tmp_path):
     with_swap = ucr_spec("scratch", data, train=base.train, swap=data)
     assert arm_spec("data_swap", with_swap).swap == UCRSource.of(data)
     assert arm_spec("spt", with_swap).key() == arm_spec("spt", base).key()  # swap only keys data_swap
-    frame = per_seed_frame(["scratch", "qk_transfer"], [0], base, RunCache(tmp_path), progress=False,
-                           columns=default_columns(blindness=True))
+    frame = per_seed_frame(["scratch", "qk_transfer"], [0], base, RunCache(tmp_path),
+                           options=SweepOptions(progress=False), columns=default_columns(blindness=True))
     assert list(frame.arm) == ["scratch", "qk_transfer"] and set(frame.dataset) == {"GunPoint"}
     assert frame.peak_val_acc.between(0, 1).all()
     # probe columns of the final weights: a proximity index is a ratio to uniform attention
@@ -268,7 +269,7 @@ def test_figure_draws_available_sets_and_lists_the_rest_as_skipped(tmp_path, mon
     assert {s.data.name for s in labelled.values()} == {"GunPoint", "ECG200"}
     assert all((s.data, s.seed) == (src, k) for (src, _, k), s in labelled.items())
     assert all(specs[k].run == labelled[k[1:]] for k in specs if k[0] == "proximity")
-    runs = dict(zip(specs, sweep(list(specs.values()), ctx.cache, progress=False)))
+    runs = dict(zip(specs, sweep(list(specs.values()), ctx.cache, options=SweepOptions(progress=False))))
     write(ctx, ucr_fig, ucr_fig.draw(ctx, runs))
     frame = pd.read_csv(tmp_path / "figs" / "ucr.csv")
     meta = ctx.meta["ucr"]
@@ -301,17 +302,17 @@ def test_figure_draws_available_sets_and_lists_the_rest_as_skipped(tmp_path, mon
                     reason="needs the ucr-all extra")
 @pytest.mark.parametrize("tier", ["default", "study"])
 def test_figure_plan_full_mode(monkeypatch, tier):
-    """Full mode: every set, the tier's arms and seeds (toyspt.ucr.plan.TIERS), untracked."""
+    """Full mode: every set, the tier's arms and seeds (toyspt.ucr.design.TIERS), untracked."""
     monkeypatch.delenv(ENV_ROOT, raising=False)
-    from toyspt.ucr import plan
+    from toyspt.ucr import design
 
-    t = plan.TIERS[tier]
+    t = design.TIERS[tier]
     specs = {k: s for k, s in ucr_fig.specs(FigContext(out=None, seeds=(0, 1, 2, 3, 4), tier=tier)).items()
              if k[0] != "proximity"}  # the runs (not their cached probes)
     for name in PAPER_DATASETS:
         got = {(a, k) for (src, a, k) in specs if src.name == name}
         want = ({(a, k) for a in ("scratch", "spt") for k in t.power_seeds} | {("qk_transfer", k) for k in t.qk_seeds}
-                | {(a, k) for a in plan.BASELINES for k in t.baseline_seeds})
+                | {(a, k) for a in design.BASELINES for k in t.baseline_seeds})
         assert got == want, name
     assert not any(s.trackers for s in specs.values())
     assert {s.evaluate for (_, a, _), s in specs.items() if a in ("scratch", "spt")} == {"all"}

@@ -5,7 +5,7 @@ forwards to it).
 :func:`run_row` is the one per-run row of toyspt, whatever the data: a run's labels, the
 summary metrics asked for and per-run columns, functions ``fn(spec, result) -> float`` (or
 ``-> dict`` of several columns). The comparison's default columns are
-:data:`toyspt.probe.tracking.PROBE_COLUMNS` (displacement of W_Q/W_K, proximity and self
+:data:`toyspt.probe.columns.PROBE_COLUMNS` (displacement of W_Q/W_K, proximity and self
 index of the final model on the data's probe inputs); the real-data figures' row
 (:func:`toyspt.analysis.rows.label_row`) is this row with the label phase's columns.
 """
@@ -32,7 +32,7 @@ Column = Callable[[Spec, Entry], "float | dict[str, float]"]
 def default_columns(blindness: bool = False) -> dict[str, Column]:
     """The comparison's probe columns (tracking is imported only when asked); ``blindness``
     adds the label/recon blindness columns (a float64 probe per run)."""
-    from toyspt.probe.tracking import PROBE_COLUMNS, blindness_columns
+    from toyspt.probe.columns import PROBE_COLUMNS, blindness_columns
 
     return dict(PROBE_COLUMNS, **({"blindness": blindness_columns} if blindness else {}))
 
@@ -70,16 +70,16 @@ def rows(labelled: Sequence[tuple[dict, Spec]], results: Sequence[Entry], metric
 
 
 def per_seed_frame(arms: Sequence[str], seeds: Sequence[int], base: RunSpec, cache,
-                   data: Sequence[DataSource] | None = None, workers: int = 1, recompute: bool = False,
-                   progress: bool = True, executor=None, lockstep: bool = True, dask: str | None = None,
+                   data: Sequence[DataSource] | None = None, options=None, recompute: bool = False,
                    columns: Mapping[str, Column] | None = None) -> pd.DataFrame:
     """One row per (dataset, arm, seed) with the run summary and the extra columns (default
-    :func:`default_columns`); runs go through :func:`toyspt.runs.sweeps.sweep`."""
-    from toyspt.runs.sweeps import sweep
+    :func:`default_columns`); runs go through :func:`toyspt.runs.sweeps.sweep` with ``options``
+    (a :class:`toyspt.runs.sweeps.SweepOptions`; default: lockstep, a progress bar)."""
+    from toyspt.runs.sweeps import SweepOptions, sweep
 
     specs = arm_specs(arms, seeds, base, data)
-    results = sweep([s for _, s in specs], cache, workers=workers, executor=executor, recompute=recompute,
-                    progress=progress, desc="compare", lockstep=lockstep, dask=dask)
+    results = sweep([s for _, s in specs], cache, options or SweepOptions(lockstep=True, desc="compare"),
+                    recompute=recompute)
     return rows(specs, results, columns=default_columns() if columns is None else columns)
 
 

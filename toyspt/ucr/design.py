@@ -1,4 +1,5 @@
-"""The real-data study's runs, by tier: which arms, seeds and sets each tier trains.
+"""The real-data study's design, by tier: which arms, seeds and sets each tier trains (what a
+sweep then does with those runs is its plan, :mod:`toyspt.runs.planning`).
 
 Arms (recipes of :mod:`toyspt.train.recipes`, aliases of :mod:`toyspt.runs.arms`):
 

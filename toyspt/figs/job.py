@@ -1,0 +1,203 @@
+"""The figure job: every selected figure's runs through one sweep, each figure drawn as soon as
+its runs are stored, metadata.json kept up to date (``python paper_figs.py``, ``toyspt figs``:
+:mod:`toyspt.cli.figs` only parses the flags into a :class:`FigureJob` and calls :func:`run_job`).
+
+The steps: each figure's specs (:func:`toyspt.figs.load`), one plan of all of them
+(:func:`toyspt.runs.planning.make_plan`, with the results ledger where there is one), a
+:class:`toyspt.figs.schedule.Schedule` (the sweep's order, the real-data study's phases first,
+and the ETA: :func:`cost_line` is printed before anything trains), a
+:class:`toyspt.figs.schedule.Drawer` (each figure rendered the moment its last result arrives;
+with a budget, no job starts after the deadline), the sweep, and :class:`toyspt.figs.metadata.Metadata`
+(each figure as it is written, the run's facts at the end, on Ctrl-C/SIGTERM and when the budget
+stops it: :func:`left_line` says what is left). With ``compare_to``, every CSV is then compared
+with a reference folder's (:mod:`toyspt.figs.check`).
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from toyspt.figs import CONTRAST, HEADLINE, FigContext, load, render
+from toyspt.figs.metadata import Metadata, compute_by_figure, owners
+from toyspt.figs.schedule import Drawer, Schedule, clock
+from toyspt.runs import RunCache, RunSpec, sweep
+from toyspt.runs.ledger import Ledger, data_kind
+from toyspt.runs.planning import make_plan
+from toyspt.runs.sweeps import Stopped, SweepOptions
+from toyspt.ucr.design import phase_of
+from toyspt.util import plots
+from toyspt.util.atomic import uninterrupted
+
+
+@dataclass(frozen=True)
+class FigureJob:
+    """What one figure job draws and how it trains (the flags of ``python paper_figs.py``)."""
+
+    names: tuple[str, ...]  # the figures, in the registry's order (toyspt.figs.FIGURES)
+    out: Path  # where the figures and metadata.json go
+    seeds: tuple[int, ...]
+    quick: bool = False  # few seeds and epochs, stamped QUICK
+    tier: str = "default"  # the real-data study's tier (toyspt.figs.TIERS)
+    contrast: bool = False  # also draw the CONTRAST figures in the zero-mean regime, into out/zero_mean/
+    cache: str | None = None  # the run cache's folder (None: the default)
+    numerics: str = "eager"  # eager | compiled (toyspt.train.compiled)
+    workers: int = 1
+    dask: str | None = None
+    lockstep: bool = True
+    recompute: bool = False
+    budget: float | None = None  # seconds after which no run starts (None: no limit)
+    ledger: Ledger | None = None  # the results ledger of the UCR runs (None: none)
+    compare_to: Path | None = None  # a reference folder every CSV is compared with at the end
+
+
+@contextlib.contextmanager
+def main_threads(n: int | None):
+    """This process on ``n`` torch threads for a ``with`` block (None: unchanged): drawing while
+    workers train, more threads only fight them for the cores (and give the same numbers)."""
+    before = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def run_job(job: FigureJob) -> int:
+    """Train and draw ``job``'s figures; 0 when done (or stopped by the budget, what is left
+    printed), 1 when ``compare_to`` finds a CSV that disagrees."""
+    names, out, seeds, numerics = job.names, Path(job.out), tuple(job.seeds), job.numerics
+    cache = RunCache(job.cache)
+    ctx = FigContext(out=out, seeds=seeds, quick=job.quick, cache=cache, numerics=numerics, tier=job.tier)
+    contrast = FigContext(out=out / "zero_mean", seeds=seeds, quick=job.quick, cache=cache, regime="zero_mean",
+                          numerics=numerics)
+    with_contrast = job.contrast
+    # (label as metadata names it, context, figure), in drawing order: the registry's order of
+    # importance, then the contrast regime in the same order
+    jobs = [(n, ctx, n) for n in names] + ([(f"{contrast.regime}/{n}", contrast, n) for n in names if n in CONTRAST]
+                                           if with_contrast else [])
+    plots.style()
+    mods = {n: load(n) for n in names}
+    t0 = time.time()
+    planned = {label: mods[n].specs(c) for label, c, n in jobs}  # each figure's specs, once
+    drawing = list(planned)
+    where = {label: (c, mods[n]) for label, c, n in jobs}
+    every = [s for label in drawing for s in planned[label].values()]
+    ledger = job.ledger
+    # the real-data study's order: whole comparisons first (toyspt.ucr.design.phase_of), other runs as they come
+    phase: dict[str, int] = {}
+    for label in drawing:
+        for facts, s in planned[label].items():
+            if data_kind(s) == "ucr":
+                phase[s.key()] = min(phase.get(s.key(), 9), phase_of(facts if isinstance(facts, tuple) else (facts,)))
+    with main_threads(1 if job.workers > 1 or job.dask else None):
+        pl = make_plan(every, cache, job.recompute, ledger)
+        schedule = Schedule(planned, pl, job.workers, phase=phase)
+        if pl.todo:
+            print(cost_line(schedule, job.tier), flush=True)
+        meta = Metadata(out, job.quick, dict(seeds=list(seeds), tier=job.tier, workers=job.workers, dask=job.dask,
+                                              lockstep=job.lockstep, cache=str(job.cache),
+                                              ledger=str(ledger.path) if ledger is not None else None,
+                                              budget_seconds=job.budget),
+                        contrast.regime if with_contrast else None)
+        owner = owners({label: list(planned[label].values()) for label in drawing},
+                       lambda s: [p.key() for p in pl.needs(s)])  # each run counts for the first figure needing it
+
+        def credit() -> dict[str, dict]:
+            return compute_by_figure({}, schedule.trained, owner=owner)
+
+        timings: dict[str, float] = {}
+
+        def draw(label, c, mod, specs, results):
+            t = time.time()
+            with uninterrupted():  # a figure's PNG, PDF, CSV and its metadata are written together
+                render(c, mod, specs, results)
+                timings[label] = round(time.time() - t, 2)
+                meta.figure(label, dict(draw_seconds=timings[label], written_after_seconds=round(time.time() - t0, 1),
+                                        **credit().get(label, {}), **c.meta.get(mod.NAME, {})))
+            tqdm.write(f"{label:22s} {timings[label]:7.1f}s  -> {c.out / mod.NAME}.png/.pdf/.csv "
+                       f"({time.time() - t0:.0f}s after start)")
+
+        # each figure is drawn as soon as the sweep hands over its last result, while the rest trains
+        drawer = Drawer({label: (*where[label], planned[label]) for label in drawing}, draw, schedule, start=t0,
+                        deadline=t0 + job.budget if job.budget else None)
+
+        def last_run(**extra) -> dict:
+            train_s = time.time() - t0 - sum(timings.values())
+            written = {k: v["written_after_seconds"] for k, v in meta.drawn().items()}
+            tally = credit()
+            first = min((written[k] for k in drawing if k in written and tally.get(k, {}).get("runs_trained")),
+                        default=None)
+            return dict(figures=list(mods), drawing_order=drawing, training_seconds=round(train_s, 1),
+                        total_seconds=round(time.time() - t0, 1), first_trained_figure_seconds=first,
+                        headline_figure=HEADLINE if HEADLINE in drawing else None,
+                        headline_figure_seconds=written.get(HEADLINE),
+                        runs_trained=len(schedule.trained),
+                        run_seconds=round(sum(v or 0.0 for v in schedule.trained.values()), 1),
+                        estimate=schedule.initial, **extra)
+
+        try:
+            options = SweepOptions(workers=job.workers, dask=job.dask, lockstep=job.lockstep, desc=drawer.describe,
+                                   priority=schedule.priority)
+            sweep(every, cache, options, on_result=drawer.add, watch=drawer, plan=pl)
+        except KeyboardInterrupt:
+            meta.finish(last_run(interrupted=True))  # the figures written so far, and what trained
+            raise
+        except Stopped as stop:  # the budget is spent: say what is drawn, what is not, and what is left
+            left = left_line(schedule, stop.left, drawer.progress())
+            meta.finish(last_run(stopped=left))
+            print(left, flush=True)
+            return 0
+    unwritten = [label for label in drawing if label not in drawer.written]
+    if unwritten:
+        raise RuntimeError(f"figures {unwritten} did not get all their results")
+    meta.finish(last_run())
+    lr = meta.meta["last_run"]
+    print(f"done in {lr['total_seconds']:.1f}s (training {lr['training_seconds']:.1f}s, {lr['runs_trained']} entries "
+          f"computed); peak memory {lr['peak_rss_mb_main']:.0f} MB (this process), {lr['peak_rss_mb_worker']:.0f} MB "
+          f"(largest worker); metadata in {meta.path}")
+    if job.compare_to:
+        from toyspt.figs.check import ATOL, RTOL, compare_dirs, summary
+
+        report = compare_dirs(out, Path(job.compare_to))
+        plots.save_csv(report, out, "compare_to")
+        print(f"arm means against {job.compare_to} (agree when |new - ref| <= {ATOL} + {RTOL} |ref|):")
+        print(summary(report))
+        return 0 if bool(report.ok.all()) else 1
+    return 0
+
+
+def left_line(schedule: Schedule, left: list, progress: dict[str, tuple[int, int]]) -> str:
+    """What a budget left undone: the figures not drawn (k of n entries at hand) and the runs
+    still to train with their estimated cost."""
+    runs = sum(isinstance(s, RunSpec) for s in left)
+    cpu = sum(schedule.estimate(s) for s in left) / 3600
+    figs = "; ".join(f"{label}: {k} of {n} entries done, not drawn" for label, (k, n) in progress.items())
+    return (f"budget spent: {runs} runs and {len(left) - runs} other entries left, about {cpu:.1f} CPU-hours "
+            f"({cpu / max(1, schedule.workers):.1f} h at {schedule.workers} workers); {figs or 'every figure drawn'}; "
+            "the same command goes on from here")
+
+
+def cost_line(schedule: Schedule, tier: str) -> str:
+    """What training costs by the estimates (before anything trains): runs, CPU time, wall time
+    at the workers, and when the headline (or the first figure that trains) will be written."""
+    c = schedule.cost()
+    schedule.initial = dict(runs=c["runs"], cpu_hours=round(c["cpu_hours"], 3), wall_hours=round(c["wall_hours"], 3),
+                            calibrated_on=c["observed"])
+    first = HEADLINE if schedule.needs.get(HEADLINE) else next((k for k, v in schedule.needs.items() if v), None)
+    head = schedule.eta(first)[0] if first is not None else None
+    basis = f"calibrated on {c['observed']} cached entries" if c["observed"] else "not calibrated: no cached entry yet"
+    cpu = f"{c['cpu_hours']:.1f} CPU-hours" if c["cpu_hours"] >= 1 else f"{c['cpu_hours'] * 60:.1f} CPU-minutes"
+    wall = f"{c['wall_hours']:.1f} h" if c["wall_hours"] >= 1 else clock(c["wall_hours"] * 3600)
+    runs = sum(isinstance(s, RunSpec) for s in schedule.plan.todo)
+    return (f"{'study tier' if tier == 'study' else 'plan'}: {runs} runs to train and {c['runs'] - runs} other entries "
+            f"to compute ({c['cached']} answered from the cache), about {cpu}, {wall} wall at {c['workers']} "
+            f"worker{'s' if c['workers'] > 1 else ''}; {first} in about {clock(head)} ({basis})")
+
+
+__all__ = ["FigureJob", "run_job", "cost_line", "left_line", "main_threads"]
