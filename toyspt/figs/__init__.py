@@ -30,6 +30,7 @@ from toyspt.nn.model import ModelConfig
 from toyspt.runs.cache import RunCache
 from toyspt.runs.specs import RunSpec
 from toyspt.train.recipes import TrainConfig
+from toyspt.ucr.design import TIERS as DESIGN_TIERS
 
 TRACKED = ("displacement", "probes:every=100,n=128")  # trackers of the tracked runs
 SGD_LR = 0.05  # SGD (momentum 0.9) learning rate of tracked SGD runs; AdamW keeps the default 1e-3
@@ -50,7 +51,9 @@ CONTRAST = ("accuracy", "proximity", "ablations", "displacement", "blindness")  
 FIGURES = ("task", "accuracy", "proximity", "ablations", "displacement", "blindness", "basin", "theory",
            "lra", "ucr", "real_data", "real_gain", "archive_scan")
 HEADLINE = "accuracy"  # the figure a reader opens first: trained first, its time measured (benchmarks/)
-TIERS = ("default", "study")  # a figure module may say which tiers draw it (``TIERS``; default: every tier)
+# the real-data study's tiers, as its design names them (one list); a figure module may say which
+# of them draw it (``TIERS``; default: every tier)
+TIERS = tuple(DESIGN_TIERS)
 
 
 @dataclass
