@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from toyspt.analysis import basin_grid as basin_runs
+from toyspt.analysis.gains import gain_and_share
 from toyspt.analysis.stats import hits_vs_base_rate
 from toyspt.data.tasks import TaskConfig
 from toyspt.nn.model import ModelConfig, build_model
@@ -181,15 +182,20 @@ def measure_proximity(quick: bool = False, cache: str | None = None) -> Result:
         "spt proximity index", runs=rows)
 
 
+def per_seed_accuracy(cfg: T5Config, runs: dict) -> dict[str, list[float]]:
+    """{recipe: test accuracy at peak validation per seed}, every recipe in the seed order of
+    ``cfg.seeds`` (so that position k is the same seed in every recipe: the pairing of
+    :func:`toyspt.analysis.gains.gain_and_share`); a run missing for a recipe and seed raises."""
+    return {rec: [float(runs[rec, sd].summary["test_at_peak"]) for sd in cfg.seeds] for rec in cfg.recipes}
+
+
 def measure_accuracy(quick: bool = False, cache: str | None = None) -> Result:
     """T5.3: test accuracy at peak validation, per recipe."""
     cfg, runs = _runs(quick, cache)
-    acc = {}
-    for (rec, sd), res in runs.items():
-        acc.setdefault(rec, []).append(res.summary["test_at_peak"])
+    acc = per_seed_accuracy(cfg, runs)
     text = "; ".join(f"{rec} {np.mean(v):.3f}" + (f" (+-{np.std(v, ddof=1):.3f})" if len(v) > 1 else "")
                      for rec, v in acc.items())
-    gain = float(np.mean(acc["spt"]) - np.mean(acc["scratch"]))
+    gain = float(gain_and_share(acc, "qk_transfer" if "qk_transfer" in acc else "spt")["gain"])
     return measured_result(
         "T5.3", "SPT then fine-tuning beats scratch; Q/K-only transfer recovers part of the gain",
         _tag(cfg) + f"test accuracy at peak validation, mean (sd) over {len(cfg.seeds)} seed(s): {text}",
@@ -311,6 +317,7 @@ def measure_basin_init(quick: bool = False, cache: str | None = None) -> Result:
 CHECKS = [measure_displacement, measure_proximity, measure_accuracy, measure_basin, measure_basin_early,
           measure_basin_init]
 
-__all__ = ["T5Config", "QUICK", "FULL", "specs", "share_verdict", "share_base_rate", "DISPLACEMENT_RATIO",
-           "BASIN_UNIF_SHARE", "BASIN_EARLY_SHARE", "BASIN_INIT_MAX_SHARE", "measure_displacement", "measure_proximity",
-           "measure_accuracy", "measure_basin", "measure_basin_early", "measure_basin_init", "CHECKS"]
+__all__ = ["T5Config", "QUICK", "FULL", "specs", "per_seed_accuracy", "share_verdict", "share_base_rate",
+           "DISPLACEMENT_RATIO", "BASIN_UNIF_SHARE", "BASIN_EARLY_SHARE", "BASIN_INIT_MAX_SHARE",
+           "measure_displacement", "measure_proximity", "measure_accuracy", "measure_basin", "measure_basin_early",
+           "measure_basin_init", "CHECKS"]

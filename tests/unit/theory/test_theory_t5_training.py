@@ -153,3 +153,21 @@ def test_grid_shares_carry_the_base_rate(toy_grid):
     # 24 runs only the predictor names against 1 only "always proximity" names: P(X >= 24 | 25, 1/2)
     assert sh["beta_unif"]["base_rate"] == 0.5 and sh["beta_unif"]["p_base_rate"] == pytest.approx(26 / 2 ** 25)
     assert sh["beta_init"]["p_base_rate"] > 0.3  # the init gain: no better than always "proximity"
+
+
+def _fake_runs(acc: dict[str, list[float]], seeds, order=None):
+    """{(recipe, seed): a stand-in run with its summary} in ``order`` of (recipe, seed) keys."""
+    from types import SimpleNamespace
+
+    runs = {(rec, sd): SimpleNamespace(summary=dict(test_at_peak=v)) for rec, vals in acc.items()
+            for sd, v in zip(seeds, vals)}
+    return {k: runs[k] for k in (order or list(runs))}
+
+
+def test_per_seed_accuracy_pairs_by_seed_whatever_the_order_of_the_runs():
+    cfg = t5.T5Config(TINY.task, TINY.model, TINY.train, (3, 1, 2), ("scratch", "spt"))
+    acc = {"scratch": [0.5, 0.6, 0.7], "spt": [0.9, 0.8, 0.75]}  # seeds 3, 1, 2
+    shuffled = [("spt", 2), ("scratch", 1), ("spt", 3), ("scratch", 2), ("spt", 1), ("scratch", 3)]
+    assert t5.per_seed_accuracy(cfg, _fake_runs(acc, cfg.seeds, shuffled)) == acc
+    with pytest.raises(KeyError):  # a recipe without a run for one of the seeds
+        t5.per_seed_accuracy(cfg, {k: v for k, v in _fake_runs(acc, cfg.seeds).items() if k != ("spt", 1)})
