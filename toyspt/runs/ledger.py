@@ -120,6 +120,7 @@ class Ledger:
     tier: str = ""  # written into new records: the tier that trained them
     warn: Callable[[str], None] = field(default=lambda m: print(f"ledger: {m}", file=sys.stderr))
     _lines: dict[str, Line] | None = field(default=None, repr=False)
+    _tally: "Tally | None" = field(default=None, repr=False)  # the file's line ends as last read or appended
     problems: list[str] = field(default_factory=list, repr=False)
 
     def __post_init__(self):
@@ -142,7 +143,9 @@ class Ledger:
                 raise LedgerError(f"{self.path}: not a regular file")
             if st.st_size > MAX_BYTES:
                 raise LedgerError(f"{self.path}: {st.st_size} bytes, more than the {MAX_BYTES} a ledger may hold")
-            return f.read(MAX_BYTES + 1)
+            raw = f.read(MAX_BYTES + 1)
+        self._tally = Tally((st.st_dev, st.st_ino), len(raw), raw.count(b"\n"))  # appends number from here
+        return raw
 
     def lines(self) -> dict[str, Line]:
         """key -> its usable record (read once); :attr:`problems` names every line not used."""
@@ -191,7 +194,7 @@ class Ledger:
                 self.warn(f"{spec.label()} was computed again with numbers that differ from its record "
                           f"({self.path} line {old.number}, {old.record.get('cpu')}); the record is kept")
             return False
-        number = append_line(self.path, rec)
+        number = append_line(self.path, rec, self._tally)
         self.lines()[rec["key"]] = Line(number, json.loads(json.dumps(rec)))
         return True
 
@@ -253,26 +256,52 @@ def entry_of(spec: Spec, record: dict) -> Entry:
     return spec.result_type.from_stored(decode(record["entry"]), WeightsNotKept(record["states"], record["key"]))
 
 
-def append_line(path: Path, rec: dict) -> int:
+@dataclass
+class Tally:
+    """The line ends in the first ``size`` bytes of the file ``ident`` (device, inode): an append
+    numbers its line from it, reading only what was appended since, not the whole ledger."""
+
+    ident: tuple[int, int] = (-1, -1)
+    size: int = 0
+    lines: int = 0
+
+    def count(self, fd: int) -> int:
+        """Line ends of the file open at ``fd`` (its lock held): the bytes past ``size`` are
+        counted, all of them when it is another file or shorter (replaced, truncated)."""
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != self.ident or st.st_size < self.size:
+            self.ident, self.size, self.lines = (st.st_dev, st.st_ino), 0, 0
+        while self.size < st.st_size:
+            chunk = os.pread(fd, min(1 << 20, st.st_size - self.size), self.size)
+            if not chunk:
+                break
+            self.lines += chunk.count(b"\n")
+            self.size += len(chunk)
+        return self.lines
+
+
+def append_line(path: Path, rec: dict, tally: Tally | None = None) -> int:
     """Append ``rec`` as one line (one ``write`` under an exclusive lock, fsynced); a last line
-    left without its line end by a killed writer is closed first. Returns the line's number."""
+    left without its line end by a killed writer is closed first. Returns the line's number,
+    counted under the lock from ``tally`` (updated to the file after the append; None: counted
+    from the start), so lines appended by others in between are counted."""
     text = json.dumps(rec, separators=(",", ":"), ensure_ascii=True) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
+    tally = tally if tally is not None else Tally()
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise LedgerError(f"{path}: not a regular file")
         fcntl.flock(fd, fcntl.LOCK_EX)
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
+        lines = tally.count(fd)
+        if tally.size and os.pread(fd, 1, tally.size - 1) != b"\n":
             text = "\n" + text
-        with open(path, "rb") as f:
-            lines = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
         data = text.encode()
         if os.write(fd, data) != len(data):
             raise OSError(f"{path}: short write")
         os.fsync(fd)
-        return lines + text.count("\n")
+        tally.size, tally.lines = tally.size + len(data), lines + text.count("\n")
+        return tally.lines
     finally:
         os.close(fd)  # closing releases the lock
 
@@ -305,4 +334,4 @@ def stamp() -> str:
 
 
 __all__ = ["LEDGER_FORMAT", "DEFAULT_LEDGER", "KEPT_METRICS", "Ledger", "LedgerError", "WeightsNotKept", "parse",
-           "entry_of", "append_line", "merge", "cpu_model", "data_kind", "norms"]
+           "entry_of", "append_line", "Tally", "merge", "cpu_model", "data_kind", "norms"]

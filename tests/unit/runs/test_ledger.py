@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import SMALL_TASK
 from toyspt.runs import RunCache, RunSpec, sweep
-from toyspt.runs.ledger import LEDGER_FORMAT, Ledger, WeightsNotKept, append_line, merge
+from toyspt.runs.ledger import LEDGER_FORMAT, Ledger, Tally, WeightsNotKept, append_line, merge
 from toyspt.runs.planning import make_plan
 from toyspt.runs.sweeps import Stopped, SweepOptions, Watch
 from toyspt.train.recipes import TrainConfig
@@ -132,6 +132,60 @@ def test_an_append_after_a_truncated_line_starts_a_new_line(trained, tmp_path):
     append_line(p, json.loads(lines[2]))
     led = toy_ledger(p)
     assert len(led) == 2 and len(led.problems) == 1 and "line 2" in led.problems[0]
+
+
+def _entries(root, specs):
+    """(spec, cached entry with weights) of the runs and their SPT-only parents."""
+    cache = RunCache(root / "cache")
+    every = [x for s in specs for x in (s, s.parent())]
+    return [(x, cache.load(x)) for x in every]
+
+
+def test_two_ledgers_appending_to_one_file_alternately_number_every_line_right(trained, tmp_path):
+    root, specs, _ = trained
+    p = tmp_path / "l.jsonl"
+    p.write_text("{oops\n")  # a line before, never used
+    a, b = toy_ledger(p), toy_ledger(p)
+    assert len(a) == len(b) == 0  # both read the file before either appends
+    for i, (spec, entry) in enumerate(_entries(root, specs)):
+        assert (a, b)[i % 2].add(spec, entry)
+    fresh = toy_ledger(p)
+    assert [line.number for line in sorted(fresh.lines().values(), key=lambda x: x.number)] == [2, 3, 4, 5]
+    for led in (a, b):
+        for k, line in led.lines().items():
+            assert line.number == fresh.lines()[k].number, k
+
+
+def test_an_append_counts_only_the_bytes_past_what_it_knows(trained, tmp_path, monkeypatch):
+    root, _, _ = trained
+    lines = _lines(root)
+    p = tmp_path / "l.jsonl"
+    p.write_text("\n".join(lines[:2]) + "\n")
+    tally = Tally()
+    assert append_line(p, json.loads(lines[2]), tally) == 3  # the first append counts the whole file
+    with open(p, "a") as f:
+        f.write(lines[3] + "\n")  # another writer appends a line
+    read = []
+    real = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, n, at: read.append(n) or real(fd, n, at))
+    assert append_line(p, json.loads(lines[0]), tally) == 5
+    assert sum(read) <= len(lines[3]) + 2  # the other writer's line and the last byte, not the file
+    assert (tally.size, tally.lines) == (p.stat().st_size, 5)
+
+
+def test_a_ledger_replaced_under_a_tally_is_counted_again(trained, tmp_path):
+    root, specs, _ = trained
+    lines = _lines(root)
+    p = tmp_path / "l.jsonl"
+    p.write_text(lines[0] + "\n")
+    led = toy_ledger(p)
+    assert len(led) == 1
+    other = tmp_path / "other.jsonl"  # a merge writes a new file and renames it over the ledger
+    other.write_text("{}\n" * 30 + lines[0] + "\n")
+    os.replace(other, p)
+    spec, entry = next((s, e) for s, e in _entries(root, specs) if s.key() != json.loads(lines[0])["key"])
+    assert led.add(spec, entry)
+    assert led.lines()[spec.key()].number == 32 == toy_ledger(p).lines()[spec.key()].number
 
 
 def test_a_kill_during_appends_leaves_a_readable_ledger(trained, tmp_path):
