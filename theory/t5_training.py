@@ -10,20 +10,21 @@ a missing one is trained and stored) and reports, per recipe and seed:
   < 1 anti-local), the self index (T mean_i A_ii) and the positional profile contrast
   Pi(+-1) - mean_{delta != 0} Pi(delta)
   of :func:`toyspt.probe.tracking.positional_profile` (row-centred scores on the mean input);
-* peak-validation test accuracy;
+* peak-validation test accuracy, and SPT's gain over scratch paired by seed with Q/K-only
+  transfer's share of it (:func:`toyspt.analysis.gains.gain_and_share`);
 * over the basin figure's SPT-only runs (:mod:`toyspt.analysis.basin_grid`: a grid of offsets and
   frequency ranges, every seed), how often three predictors name the basin SPT lands in
   (proximity index after SPT > 1): the sign of the data statistic beta_unif, the sign of
   the model's recon gain after SPT epoch 1, and T3's sign rule at the random init.
 
 Rows that state a claim about the full configuration's runs are *checked* against a stated
-threshold there (T5.1: the displacement ratio; T5.4-T5.6: the share of runs whose basin a
+threshold there (T5.1: the displacement ratio; T5.3: the lower end of the paired 95% interval
+of SPT's gain in test accuracy over scratch; T5.4-T5.6: the share of runs whose basin a
 predictor names, :func:`share_verdict`; each also reports the share against always answering
 the majority basin, :func:`share_base_rate`), so a claim the runs contradict fails the report.
 ``--quick`` uses a small configuration (one seed, short runs: too short to show the effect)
 unless every run of the full configuration is already in the cache; its rows are reported
-as ``measured`` and say that they were not checked. T5.2 and T5.3 are descriptive
-(``measured``).
+as ``measured`` and say that they were not checked. T5.2 is descriptive (``measured``).
 """
 from __future__ import annotations
 
@@ -115,6 +116,9 @@ DISPLACEMENT_RATIO = 0.8
 BASIN_UNIF_SHARE = 0.95  # sign(beta_unif)
 BASIN_EARLY_SHARE = 0.95  # sign(model beta after SPT epoch 1)
 BASIN_INIT_MAX_SHARE = 0.75  # T3's sign rule at init on the toy: not a predictor there
+# T5.3: the lower end of the paired 95% t interval of SPT's gain in test accuracy over scratch
+# (full configuration's seeds) must be at least this: the interval lies above 0 (p_t <= 0.05)
+GAIN_LOW_MIN = 0.0
 
 
 def _checked_or_measured(cfg: T5Config, cid: str, claim: str, what: str, figure: float, kind: str,
@@ -190,16 +194,43 @@ def per_seed_accuracy(cfg: T5Config, runs: dict) -> dict[str, list[float]]:
 
 
 def measure_accuracy(quick: bool = False, cache: str | None = None) -> Result:
-    """T5.3: test accuracy at peak validation, per recipe."""
+    """T5.3: SPT's gain in test accuracy at peak validation over scratch, paired by seed, and
+    Q/K-only transfer's share of it."""
     cfg, runs = _runs(quick, cache)
     acc = per_seed_accuracy(cfg, runs)
-    text = "; ".join(f"{rec} {np.mean(v):.3f}" + (f" (+-{np.std(v, ddof=1):.3f})" if len(v) > 1 else "")
-                     for rec, v in acc.items())
-    gain = float(gain_and_share(acc, "qk_transfer" if "qk_transfer" in acc else "spt")["gain"])
-    return measured_result(
-        "T5.3", "SPT then fine-tuning beats scratch; Q/K-only transfer recovers part of the gain",
-        _tag(cfg) + f"test accuracy at peak validation, mean (sd) over {len(cfg.seeds)} seed(s): {text}",
-        gain, "spt - scratch test acc.", per_recipe={k: list(map(float, v)) for k, v in acc.items()})
+    arm = "qk_transfer" if "qk_transfer" in acc else None
+    g = gain_and_share(acc, arm or "spt")
+    if arm is None:  # no Q/K-only arm: the share gain_and_share computed is spt's own
+        g = {k: v for k, v in g.items() if not k.startswith("share")}
+    means = "; ".join(f"{rec} {np.mean(v):.3f}" + (f" (+-{np.std(v, ddof=1):.3f})" if len(v) > 1 else "")
+                      for rec, v in acc.items())
+    text = (_tag(cfg) + f"test accuracy at peak validation, mean (sd) over seed(s) "
+            f"{', '.join(map(str, cfg.seeds))}: {means}; spt - scratch paired by seed {g['gain']:+.3f}")
+    if "gain_low" in g:
+        text += (f" (95% t interval {g['gain_low']:+.3f}..{g['gain_high']:+.3f}; signed-rank p {g['gain_p']:.2g}, "
+                 f"Hodges-Lehmann {g['gain_hl']:+.3f})")
+        if arm is not None:
+            text += (f"; {arm}'s share of the gain {g['share']:.2f} (Fieller 95% {g['share_low']:.2f}.."
+                     f"{g['share_high']:.2f}, {g['share_interval']})")
+    else:
+        text += f" (no interval with {len(cfg.seeds)} seed(s))"
+    statement = ("SPT then fine-tuning beats scratch in test accuracy: the paired 95% interval of the gain lies "
+                 "above 0 (Q/K-only transfer's share of the gain: reported with its Fieller interval, not checked)")
+    details = dict(per_recipe=acc, seeds=list(cfg.seeds),
+                   per_seed_spt_minus_scratch=[a - b for a, b in zip(acc["spt"], acc["scratch"])], **g)
+    if cfg is QUICK:
+        return measured_result(
+            "T5.3", statement, text + f" (not checked on the quick config; threshold >= {GAIN_LOW_MIN:g} on the full "
+            "one, for the lower end of the paired 95% interval)", g["gain"],
+            "spt - scratch test acc.", **details)
+    return checked_result(
+        "T5.3", statement, text, "n.a.", g.get("gain_low", float("nan")),
+        "lower end of the paired 95% t interval of spt - scratch test acc.", GAIN_LOW_MIN, "ge",
+        "a claim about runs: the paired t interval of the gain over the full configuration's seeds "
+        f"(toyspt.analysis.gains.gain_and_share) must lie at or above {GAIN_LOW_MIN:g} (p_t <= 0.05); no interval "
+        "(fewer than 2 seeds, or every seed's gain equal: undefined) fails. The signed-rank p is reported, not "
+        f"held to 0.05: with {len(cfg.seeds)} seeds its smallest two-sided p is {2.0 ** (1 - len(cfg.seeds)):.3g} "
+        "(it cannot reach 0.05 below 6 seeds)", **details)
 
 
 @functools.lru_cache(maxsize=4)
@@ -318,6 +349,6 @@ CHECKS = [measure_displacement, measure_proximity, measure_accuracy, measure_bas
           measure_basin_init]
 
 __all__ = ["T5Config", "QUICK", "FULL", "specs", "per_seed_accuracy", "share_verdict", "share_base_rate",
-           "DISPLACEMENT_RATIO", "BASIN_UNIF_SHARE", "BASIN_EARLY_SHARE", "BASIN_INIT_MAX_SHARE",
+           "DISPLACEMENT_RATIO", "GAIN_LOW_MIN", "BASIN_UNIF_SHARE", "BASIN_EARLY_SHARE", "BASIN_INIT_MAX_SHARE",
            "measure_displacement", "measure_proximity", "measure_accuracy", "measure_basin", "measure_basin_early",
            "measure_basin_init", "CHECKS"]

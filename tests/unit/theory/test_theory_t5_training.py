@@ -32,6 +32,7 @@ def test_measured_rows_and_cache(tiny, tmp_path):
         assert r.verdict == "measured" and r.tolerance is None
         assert r.figure is not None and math.isfinite(r.figure)
         assert r.checked.startswith("[quick config]")
+    assert "not checked on the quick config" in rows[2].checked and rows[2].detail("seeds") == [0]
     store = RunCache(tmp_path)
     assert all(store.has(s) for s in t5.specs(TINY))
     assert rows[0].detail("runs")["spt/s0"]["pretrained"] > 0
@@ -72,13 +73,14 @@ def test_full_config_rows_are_checked_and_can_fail(monkeypatch, tmp_path):
     finally:
         t5._runs.cache_clear()
         t5._phase.cache_clear()
-    for cid in ("T5.1", "T5.4", "T5.5", "T5.6"):
+    for cid in ("T5.1", "T5.3", "T5.4", "T5.5", "T5.6"):
         assert rows[cid].verdict in ("pass", "fail") and rows[cid].tolerance is not None, cid
     assert rows["T5.1"].figure == rows["T5.1"].detail("scratch") / rows["T5.1"].detail("spt_final")
     import pandas as pd
     table = pd.DataFrame(rows["T5.4"].detail("rows"))
     assert rows["T5.4"].verdict == t5.share_verdict(table, lambda x: x.beta_unif, t5.BASIN_UNIF_SHARE, "ge")[2]
     assert rows["T5.2"].verdict == "measured"
+    assert rows["T5.3"].verdict == "fail"  # one seed: no interval, nothing supports the claim
 
 
 # The 55 SPT-only runs of the toy basin grid at the full configuration (11 settings x seeds 0-4), as
@@ -171,3 +173,39 @@ def test_per_seed_accuracy_pairs_by_seed_whatever_the_order_of_the_runs():
     assert t5.per_seed_accuracy(cfg, _fake_runs(acc, cfg.seeds, shuffled)) == acc
     with pytest.raises(KeyError):  # a recipe without a run for one of the seeds
         t5.per_seed_accuracy(cfg, {k: v for k, v in _fake_runs(acc, cfg.seeds).items() if k != ("spt", 1)})
+
+
+def _accuracy_row(monkeypatch, scratch, spt, qk=None):
+    """T5.3 on the full configuration's seeds with planted accuracies (one per seed, seeds 0-4)."""
+    acc = {"scratch": scratch, "spt": spt, "qk_transfer": qk or scratch, "frozen_attention": scratch}
+    runs = _fake_runs(acc, t5.FULL.seeds)
+    monkeypatch.setattr(t5, "_runs", lambda quick, cache: (t5.FULL, runs))
+    return t5.measure_accuracy(quick=False, cache=None)
+
+
+SCRATCH = [0.60, 0.62, 0.58, 0.61, 0.59]
+
+
+def test_accuracy_row_passes_where_spt_beats_scratch_on_every_seed(monkeypatch):
+    from toyspt.analysis.gains import gain_and_share
+
+    spt, qk = [0.95, 0.90, 0.93, 0.96, 0.91], [0.85, 0.84, 0.80, 0.88, 0.79]
+    r = _accuracy_row(monkeypatch, SCRATCH, spt, qk)
+    g = gain_and_share({"scratch": SCRATCH, "spt": spt, "qk_transfer": qk}, "qk_transfer")
+    assert r.verdict == "pass" and (r.tolerance, r.sense) == (t5.GAIN_LOW_MIN, "ge")
+    assert r.figure == g["gain_low"] > 0 and r.detail("gain") == pytest.approx(0.33)
+    assert r.detail("share") == pytest.approx(0.232 / 0.33) and r.detail("share_interval") == "bounded"
+    assert r.detail("seeds") == [0, 1, 2, 3, 4] and r.detail("per_recipe")["spt"] == spt
+    assert "seed(s) 0, 1, 2, 3, 4" in r.checked and "95% t interval" in r.checked and "Fieller 95%" in r.checked
+
+
+@pytest.mark.parametrize("spt", [
+    [0.55, 0.60, 0.50, 0.58, 0.52],  # scratch beats spt on every seed
+    [0.65, 0.66, 0.64, 0.66, 0.44],  # higher mean gain (+0.010), but one seed loses: the interval reaches below 0
+    [0.62, 0.64, 0.60, 0.63, 0.61],  # +0.02 on every seed: no spread, no interval (undefined, not certain)
+    SCRATCH,  # no gain at all
+], ids=["spt_worse", "interval_crosses_0", "no_spread", "tie"])
+def test_accuracy_row_fails_where_spt_does_not_beat_scratch(monkeypatch, spt):
+    r = _accuracy_row(monkeypatch, SCRATCH, spt)
+    assert r.verdict == "fail" and r.tolerance == t5.GAIN_LOW_MIN
+    assert not r.figure >= 0  # a lower end below 0, or NaN without an interval
