@@ -240,8 +240,8 @@ def parse(raw: bytes, name: str) -> tuple[dict[str, Line], list[str]]:
         k = rec["key"]
         if k in bad:
             bad[k].append(i)
-        elif k in good:
-            if good[k].record["entry"] != rec["entry"] or good[k].record["spec"] != rec["spec"]:
+        elif k in good:  # one key is one spec's identity: where a data set was read (root) may differ
+            if good[k].record["entry"] != rec["entry"]:
                 bad[k] = [good.pop(k).number, i]
         else:
             good[k] = Line(i, rec)

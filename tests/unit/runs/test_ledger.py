@@ -116,6 +116,24 @@ def test_two_records_of_one_key_with_different_numbers_are_both_refused(trained,
                for p in led.problems)
 
 
+def test_two_records_of_one_run_read_from_different_roots_are_one_record():
+    """The key hashes a run's identity, not where its data set was read: a record of the same
+    run from another machine's archive root is a duplicate, not a conflict (as merge has it)."""
+    from toyspt.runs.ledger import identity, parse
+    from toyspt.util.hashing import digest
+
+    def line(where, acc=0.75):
+        spec = dict(recipe="scratch", seed=0, data=dict(kind="ucr", name="GunPoint", fingerprint="f00d", root=where))
+        rec = dict(ledger=LEDGER_FORMAT, key=digest(identity("ucr", spec)), kind="ucr", spec=spec,
+                   entry=dict(summary=dict(final_test_acc=acc)), states=["final"])
+        return json.dumps(rec).encode() + b"\n"
+
+    good, problems = parse(line("/a/UCRArchive_2018") + line("/b/ucr"), "l.jsonl")
+    assert not problems and [x.number for x in good.values()] == [1]
+    good, problems = parse(line("/a/UCRArchive_2018") + line("/b/ucr", acc=0.5), "l.jsonl")
+    assert not good and "lines 1, 2: records of" in problems[0] and "different numbers" in problems[0]
+
+
 def test_an_identical_duplicate_is_harmless(trained, tmp_path):
     root, _, _ = trained
     lines = _lines(root)
