@@ -7,32 +7,55 @@ none.
 from __future__ import annotations
 
 from itertools import combinations
+from operator import methodcaller
 
-from matplotlib.figure import Figure
-from matplotlib.text import Text
+from matplotlib.axes import Axes
+from matplotlib.axis import Axis
+from matplotlib.figure import Figure, FigureBase
+from matplotlib.text import Annotation, Text
 
 SLACK_PX = 1.0  # boxes overlapping by at most this (anti-aliasing, touching glyphs) do not count
 
 
-def drawn_texts(fig: Figure) -> list[tuple[str, object]]:
-    """(string, window box) of every non-empty text ``fig`` draws, in drawing order: what a
-    render actually puts on the canvas (tick labels outside the view, hidden or transparent
-    texts are not drawn, so they do not count)."""
-    out = []
-    draw = Text.draw
+def _children(artist) -> list:
+    """The children ``artist.draw`` draws, in its order (matplotlib 3.x): a figure's and an
+    Axes' sorted by zorder without animated ones (an Axes without axis: no Axis), an Axis' the
+    ticks it draws (``_update_ticks``, as its ``draw``: none outside the view), then its label
+    and offset text."""
+    if isinstance(artist, Axis):
+        return [*artist._update_ticks(), artist.label, artist.offsetText]
+    kids = artist.get_children()
+    if isinstance(artist, (FigureBase, Axes)):
+        if isinstance(artist, Axes) and not artist.axison:
+            kids = [c for c in kids if not isinstance(c, Axis)]
+        kids = sorted((c for c in kids if not c.get_animated()), key=methodcaller("get_zorder"))
+    return kids
 
-    def spy(self, renderer):
-        draw(self, renderer)
-        if self.get_visible() and self.get_text().strip() and self.get_alpha() != 0:
-            box = Text.get_window_extent(self, renderer)
+
+def _walk(artist, renderer, out: list) -> None:
+    """Append (string, window box) of every text under ``artist`` that a draw puts on the canvas."""
+    if not artist.get_visible():
+        return
+    if isinstance(artist, Text):
+        if isinstance(artist, Annotation) and not artist._check_xy(renderer):  # clipped away, as in its draw
+            return
+        if artist.get_text().strip() and artist.get_alpha() != 0:
+            box = Text.get_window_extent(artist, renderer)  # the text's own box (an annotation's: no arrow)
             if box.width > 0 and box.height > 0:
-                out.append((self.get_text(), box))
+                out.append((artist.get_text(), box))
+        return
+    for child in _children(artist):
+        _walk(child, renderer, out)
 
-    Text.draw = spy
-    try:
-        fig.canvas.draw()
-    finally:
-        Text.draw = draw
+
+def drawn_texts(fig: Figure) -> list[tuple[str, object]]:
+    """(string, window box) of every non-empty text ``fig`` draws, in drawing order: the figure
+    is laid out by one draw without rendering, then its artists are walked as a draw walks them
+    (tick labels outside the view, hidden or transparent texts are not drawn, so they do not
+    count)."""
+    fig.draw_without_rendering()
+    out: list = []
+    _walk(fig, fig.canvas.get_renderer(), out)
     return out
 
 
