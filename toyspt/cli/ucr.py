@@ -9,13 +9,13 @@ from toyspt.cli.flags import split_unique
 
 def cmd_ucr(args) -> int:
     from toyspt.ucr.data import PAPER_DATASETS
-    from toyspt.ucr.sources import describe_sources, format_sources
+    from toyspt.ucr.locations import describe_locations, format_locations
 
     if args.data != "toy":
         raise ValueError("toyspt ucr takes --dataset NAME[,NAME...]; --data is toyspt compare's")
     if args.list:
         names = [n for n in args.dataset.split(",") if n] if args.dataset else list(PAPER_DATASETS)
-        print(format_sources(describe_sources(names, args.ucr_root, args.source)))
+        print(format_locations(describe_locations(names, args.ucr_root, args.location)))
         return 0
     args.data = ",".join(f"ucr:{n}" for n in split_unique(args.dataset or "GunPoint", "--dataset", "data set"))
     return cmd_compare(args)

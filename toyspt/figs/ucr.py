@@ -69,7 +69,7 @@ def draw(ctx, runs):
     t = ctx.real_tier
     seeds = {a: len(design.arm_seeds(t, a)) for a in ARMS if design.arm_seeds(t, a)}
     ctx.meta[NAME] = dict(tier=t.name, datasets=[d.config.name for d in datasets], skipped=skipped,
-                          sources={d.config.name: d.source for d in datasets}, arms=list(seeds), seeds=seeds,
+                          read_from={d.config.name: d.read_from for d in datasets}, arms=list(seeds), seeds=seeds,
                           primary=design.PRIMARY)
     if not datasets:
         return no_data({NAME: COLUMNS, f"{NAME}_paired": PAIRED_COLUMNS})

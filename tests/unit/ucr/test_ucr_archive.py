@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from toyspt.ucr import archive
+from toyspt.ucr.locations import PAPER_DATASETS
 from toyspt.ucr.read import UCRError, read_ucr_file
-from toyspt.ucr.sources import PAPER_DATASETS
 
 SMALL = archive.ArchiveRule(max_length=32, max_train=20, max_test=30)  # the default rule, scaled down
 

