@@ -50,12 +50,14 @@ def _walk(artist, renderer, out: list) -> None:
 
 def drawn_texts(fig: Figure) -> list[tuple[str, object]]:
     """(string, window box) of every non-empty text ``fig`` draws, in drawing order: the figure
-    is laid out by one draw without rendering, then its artists are walked as a draw walks them
-    (tick labels outside the view, hidden or transparent texts are not drawn, so they do not
-    count)."""
-    fig.draw_without_rendering()
+    is laid out by one draw without rendering (none when it is not stale: laid out already),
+    then its artists are walked as a draw walks them (tick labels outside the view, hidden or
+    transparent texts are not drawn, so they do not count)."""
+    if fig.stale:
+        fig.draw_without_rendering()
     out: list = []
     _walk(fig, fig.canvas.get_renderer(), out)
+    fig.stale = False  # the walk set each Axis' ticks as the draw had set them: still laid out
     return out
 
 
