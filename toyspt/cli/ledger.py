@@ -23,8 +23,9 @@ def check(args: argparse.Namespace) -> int:
     lines = led.lines()
     size = Path(args.path).stat().st_size if Path(args.path).exists() else 0
     kinds: dict[str, int] = {}
-    for line in lines.values():
-        kinds[line.record["kind"]] = kinds.get(line.record["kind"], 0) + 1
+    for line in lines.values():  # a run's record says run (its data's kind, ucr, before specs named their own)
+        kind = "run" if "recipe" in line.record["spec"] else line.record["kind"]
+        kinds[kind] = kinds.get(kind, 0) + 1
     cpus = sorted({line.record.get("cpu") or "?" for line in lines.values()})
     seconds = sum(line.record.get("seconds") or 0.0 for line in lines.values())
     print(f"{args.path}: {len(lines)} records ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}), "

@@ -173,9 +173,7 @@ class RunSpec(Spec):
         check_numerics(self.numerics)
         get_recipe(self.recipe).check_model(self.model)
 
-    @property
-    def kind(self) -> str:  # type: ignore[override]
-        return self.data.kind
+    kind: ClassVar[str] = "run"  # the spec kind, as every spec names its own (the data's kind is data.kind)
 
     def to_dict(self) -> dict[str, Any]:
         """The run as JSON values: the layout toy and UCR keys have always had (the data
@@ -198,7 +196,7 @@ class RunSpec(Spec):
         return d
 
     def label(self) -> str:
-        return f"{self.kind} run {self.key()} ({self.data.name}, {self.recipe}, seed {self.seed})"
+        return f"{self.data.kind} run {self.key()} ({self.data.name}, {self.recipe}, seed {self.seed})"
 
     def seconds(self) -> float:
         """Seconds of this run's own phases (a continued run: what it adds), its evaluations and
@@ -235,7 +233,7 @@ class RunSpec(Spec):
 
     def group(self) -> str | None:
         """Specs without trackers that differ only by seed train in lockstep."""
-        return None if self.trackers else f"{self.kind}-{replace(self, seed=0).key()}"
+        return None if self.trackers else f"{self.data.kind}-{replace(self, seed=0).key()}"
 
     def load_data(self):
         """(the labelled data, the data SPT pretrains on where the recipe says so, or None)."""

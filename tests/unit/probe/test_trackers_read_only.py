@@ -140,7 +140,7 @@ def test_a_probe_of_a_stored_run_is_a_cached_entry_read_from_any_entry_answering
     assert probes[0].key() == ProximitySpec.of(replace(peak, evaluate="all", trackers=("beta",))).key()
     got = sweep([replace(peak, evaluate="all"), tracked, *probes, peak], cache,
                 options=SweepOptions(progress=False, lockstep=lockstep))
-    assert sorted(k for job in jobs for k in job) == ["proximity", "proximity", "toy", "toy", "toy"]  # no peak run
+    assert sorted(k for job in jobs for k in job) == ["proximity", "proximity", "run", "run", "run"]  # no peak run
     for run, probe in zip((got[0], got[1]), got[2:4]):
         x = SMALL_TASK.probe_inputs()
         assert proximities(probe) == {w: proximity_of(run, w, x) for w in ("pretrained", "final")}

@@ -296,7 +296,7 @@ def test_the_ledger_command_checks_and_merges(trained, tmp_path, capsys):
     root, _, _ = trained
     src = root / "ledger.jsonl"
     assert main(["ledger", "check", str(src)]) == 0
-    assert f"{len(_lines(root))} records (toy {len(_lines(root))})" in capsys.readouterr().out
+    assert f"{len(_lines(root))} records (run {len(_lines(root))})" in capsys.readouterr().out
     bad = tmp_path / "bad.jsonl"
     bad.write_text(src.read_text() + "{oops\n")
     assert main(["ledger", "check", str(bad)]) == 1

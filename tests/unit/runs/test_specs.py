@@ -55,7 +55,7 @@ def test_ucr_keys_hold_and_ignore_where_the_files_are():
              "ucr tracked": ucr_spec("spt_only", gp, seed=4, trackers=("beta", "profile:every=1000"), evaluate="peak")}
     for name, spec in specs.items():
         assert spec.key() == GOLDEN[name], name
-        assert spec.kind == "ucr" and spec_from_dict(spec.to_dict()).key() == spec.key()
+        assert spec.kind == "run" and spec.data.kind == "ucr" and spec_from_dict(spec.to_dict()).key() == spec.key()
     s = specs["ucr GunPoint spt seed 3"]
     moved = replace(s, data=replace(s.data, config=replace(s.data.config, root="/elsewhere", location="archive")))
     assert moved.key() == s.key()  # the content hash names the data, not its path
