@@ -23,7 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from toyspt.figs import CONTRAST, HEADLINE, FigContext, load, render
-from toyspt.figs.metadata import Metadata, compute_by_figure, owners
+from toyspt.figs.metadata import Metadata, compute_by_figure, from_ledger, owners
 from toyspt.figs.schedule import Drawer, Schedule, clock
 from toyspt.runs import RunCache, RunSpec, sweep
 from toyspt.runs.ledger import Ledger, data_kind
@@ -118,8 +118,10 @@ def run_job(job: FigureJob) -> int:
             with uninterrupted():  # a figure's PNG, PDF, CSV and its metadata are written together
                 render(c, mod, specs, results)
                 timings[label] = round(time.time() - t, 2)
+                recorded = from_ledger(specs.values(), pl)  # entries answered by records: their kernels
                 meta.figure(label, dict(draw_seconds=timings[label], written_after_seconds=round(time.time() - t0, 1),
-                                        **credit().get(label, {}), **c.meta.get(mod.NAME, {})))
+                                        **credit().get(label, {}), **({"from_ledger": recorded} if recorded else {}),
+                                        **c.meta.get(mod.NAME, {})))
             tqdm.write(f"{label:22s} {timings[label]:7.1f}s  -> {c.out / mod.NAME}.png/.pdf/.csv "
                        f"({time.time() - t0:.0f}s after start)")
 
@@ -186,7 +188,7 @@ def left_line(schedule: Schedule, left: list, progress: dict[str, tuple[int, int
 def cost_line(schedule: Schedule, tier: str) -> str:
     """What training costs by the estimates (before anything trains): runs, CPU time, wall time
     at the workers, and when the headline (or the first figure that trains) will be written."""
-    c = schedule.cost()
+    c = schedule.totals()
     schedule.initial = dict(runs=c["runs"], cpu_hours=round(c["cpu_hours"], 3), wall_hours=round(c["wall_hours"], 3),
                             calibrated_on=c["observed"])
     first = HEADLINE if schedule.needs.get(HEADLINE) else next((k for k, v in schedule.needs.items() if v), None)

@@ -138,7 +138,7 @@ class Schedule(Watch):
             return None, end
         return max((f.get(k, 0.0) for k in self.needs.get(label, ())), default=0.0), end
 
-    def cost(self) -> dict[str, Any]:
+    def totals(self) -> dict[str, Any]:
         """What training this plan costs by the estimates: runs, CPU-hours, wall hours at the workers."""
         cpu = sum(self.estimate(s) for s in self.plan.todo)
         wall = max(self.forecast().values(), default=0.0)

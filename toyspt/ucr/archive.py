@@ -19,9 +19,10 @@ checked in this order (the first that fails is the reason a set is refused):
 5. at least 5 series of every class in the train split (the validation split takes 20% of each
    class, so every class keeps >= 1 series to validate on and >= 4 to train on).
 
-**Order.** The admitted sets are taken by ascending estimated training cost
-``est_cost = n_train * length`` (series in the archive's train split times points per series;
-ties by name): the cheapest first, so a study that can afford only k sets runs :func:`take` ``(rule, k)``.
+**Order.** The admitted sets are taken by ascending size of training
+``train_points = n_train * length`` (series in the archive's train split times points per series,
+which a run's seconds grow with; ties by name): the cheapest first, so a study that can afford
+only k sets runs :func:`take` ``(rule, k)``.
 :func:`scan` gives one row per set with its sizes, the verdict and the reason.
 """
 from __future__ import annotations
@@ -59,7 +60,7 @@ def unit_of(name: str) -> str:
     return next((u for u, (sets, _) in RELATED_SETS.items() if name in sets), name)
 
 
-SCAN_COLUMNS = ["name", "train", "test", "length", "classes", "min_class", "admitted", "reason", "est_cost", "rank"]
+SCAN_COLUMNS = ["name", "train", "test", "length", "classes", "min_class", "admitted", "reason", "train_points", "rank"]
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ def _row(name: str, train=np.nan, test=np.nan, length=np.nan, classes=np.nan, mi
          reason: str = "") -> dict:
     return dict(name=name, train=train, test=test, length=length, classes=classes, min_class=min_class,
                 admitted=reason == "", reason=reason,
-                est_cost=train * length if np.isfinite(train) and np.isfinite(length) else np.nan)
+                train_points=train * length if np.isfinite(train) and np.isfinite(length) else np.nan)
 
 
 def _verdict(name: str, rule: ArchiveRule, root, location: str) -> dict:
@@ -167,15 +168,15 @@ def scan(rule: ArchiveRule = DEFAULT_RULE, names=None, root: str | os.PathLike |
     """One row per set (``names``, default :func:`archive_names`) with :data:`SCAN_COLUMNS`:
     sizes (train, test: series in the archive's splits; length; classes and the smallest class's
     training series, NaN where not reached), ``admitted``, ``reason`` ("" when admitted),
-    ``est_cost = train * length``, and ``rank`` (1, 2, ... in the stated order; 0 if refused).
-    Rows: the admitted sets by ascending est_cost, ties by name, then the refused ones by name."""
+    ``train_points = train * length``, and ``rank`` (1, 2, ... in the stated order; 0 if refused).
+    Rows: the admitted sets by ascending train_points, ties by name, then the refused ones by name."""
     names = archive_names(root) if names is None else list(names)
     t = pd.DataFrame([_verdict(n, rule, root, location) for n in names], columns=SCAN_COLUMNS[:-1])
     t["admitted"] = t.admitted.astype(bool)
-    t = pd.concat([t[t.admitted].sort_values(["est_cost", "name"]), t[~t.admitted].sort_values("name")])
+    t = pd.concat([t[t.admitted].sort_values(["train_points", "name"]), t[~t.admitted].sort_values("name")])
     t = t.reset_index(drop=True)
     t["rank"] = np.where(t.admitted, np.arange(1, len(t) + 1), 0)
-    for c in ("train", "test", "length", "classes", "min_class", "est_cost"):
+    for c in ("train", "test", "length", "classes", "min_class", "train_points"):
         t[c] = t[c].astype("Int64")
     return t
 

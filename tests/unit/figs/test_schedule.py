@@ -143,7 +143,7 @@ def test_eta_of_the_next_figure_and_of_the_end(tmp_path):
         s = Schedule(planned, make_plan([a2, b, c], RunCache(tmp_path)), workers, CostModel(), now=lambda: t[0])
         nxt, total = s.eta("first")
         assert (nxt, total) == (pytest.approx(first), pytest.approx(end))
-        assert s.cost()["runs"] == 4 and s.cost()["cpu_hours"] * 3600 == pytest.approx(10.04)
+        assert s.totals()["runs"] == 4 and s.totals()["cpu_hours"] * 3600 == pytest.approx(10.04)
     s.started([b])  # two workers: b runs, and has run for 1 s
     t[0] += 1.0
     assert s.eta("first")[0] == pytest.approx(3.02)  # a, a2 on the other worker

@@ -71,7 +71,7 @@ def test_the_rule_refuses_each_reason_by_name(root):
             read_ucr_file(root / name / f"{name}_TRAIN.tsv")
         assert reasons[name] == f"cannot be loaded: {e.value}", name
     assert "NaN" in reasons["Missing"]
-    sizes = ["train", "test", "length", "classes", "min_class", "est_cost"]
+    sizes = ["train", "test", "length", "classes", "min_class", "train_points"]
     assert t.loc["Good", sizes].tolist() == [12, 12, 16, 2, 6, 192]
     assert archive.admit("Good", SMALL, root=root) == (True, "")
     assert archive.admit("Long", SMALL, root=root) == (False, "series length 33 > 32")
@@ -112,10 +112,10 @@ def test_the_real_package_admits_at_least_twelve_sets(monkeypatch):
     assert len(names) == 59 and set(PAPER_DATASETS) <= set(names)
     t = archive.scan()
     ok = t[t.admitted]
-    shown = ["rank", "name", "train", "test", "length", "classes", "min_class", "est_cost"]
+    shown = ["rank", "name", "train", "test", "length", "classes", "min_class", "train_points"]
     print("\n" + ok[shown].to_string(index=False))
     assert len(ok) >= 12 and len(t) == 59 and not set(PAPER_DATASETS) & set(ok.name)
     assert (ok.length <= 512).all() and (ok.train <= 500).all() and (ok.test <= 1000).all()
     assert (ok.classes >= 2).all() and (ok.min_class >= 5).all()
-    assert (ok.est_cost == ok.train * ok.length).all() and ok.est_cost.is_monotonic_increasing
+    assert (ok.train_points == ok.train * ok.length).all() and ok.train_points.is_monotonic_increasing
     assert (t.reason[~t.admitted] != "").all()
