@@ -1,6 +1,7 @@
 """``metadata.json`` beside the figures: what made them (git revision, torch, the machine,
 seeds, quick or not, tier, workers) and, per figure, the facts its ``draw`` noted, the seconds
-drawing it took, when it was written and the runs trained for it.
+drawing it took, when it was written, the runs trained for it and, of its entries answered by
+results-ledger records, how many per ``cpu_capability`` of those records (``from_ledger``).
 
 The file is rewritten (atomically) after every figure, so a job stopped by Ctrl-C or killed
 leaves metadata that lists exactly the figures written so far; ``last_run`` is written when the
@@ -12,6 +13,7 @@ import json
 import os
 import platform
 import subprocess
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -96,6 +98,14 @@ def compute_by_figure(planned: dict[str, list], trained: dict[str, float],
     return out
 
 
+def from_ledger(specs: Iterable, plan) -> dict[str, int]:
+    """How many of a figure's entries (its ``specs``, planned by ``plan``) were answered by
+    ledger records, per the records' ``cpu_capability``: the kernels that made those numbers,
+    which may not be this host's (``written_on``)."""
+    keys = {plan.answer[s.key()].key() for s in specs}
+    return dict(sorted(Counter(plan.from_ledger[k] for k in keys if k in plan.from_ledger).items()))
+
+
 MAX_METADATA_BYTES = 64 << 20  # a metadata.json of every figure and contrast is ~0.1 MB
 
 
@@ -153,4 +163,4 @@ class Metadata:
 
 
 __all__ = ["Metadata", "read_metadata", "MAX_METADATA_BYTES",
-           "git_revision", "machine_info", "peak_memory_mb", "owners", "compute_by_figure"]
+           "git_revision", "machine_info", "peak_memory_mb", "owners", "compute_by_figure", "from_ledger"]

@@ -169,6 +169,15 @@ class Ledger:
                 return entry_of(s, line.record)
         return None
 
+    def capability(self, spec: Spec) -> str | None:
+        """The ``cpu_capability`` of the record that answers ``spec`` (whose kernels made its bits;
+        ``unknown``: a record older than the field), None when none does."""
+        for s in (spec, *spec.alternatives()):
+            line = self.lines().get(s.key())
+            if line is not None:
+                return line.record.get("cpu_capability") or "unknown"
+        return None
+
     # ---- writing ---------------------------------------------------------------------------
     def record(self, spec: Spec, entry: Entry) -> dict:
         """The record of ``spec``'s finished ``entry`` (weights summarised by their norms)."""

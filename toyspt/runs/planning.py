@@ -82,6 +82,7 @@ class Plan:
     loaded: list[tuple[Spec, Entry]] = field(default_factory=list)  # every entry read while planning
     reads: dict[str, str] = field(default_factory=dict)  # todo key -> the entry key it reads (reads_parent)
     ledger: "Ledger | None" = None  # where finished entries it covers are recorded (None: nowhere)
+    from_ledger: dict[str, str] = field(default_factory=dict)  # key answered by a record -> its cpu_capability
 
     def children(self) -> dict[str, list[Spec]]:
         """todo key -> the todo specs that continue its run."""
@@ -133,6 +134,7 @@ def make_plan(specs: Sequence[Spec], cache: RunCache, recompute: bool = False,
                 for y in (x, *x.alternatives(), *x.twins()):
                     cache.remove(y)
     done: dict[str, Entry] = {}
+    recorded: dict[str, str] = {}  # keys answered by the ledger -> the kernels of their records
     own: dict[str, Entry | None] = {}  # asked specs' own entries, loaded once
 
     seen: dict[str, Spec] = {}
@@ -158,10 +160,12 @@ def make_plan(specs: Sequence[Spec], cache: RunCache, recompute: bool = False,
             r = repaired(s)
         if r is None and ledger is not None and not recompute and ledger.covers(s):
             r = ledger.answer(s)
+            if r is not None:
+                recorded[s.key()] = ledger.capability(s)
         if r is not None:
             own[s.key()] = r
             done[s.key()] = r
-    plan = Plan(answer, done, [], ledger=ledger)
+    plan = Plan(answer, done, [], ledger=ledger, from_ledger=recorded)
     todo: dict[str, Spec] = {}
 
     def available(p: Spec) -> bool:
