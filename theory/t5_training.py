@@ -18,13 +18,14 @@ a missing one is trained and stored) and reports, per recipe and seed:
   the model's recon gain after SPT epoch 1, and T3's sign rule at the random init.
 
 Rows that state a claim about the full configuration's runs are *checked* against a stated
-threshold there (T5.1: the displacement ratio; T5.3: the lower end of the paired 95% interval
+threshold there (T5.1: the displacement ratio; T5.2: SPT's proximity index after SPT above 1
+and above scratch's final one in every seed; T5.3: the lower end of the paired 95% interval
 of SPT's gain in test accuracy over scratch; T5.4-T5.6: the share of runs whose basin a
 predictor names, :func:`share_verdict`; each also reports the share against always answering
 the majority basin, :func:`share_base_rate`), so a claim the runs contradict fails the report.
 ``--quick`` uses a small configuration (one seed, short runs: too short to show the effect)
 unless every run of the full configuration is already in the cache; its rows are reported
-as ``measured`` and say that they were not checked. T5.2 is descriptive (``measured``).
+as ``measured`` and say that they were not checked.
 """
 from __future__ import annotations
 
@@ -173,8 +174,14 @@ def measure_proximity(quick: bool = False, cache: str | None = None) -> Result:
                                 and (w != "init" or rec == "scratch")}  # one init per seed
     mean = lambda rec, w, k: float(np.mean([v[w][k] for n, v in rows.items()  # noqa: E731
                                             if n.startswith(rec + "/")]))
-    return measured_result(
-        "T5.2", "scratch keeps the positional profile flat; SPT peaks it at small |i - j|",
+    # per seed: how far SPT's index after SPT lies above 1 (the basin rule, toyspt.analysis.basin:
+    # pi > 1 is proximity) and above scratch's final index; the claim needs both in every seed
+    margins = {sd: min(rows[f"spt/s{sd}"]["pretrained"]["proximity_index"] - 1.0,
+                       rows[f"spt/s{sd}"]["pretrained"]["proximity_index"]
+                       - rows[f"scratch/s{sd}"]["final"]["proximity_index"]) for sd in cfg.seeds}
+    return _checked_or_measured(
+        cfg, "T5.2", "SPT peaks the positional profile at small |i - j| and scratch does not: in every seed the "
+        "proximity index after SPT is above 1 (the basin rule) and above scratch's final index",
         _tag(cfg) + f"proximity index (1 = uniform) on {len(x)} validation sequences, mean over seeds: "
         f"scratch final {mean('scratch', 'final', 'proximity_index'):.2f}; spt after SPT "
         f"{mean('spt', 'pretrained', 'proximity_index'):.2f}, final "
@@ -182,8 +189,10 @@ def measure_proximity(quick: bool = False, cache: str | None = None) -> Result:
         f"{mean('scratch', 'final', 'self_index'):.2f}, spt after SPT "
         f"{mean('spt', 'pretrained', 'self_index'):.2f}; profile contrast Pi(+-1) - mean Pi: "
         f"scratch {mean('scratch', 'final', 'profile_contrast'):+.3f}, spt "
-        f"{mean('spt', 'final', 'profile_contrast'):+.3f}", mean("spt", "pretrained", "proximity_index"),
-        "spt proximity index", runs=rows)
+        f"{mean('spt', 'final', 'profile_contrast'):+.3f}; smallest margin over seeds {min(margins.values()):+.2f}",
+        min(margins.values()), "min over seeds of (spt index after SPT - max(1, scratch final index))", 0.0, "ge",
+        "a claim about runs: the basin rule's pi > 1 for SPT, and SPT above scratch, in every seed of the full "
+        "configuration (a margin of 0 or less in any seed fails)", runs=rows, margins=margins)
 
 
 def per_seed_accuracy(cfg: T5Config, runs: dict) -> dict[str, list[float]]:

@@ -62,7 +62,7 @@ def test_share_verdict_fails_below_its_threshold_and_when_the_sign_is_flipped():
 
 
 def test_full_config_rows_are_checked_and_can_fail(monkeypatch, tmp_path):
-    """On the full configuration (here a tiny one) T5.1 and T5.4-T5.6 carry a threshold and
+    """On the full configuration (here a tiny one) T5.1-T5.6 carry a threshold and
     a pass/fail verdict; the basin rows' verdicts are those of share_verdict on their table."""
     monkeypatch.setattr(t5, "FULL", TINY)
     monkeypatch.setattr(t5, "QUICK", t5.T5Config(TINY.task, TINY.model, TINY.train, (1,), TINY.recipes))
@@ -73,13 +73,15 @@ def test_full_config_rows_are_checked_and_can_fail(monkeypatch, tmp_path):
     finally:
         t5._runs.cache_clear()
         t5._phase.cache_clear()
-    for cid in ("T5.1", "T5.3", "T5.4", "T5.5", "T5.6"):
+    for cid in ("T5.1", "T5.2", "T5.3", "T5.4", "T5.5", "T5.6"):
         assert rows[cid].verdict in ("pass", "fail") and rows[cid].tolerance is not None, cid
     assert rows["T5.1"].figure == rows["T5.1"].detail("scratch") / rows["T5.1"].detail("spt_final")
     import pandas as pd
     table = pd.DataFrame(rows["T5.4"].detail("rows"))
     assert rows["T5.4"].verdict == t5.share_verdict(table, lambda x: x.beta_unif, t5.BASIN_UNIF_SHARE, "ge")[2]
-    assert rows["T5.2"].verdict == "measured"
+    margins = rows["T5.2"].detail("margins")
+    assert rows["T5.2"].figure == min(margins.values()) and set(margins) == set(TINY.seeds)
+    assert rows["T5.2"].verdict == ("pass" if rows["T5.2"].figure >= 0 else "fail")
     assert rows["T5.3"].verdict == "fail"  # one seed: no interval, nothing supports the claim
 
 
