@@ -161,22 +161,24 @@ class Ledger:
     def __len__(self) -> int:
         return len(self.lines())
 
-    def answer(self, spec: Spec) -> Entry | None:
-        """The entry of ``spec`` (or of one of its alternatives) as its record gives it, or None."""
+    def _answering(self, spec: Spec) -> tuple[Spec, Line] | None:
+        """(``spec`` or the alternative whose record answers it, that record's line), or None."""
         for s in (spec, *spec.alternatives()):
             line = self.lines().get(s.key())
             if line is not None:
-                return entry_of(s, line.record)
+                return s, line
         return None
+
+    def answer(self, spec: Spec) -> Entry | None:
+        """The entry of ``spec`` (or of one of its alternatives) as its record gives it, or None."""
+        found = self._answering(spec)
+        return entry_of(found[0], found[1].record) if found is not None else None
 
     def capability(self, spec: Spec) -> str | None:
         """The ``cpu_capability`` of the record that answers ``spec`` (whose kernels made its bits;
         ``unknown``: a record older than the field), None when none does."""
-        for s in (spec, *spec.alternatives()):
-            line = self.lines().get(s.key())
-            if line is not None:
-                return line.record.get("cpu_capability") or "unknown"
-        return None
+        found = self._answering(spec)
+        return (found[1].record.get("cpu_capability") or "unknown") if found is not None else None
 
     # ---- writing ---------------------------------------------------------------------------
     def record(self, spec: Spec, entry: Entry) -> dict:
