@@ -11,24 +11,36 @@ refused: nothing is written, each conflict is named, exit 2.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from toyspt.cli.flags import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 
+def _missing(paths: list[str]) -> bool:
+    """Whether some of ``paths`` do not exist, each named (a mistyped ledger is not an empty one)."""
+    gone = [p for p in paths if not os.path.exists(p)]
+    for p in gone:
+        print(f"error: {p}: no such ledger")
+    return bool(gone)
+
+
 def check(args: argparse.Namespace) -> int:
     from toyspt.runs.ledger import Ledger
 
+    if _missing([args.path]):
+        return EXIT_USAGE
     led = Ledger(Path(args.path), kinds=(), warn=lambda m: None)
     lines = led.lines()
-    size = Path(args.path).stat().st_size if Path(args.path).exists() else 0
+    size = Path(args.path).stat().st_size
     kinds: dict[str, int] = {}
     for line in lines.values():  # a run's record says run (its data's kind, ucr, before specs named their own)
         kind = "run" if "recipe" in line.record["spec"] else line.record["kind"]
         kinds[kind] = kinds.get(kind, 0) + 1
     cpus = sorted({line.record.get("cpu") or "?" for line in lines.values()})
     seconds = sum(line.record.get("seconds") or 0.0 for line in lines.values())
-    print(f"{args.path}: {len(lines)} records ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}), "
+    counts = f" ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))})" if kinds else ""
+    print(f"{args.path}: {len(lines)} records{counts}, "
           f"{size / 1e6:.2f} MB, {size / max(1, len(lines)) / 1e3:.1f} KB a record; "
           f"{seconds / 3600:.2f} CPU-hours recorded; hosts: {'; '.join(cpus) or '-'}")
     for p in led.problems:
@@ -39,6 +51,8 @@ def check(args: argparse.Namespace) -> int:
 def merge(args: argparse.Namespace) -> int:
     from toyspt.runs.ledger import merge as merge_ledgers
 
+    if _missing(args.paths):
+        return EXIT_USAGE
     n, problems = merge_ledgers([Path(p) for p in args.paths], Path(args.out))
     if problems:
         for p in problems:

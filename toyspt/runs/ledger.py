@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import platform
 import stat
@@ -77,11 +78,24 @@ def identity(kind: str, d: dict) -> dict:
     return RunSpec.identity_of(d) if "recipe" in d else d
 
 
-def norms(states: dict) -> dict[str, dict[str, float]]:
-    """Frobenius norm (float64) of every floating-point tensor of every state but ``resume``."""
-    return {s: {k: float(torch.linalg.vector_norm(v.detach().double())) for k, v in t.items()
+def norms(states: dict) -> dict[str, dict[str, float | str]]:
+    """Frobenius norm (float64) of every floating-point tensor of every state but ``resume``
+    (a diverged tensor's as the text ``nan`` or ``inf``, as entries write NaN)."""
+    return {s: {k: _number(float(torch.linalg.vector_norm(v.detach().double()))) for k, v in t.items()
                 if isinstance(v, torch.Tensor) and v.is_floating_point()}
             for s, t in states.items() if s != "resume" and isinstance(t, dict)}
+
+
+def _number(x: float) -> float | str:
+    return x if math.isfinite(x) else str(x)
+
+
+def _constant(name: str) -> float:
+    """``Infinity`` and ``-Infinity`` as Python's json writes them (an entry may hold one); ``NaN``
+    refused: this code never writes it (entries hold the text ``nan``), so a NaN is damage."""
+    if name == "NaN":
+        raise ValueError("NaN is not a JSON number")
+    return float(name)
 
 
 def _slim(blob: dict) -> dict:
@@ -137,10 +151,11 @@ class Ledger:
             return b""
         except OSError as e:
             raise LedgerError(f"{self.path}: cannot be read ({e.strerror})") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a folder, a device or a pipe is never read as a ledger
+            os.close(fd)
+            raise LedgerError(f"{self.path}: not a regular file")
         with os.fdopen(fd, "rb") as f:
             st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise LedgerError(f"{self.path}: not a regular file")
             if st.st_size > MAX_BYTES:
                 raise LedgerError(f"{self.path}: {st.st_size} bytes, more than the {MAX_BYTES} a ledger may hold")
             raw = f.read(MAX_BYTES + 1)
@@ -210,6 +225,10 @@ class Ledger:
         return True
 
 
+FIELD_TYPES = dict(seconds=(int, float, type(None)), cpu=(str, type(None)), cpu_capability=(str, type(None)),
+                   parent=(str, type(None)), tier=str, norms=dict, torch=str, written=str)  # optional fields
+
+
 def _check(rec: Any) -> str | None:
     """Why a parsed line is not a usable record (None: it is)."""
     if not isinstance(rec, dict):
@@ -221,7 +240,16 @@ def _check(rec: Any) -> str | None:
         return f"no {', '.join(missing)}"
     if not isinstance(rec["spec"], dict) or digest(identity(rec["kind"], rec["spec"])) != rec["key"]:
         return f"its key {rec['key']!r} does not match its own spec"
-    return None
+    wrong = [k for k, t in FIELD_TYPES.items() if k in rec and (not isinstance(rec[k], t) or isinstance(rec[k], bool))]
+    if not isinstance(rec["states"], list) or not all(isinstance(x, str) for x in rec["states"]):
+        wrong.append("states")
+    if wrong:
+        return f"its {', '.join(wrong)} of the wrong type"
+    try:
+        entry = decode(rec["entry"])
+    except Exception as e:  # whatever a damaged entry raises, the line is not used
+        return f"its entry cannot be decoded ({type(e).__name__})"
+    return None if isinstance(entry, dict) else "its entry is not a JSON object"
 
 
 def parse(raw: bytes, name: str) -> tuple[dict[str, Line], list[str]]:
@@ -237,12 +265,16 @@ def parse(raw: bytes, name: str) -> tuple[dict[str, Line], list[str]]:
             problems.append(f"{name} line {i}: truncated (no line end: a write cut short); not used")
             continue
         try:
-            rec = json.loads(chunk.decode("utf-8"))
+            rec = json.loads(chunk.decode("utf-8"), parse_constant=_constant)
         except UnicodeDecodeError:
             problems.append(f"{name} line {i}: not UTF-8; not used")
             continue
         except json.JSONDecodeError as e:
             problems.append(f"{name} line {i}: not JSON ({e.msg}); not used")
+            continue
+        except (ValueError, RecursionError) as e:  # NaN, a number of over 4300 digits, arrays nested too deep
+            why = "nested too deeply" if isinstance(e, RecursionError) else str(e).split(":")[0]
+            problems.append(f"{name} line {i}: not JSON ({why}); not used")
             continue
         why = _check(rec)
         if why is not None:

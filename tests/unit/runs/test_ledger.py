@@ -9,6 +9,7 @@ import textwrap
 from dataclasses import replace
 
 import pytest
+import torch
 
 from tests.conftest import SMALL_TASK
 from toyspt.runs import RunCache, RunSpec, sweep
@@ -81,6 +82,11 @@ def _lines(root):
     (lambda line: line.replace('"seed":0', '"seed":7', 1), "does not match its own spec"),
     (lambda line: line.replace(f'"ledger":{LEDGER_FORMAT}', '"ledger":99', 1), "ledger format 99"),
     (lambda line: "[1, 2]", "not a JSON object"),
+    (lambda line: "[" * 100_000 + "]" * 100_000, "not JSON (nested too deeply)"),
+    (lambda line: '"seconds":NaN,"was":'.join(line.rsplit('"seconds":', 1)), "not JSON (NaN is not a JSON number)"),
+    (lambda line: '"seconds":"2h","was":'.join(line.rsplit('"seconds":', 1)), "its seconds of the wrong type"),
+    (lambda line: line.replace('"states":[', '"states":[7,', 1), "its states of the wrong type"),
+    (lambda line: line.replace('"entry":{', '"entry":{"@rows":1,', 1), "its entry cannot be decoded"),
 ])
 def test_a_bad_line_is_named_and_never_used(trained, tmp_path, damage, why):
     root, _, _ = trained
@@ -305,3 +311,29 @@ def test_the_ledger_command_checks_and_merges(trained, tmp_path, capsys):
     assert "nothing written" in capsys.readouterr().out and not (tmp_path / "m.jsonl").exists()
     assert main(["ledger", "merge", str(src), str(src), "-o", str(tmp_path / "m.jsonl")]) == 0
     assert (tmp_path / "m.jsonl").read_text() == src.read_text()
+
+
+def test_a_missing_ledger_or_a_folder_is_one_line_not_an_empty_ledger(tmp_path, capsys):
+    from toyspt.cli.main import main
+
+    assert main(["ledger", "check", str(tmp_path / "typo.jsonl")]) == 2
+    assert capsys.readouterr().out == f"error: {tmp_path / 'typo.jsonl'}: no such ledger\n"
+    assert main(["ledger", "merge", str(tmp_path / "typo.jsonl"), "-o", str(tmp_path / "m.jsonl")]) == 2
+    assert "no such ledger" in capsys.readouterr().out and not (tmp_path / "m.jsonl").exists()
+    assert main(["ledger", "check", str(tmp_path)]) == 2
+    assert "not a regular file" in capsys.readouterr().err
+
+
+def test_a_diverged_tensor_has_its_norm_as_text_never_a_nan_the_ledger_would_refuse():
+    from toyspt.runs.ledger import norms
+
+    n = norms({"model": {"w": torch.tensor([float("nan")]), "b": torch.tensor([float("inf")]),
+                         "c": torch.tensor([3.0, 4.0]), "i": torch.tensor([1])}})
+    assert n == {"model": {"w": "nan", "b": "inf", "c": 5.0}}
+
+
+def test_infinity_as_pythons_json_writes_it_is_read():
+    from toyspt.runs.ledger import parse
+
+    assert parse(b'[Infinity]\n', "l")[1] == ["l line 1: not a JSON object; not used"]  # read, then refused as a list
+    assert parse(b'[NaN]\n', "l")[1] == ["l line 1: not JSON (NaN is not a JSON number); not used"]
