@@ -16,12 +16,11 @@ from typing import Mapping
 
 import pandas as pd
 
-from toyspt.analysis.tables import run_row
+from toyspt.analysis.tables import SUMMARY_METRICS, run_row
 
 PROXIMITY_ARMS = ("scratch", "spt", "qk_transfer")  # runs whose proximity indices the rows carry
-# what a label row reports of the run's summary (toyspt.train.evaluation.label_summary)
-LABEL_METRICS = ("mean_test_last20", "test_at_min_val_loss", "final_test_acc", "test_at_peak", "peak_val_acc",
-                 "min_val_loss", "final_train_acc")
+# what a label row reports of the run's summary: a table's metrics and the lowest validation loss
+LABEL_METRICS = (*SUMMARY_METRICS, "min_val_loss")
 ROW_COLUMNS = ["dataset", "arm", "seed", "evaluate", "mean_test_last20", "test_at_min_val_loss", "final_test_acc",
                "peak_held_out", "test_at_peak", "peak_val_acc", "min_val_loss", "final_train_acc",
                "epochs_at_peak_val", "n_val", "proximity_final", "proximity_after_spt"]
