@@ -39,6 +39,12 @@ def test_empty_manifest_is_damage(cached):
     assert cached.load(BASE) is None and not cached.path(BASE).exists()
 
 
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"a": ' + "7" * 5000 + "}"], ids=["deep", "digits"])
+def test_a_manifest_nested_too_deep_or_with_a_huge_number_is_damage(cached, text):
+    (cached.path(BASE) / "manifest.json").write_text(text)  # used to end in RecursionError / ValueError
+    assert cached.load(BASE) is None and not cached.path(BASE).exists()
+
+
 def test_partial_manifest_is_damage(cached):
     m = cached.path(BASE) / "manifest.json"
     blob = json.loads(m.read_text())

@@ -194,8 +194,9 @@ class RunCache:
             raise Damaged(f"{d} is not a directory")
         try:
             manifest = json.loads(_read_text(d / "manifest.json"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise Damaged(f"manifest does not parse: {e}") from None
+        except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, nested too deep, a 5000-digit number
+            why = "nested too deep" if isinstance(e, RecursionError) else e
+            raise Damaged(f"manifest does not parse: {why}") from None
         if not isinstance(manifest, dict) or sorted(manifest) != sorted(FILES):
             raise Damaged(f"manifest lists {sorted(manifest) if isinstance(manifest, dict) else manifest!r}, "
                           f"expected {sorted(FILES)}")
