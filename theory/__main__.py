@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from toyspt.cli.flags import out_file
+from toyspt.util.atomic import WriteError
+
 from . import report
 
 
@@ -18,8 +21,8 @@ def build_parser(prog: str = "python -m theory") -> argparse.ArgumentParser:
                    help="small sizes and short training runs (well under a minute)")
     p.add_argument("--only", metavar="LIST",
                    help="comma-separated claim families or check ids, e.g. T2 or T2.4,T3")
-    p.add_argument("--json", metavar="PATH", help="also write the results as JSON (atomically)")
-    p.add_argument("--markdown", metavar="PATH",
+    p.add_argument("--json", metavar="PATH", type=out_file, help="also write the results as JSON (atomically)")
+    p.add_argument("--markdown", metavar="PATH", type=out_file,
                    help="also write the report as a Markdown page headed by this command (atomically), "
                         "e.g. docs/theory-report.md")
     p.add_argument("--cache", metavar="DIR", default=None,
@@ -60,12 +63,16 @@ def main(argv: list[str] | None = None, prog: str = "python -m theory") -> int:
 
     results = report.run_checks(args.only, quick=args.quick, cache=cache, progress=progress)
     print(report.format_table(results, why=args.why))
-    if args.json:
-        path = report.write_json(results, args.json, quick=args.quick, only=args.only,
-                                 cache=cache, argv=argv)
-        print(f"wrote {path}")
-    if args.markdown:
-        print(f"wrote {report.write_markdown(results, args.markdown, ' '.join([prog, *argv]))}")
+    try:
+        if args.json:
+            path = report.write_json(results, args.json, quick=args.quick, only=args.only,
+                                     cache=cache, argv=argv)
+            print(f"wrote {path}")
+        if args.markdown:
+            print(f"wrote {report.write_markdown(results, args.markdown, ' '.join([prog, *argv]))}")
+    except WriteError as e:  # the disk filled or the folder went read-only while the checks ran
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
     return report.exit_code(results)
 
 

@@ -203,6 +203,24 @@ def out_dir(text: str) -> str:
     return text
 
 
+def out_file(text: str) -> str:
+    """An argparse type for a file to write (``--json``, ``-o``): refused at parse time when the
+    path names a folder, a device, a FIFO or a socket (an atomic write renames over what is
+    there), or lies under an existing file; a link to a regular file is written through."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty path")
+    path = os.path.realpath(text)
+    if os.path.exists(path) and not os.path.isfile(path):
+        what = "a folder" if os.path.isdir(path) else "not a regular file"
+        raise argparse.ArgumentTypeError(f"{text} must be a file to write, but it is {what}")
+    probe = os.path.dirname(path)
+    while not os.path.exists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise argparse.ArgumentTypeError(f"{text} cannot be written: {probe} is a file, not a folder")
+    return text
+
+
 def split_unique(text: str, flag: str, what: str) -> list[str]:
     """Comma-separated names, each at most once (a name twice would count one run twice)."""
     names = [a.strip() for a in text.split(",") if a.strip()]

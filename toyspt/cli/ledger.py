@@ -14,7 +14,7 @@ import argparse
 import os
 from pathlib import Path
 
-from toyspt.cli.flags import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from toyspt.cli.flags import EXIT_FAILED, EXIT_OK, EXIT_USAGE, out_file
 
 
 def _missing(paths: list[str]) -> bool:
@@ -72,7 +72,7 @@ def register(sub) -> None:
     c.set_defaults(func=check)
     m = s.add_parser("merge", help="one ledger of several; conflicting records refused")
     m.add_argument("paths", nargs="+")
-    m.add_argument("-o", "--out", required=True, help="the merged ledger (may be one of the inputs)")
+    m.add_argument("-o", "--out", type=out_file, required=True, help="the merged ledger (may be one of the inputs)")
     m.set_defaults(func=merge)
 
 

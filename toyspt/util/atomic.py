@@ -35,10 +35,29 @@ def disk_fault(e: BaseException) -> str | None:
     return None
 
 
+def _target(path: Path) -> Path:
+    """Where a write of ``path`` goes: the file a symbolic link names (the link is kept, as
+    ``open`` would keep it), ``path`` itself otherwise. Something there that is not a regular
+    file (a folder, a device such as /dev/null, a FIFO, a socket) is refused: renaming over it
+    would replace it."""
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return target
+    except OSError as e:
+        raise WriteError(f"{path}: cannot write it: {e.strerror or e}; nothing was written") from None
+    if not stat.S_ISREG(mode):
+        what = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+        raise WriteError(f"{path}: cannot write it: {what}; nothing was written")
+    return target
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[str], object]) -> Path:
     """Call ``write(tmp_path)`` on a temporary file beside ``path``, then rename it into place.
-    The temporary file is removed if ``write`` fails; a disk fault raises :class:`WriteError`."""
-    path = Path(path)
+    The temporary file is removed if ``write`` fails; a disk fault raises :class:`WriteError`, so
+    does a ``path`` that is there but not a regular file (a link is written through)."""
+    path = _target(Path(path))
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -322,6 +322,9 @@ def test_a_missing_ledger_or_a_folder_is_one_line_not_an_empty_ledger(tmp_path, 
     assert "no such ledger" in capsys.readouterr().out and not (tmp_path / "m.jsonl").exists()
     assert main(["ledger", "check", str(tmp_path)]) == 2
     assert "not a regular file" in capsys.readouterr().err
+    (tmp_path / "l.jsonl").write_text("")
+    assert main(["ledger", "merge", str(tmp_path / "l.jsonl"), "-o", str(tmp_path)]) == 2
+    assert "must be a file to write, but it is a folder" in capsys.readouterr().err
 
 
 def test_a_diverged_tensor_has_its_norm_as_text_never_a_nan_the_ledger_would_refuse():

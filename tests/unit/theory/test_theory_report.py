@@ -74,6 +74,32 @@ def test_cli_bad_arguments_exit_two(capsys):
     assert "unknown claim or check" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flag", ["--json", "--markdown"])
+def test_an_output_that_is_a_folder_or_a_fifo_is_refused_before_any_check(tmp_path, capsys, monkeypatch, flag):
+    import os
+
+    monkeypatch.setitem(report.REGISTRY, "T2.4", _raising)  # would run if the flags were accepted
+    os.mkfifo(tmp_path / "pipe")
+    for target, words in ((tmp_path, "but it is a folder"), (tmp_path / "pipe", "but it is not a regular file"),
+                          (Path(__file__) / "x.json", "is a file, not a folder")):
+        with pytest.raises(SystemExit) as e:
+            main(["--only", "T2.4", "-q", flag, str(target)])
+        assert e.value.code == 2 and words in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+def test_a_write_that_fails_after_the_checks_is_one_line_exit_two(tmp_path, capsys, monkeypatch):
+    from toyspt.util.atomic import WriteError
+
+    def full(*a, **k):
+        raise WriteError(f"{tmp_path / 'r.json'}: cannot write it: No space left on device; "
+                         "nothing half-written was left")
+
+    monkeypatch.setattr(report, "write_json", full)
+    assert main(["--quick", "--only", "T2.3", "--no-cache", "-q", "--json", str(tmp_path / "r.json")]) == 2
+    assert capsys.readouterr().err.endswith("No space left on device; nothing half-written was left\n")
+
+
 def test_cli_list(capsys):
     assert main(["--list"]) == 0
     out = capsys.readouterr().out

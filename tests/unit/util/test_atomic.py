@@ -93,3 +93,22 @@ def test_ctrl_c_waits_until_files_written_together_are_written(tmp_path):
             write_text(tmp_path / "a.png", "b")
     assert (tmp_path / "a.csv").read_text() == "a" and (tmp_path / "a.png").read_text() == "b"
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
+def test_a_fifo_or_a_folder_in_the_way_is_refused_and_kept(tmp_path):
+    """Renaming over them would replace them (run as root, ``--json /dev/null`` once replaced
+    the device with a regular file)."""
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "folder").mkdir()
+    for name, words in (("pipe", "not a regular file"), ("folder", "a folder")):
+        with pytest.raises(WriteError, match=f"{name}: cannot write it: {words}; nothing was written"):
+            write_text(tmp_path / name, "x\n")
+    assert stat.S_ISFIFO(os.stat(tmp_path / "pipe").st_mode) and (tmp_path / "folder").is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "pipe"]  # no temporary left
+
+
+def test_a_link_is_written_through_and_kept(tmp_path):
+    (tmp_path / "real.csv").write_text("old\n")
+    (tmp_path / "link.csv").symlink_to("real.csv")
+    write_text(tmp_path / "link.csv", "new\n")
+    assert (tmp_path / "link.csv").is_symlink() and (tmp_path / "real.csv").read_text() == "new\n"
