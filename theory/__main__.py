@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from toyspt.cli.flags import out_file
-from toyspt.util.atomic import WriteError
+from toyspt.util.atomic import WriteError, out_file
 
 from . import report
 

@@ -122,3 +122,13 @@ def test_a_wrong_quoted_number_is_caught():
     assert all(w == f for _, w, f in quoted_numbers(ok, meta))
     bad = ok.replace("+34.4", "+34.5")
     assert [p for p, w, f in quoted_numbers(bad, meta) if w != f] == ["figures.accuracy.gain"]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_tables_are_what_the_committed_csvs_render(page):
+    """A table between ``<!-- table NAME -->`` and ``<!-- /table -->`` is rendered from its CSV
+    (``toyspt docs``), never typed: it must be what the committed figures/ render."""
+    from toyspt.figs.doc_tables import refresh
+
+    text = page.read_text()
+    assert refresh(text, ROOT / "figures", page.name) == text, f"{page.name}: run `toyspt docs` (tables are stale)"

@@ -20,7 +20,7 @@ from toyspt.runs.arms import ALIASES, ascii_float, ascii_int, ascii_number, pars
 from toyspt.runs.cache import DEFAULT_CACHE, CacheError
 from toyspt.runs.specs import RunSpec
 from toyspt.train.recipes import TrainConfig
-from toyspt.util.atomic import WriteError
+from toyspt.util.atomic import WriteError, out_file
 
 CONFIGS = (("task", TaskConfig), ("model", ModelConfig), ("train", TrainConfig))
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -203,24 +203,6 @@ def out_dir(text: str) -> str:
     return text
 
 
-def out_file(text: str) -> str:
-    """An argparse type for a file to write (``--json``, ``-o``): refused at parse time when the
-    path names a folder, a device, a FIFO or a socket (an atomic write renames over what is
-    there), or lies under an existing file; a link to a regular file is written through."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("empty path")
-    path = os.path.realpath(text)
-    if os.path.exists(path) and not os.path.isfile(path):
-        what = "a folder" if os.path.isdir(path) else "not a regular file"
-        raise argparse.ArgumentTypeError(f"{text} must be a file to write, but it is {what}")
-    probe = os.path.dirname(path)
-    while not os.path.exists(probe) and os.path.dirname(probe) != probe:
-        probe = os.path.dirname(probe)
-    if not os.path.isdir(probe):
-        raise argparse.ArgumentTypeError(f"{text} cannot be written: {probe} is a file, not a folder")
-    return text
-
-
 def split_unique(text: str, flag: str, what: str) -> list[str]:
     """Comma-separated names, each at most once (a name twice would count one run twice)."""
     names = [a.strip() for a in text.split(",") if a.strip()]
@@ -366,7 +348,7 @@ def run_main(fn: Callable[[], int]) -> int:
 
 __all__ = ["CONFIGS", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "parse_seeds", "add_seeds",
            "add_cache_flags", "add_sweep_flags", "add_numerics_flag", "numerics_of", "ascii_int", "ascii_float",
-           "positive_int", "nonnegative_int", "out_dir",
+           "positive_int", "nonnegative_int", "out_dir", "out_file",
            "split_unique", "default_workers", "add_config_flags", "config_values", "make_config",
            "base_spec", "add_arms_flag", "split_arms", "distinct_arms", "check_storable", "run_main", "MAX_SEEDS",
            "MAX_SEED", "max_workers", "workers_count", "cache_dir", "reference_dir"]

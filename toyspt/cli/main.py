@@ -3,7 +3,8 @@ make the figures, check the theory.
 
 Subcommands: ``train`` (here), ``compare`` (toyspt.cli.compare), ``probe`` (toyspt.cli.probe),
 ``lra`` (toyspt.cli.lra), ``ucr`` (toyspt.cli.ucr, which forwards to compare), ``figs`` (toyspt.cli.figs, the same as
-``python paper_figs.py``), ``ledger`` (toyspt.cli.ledger: check or merge a results ledger) and
+``python paper_figs.py``), ``ledger`` (toyspt.cli.ledger: check or merge a results ledger), ``docs``
+(toyspt.cli.docs: the docs' tables from the figures' CSVs) and
 ``theory`` (the same as ``python -m theory``: ``toyspt theory --quick``; ``toyspt theory -- --quick`` works too).
 
 Config fields are flags: ``--task.T 64``, ``--model.pos alibi``, ``--train.epochs 10``.
@@ -31,6 +32,7 @@ COMMANDS = {
     "ucr": ("toyspt.cli.ucr:register", "scratch vs SPT (and ablations) on UCR time-series data"),
     "figs": ("toyspt.cli.figs:register", "regenerate the paper figures (the same as python paper_figs.py)"),
     "ledger": ("toyspt.cli.ledger:register", "check a results ledger, or merge the ledgers of two machines"),
+    "docs": ("toyspt.cli.docs:register", "rewrite the docs' tables from the figures' CSVs (--check: only compare)"),
     "theory": ("toyspt.cli.main:register_theory",
                "check the theory (the same as python -m theory), e.g. toyspt theory --quick"),
 }

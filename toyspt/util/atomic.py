@@ -8,6 +8,7 @@ disk fault (full, read-only, I/O error, or torch's writer's ``RuntimeError`` on 
 :class:`WriteError` naming the file, and the temporary file is removed."""
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import secrets
@@ -51,6 +52,24 @@ def _target(path: Path) -> Path:
         what = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
         raise WriteError(f"{path}: cannot write it: {what}; nothing was written")
     return target
+
+
+def out_file(text: str) -> str:
+    """An argparse type for a file to write (``--json``, ``-o``): refused at parse time when the
+    path names a folder, a device, a FIFO or a socket (an atomic write renames over what is
+    there), or lies under an existing file; a link to a regular file is written through."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty path")
+    path = os.path.realpath(text)
+    if os.path.exists(path) and not os.path.isfile(path):
+        what = "a folder" if os.path.isdir(path) else "not a regular file"
+        raise argparse.ArgumentTypeError(f"{text} must be a file to write, but it is {what}")
+    probe = os.path.dirname(path)
+    while not os.path.exists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise argparse.ArgumentTypeError(f"{text} cannot be written: {probe} is a file, not a folder")
+    return text
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[str], object]) -> Path:
@@ -106,4 +125,4 @@ def uninterrupted() -> Iterator[None]:
         raise KeyboardInterrupt
 
 
-__all__ = ["atomic_write", "write_text", "write_bytes", "WriteError", "disk_fault", "uninterrupted"]
+__all__ = ["out_file", "atomic_write", "write_text", "write_bytes", "WriteError", "disk_fault", "uninterrupted"]

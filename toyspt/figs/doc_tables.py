@@ -1,0 +1,160 @@
+"""Tables the docs quote, rendered from the figures' CSVs, so no number in them is typed by
+hand. A page holds a block
+
+    <!-- table ucr_paired -->
+    | set | arm | ... |
+    <!-- /table -->
+
+and ``toyspt docs`` rewrites its body from the CSV the table names (``--check``: exit 1 when a
+page's block is not what the committed CSV renders; tests/integration/test_docs.py holds every
+page to it). :data:`TABLES` lists the tables: the default tier's paired differences
+(``ucr_paired.csv``), the study's gains with their contrasts and equivalence tests
+(``real_gain.csv``) and the archive scan (``archive_scan.csv``).
+"""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from toyspt.analysis.gains import EQUIVALENCE_MARGIN
+from toyspt.figs.check import read_csv
+from toyspt.ucr.design import PRIMARY, STUDY_METRICS
+
+# a block: its opening and closing comments each on a line of their own (quoted in prose, they are text)
+BLOCK = re.compile(r"^(<!-- table (\S+) -->\n)(.*?)^(<!-- /table -->)$", re.S | re.M)
+OPENING = re.compile(r"^<!-- table ", re.M)
+METRIC_HEADS = {"mean_test_last20": "**mean test, last 20%** (primary)",
+                "test_at_min_val_loss": "test at min. val. loss", "final_test_acc": "final test",
+                "peak_held_out": "peak held-out (optimistic)"}
+DATASET_ORDER = ("GunPoint", "GunPointAgeSpan", "ECG200", "ECGFiveDays")  # the paper's sets, in its order
+
+
+class TableError(ValueError):
+    """A block that names no table, is not closed, or whose CSV lacks what the table shows."""
+
+
+def _num(x, spec: str = "+.3f") -> str:
+    """``x`` formatted, '∞' for infinities, '' for a missing value."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    if isinstance(x, float) and math.isinf(x):
+        return "+∞" if x > 0 else "−∞"
+    return format(x, spec)
+
+
+def _interval(mid, low, high) -> str:
+    return "" if _num(mid) == "" else f"{_num(mid)} [{_num(low)}, {_num(high)}]"
+
+
+def _p(p) -> str:
+    return _num(p, ".3g")
+
+
+def _counts(r) -> str:
+    return f"({int(r.wins)}/{int(r.ties)}/{int(r.losses)})"
+
+
+def _rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` in the paper's set order, then as it came (a stable sort)."""
+    rank = {d: i for i, d in enumerate(DATASET_ORDER)}
+    order = frame.dataset.map(lambda d: rank.get(d, len(rank)))
+    return frame.assign(_o=order).sort_values("_o", kind="stable").drop(columns="_o")
+
+
+def _markdown(head: list[str], body: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(row) + " |" for row in body]
+    return "\n".join(lines) + "\n"
+
+
+def _need(frame: pd.DataFrame, name: str, columns: list[str]) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise TableError(f"table {name}: its CSV has no column(s) {missing}")
+
+
+def paired(frame: pd.DataFrame) -> str:
+    """Set x arm rows, one column per metric: mean paired difference to scratch [95% t interval],
+    unadjusted signed-rank p, (wins/ties/losses); blank where an arm has no such metric."""
+    _need(frame, "ucr_paired", ["dataset", "arm", "metric", "mean_diff", "ci_low", "ci_high", "p_wilcoxon",
+                                "wins", "ties", "losses"])
+    def cell(by: pd.DataFrame, metric: str) -> str:
+        if metric not in by.index:
+            return ""
+        r = by.loc[metric]
+        return f"{_interval(r.mean_diff, r.ci_low, r.ci_high)} p={_p(r.p_wilcoxon)} {_counts(r)}"
+
+    body = [[d, a, *(cell(g.set_index("metric"), m) for m in STUDY_METRICS)]
+            for (d, a), g in _rows(frame).groupby(["dataset", "arm"], sort=False)]
+    return _markdown(["set", "arm", *(f"diff. to scratch: {METRIC_HEADS[m]}" if i == 0 else METRIC_HEADS[m]
+                                      for i, m in enumerate(STUDY_METRICS))], body)
+
+
+def gain(frame: pd.DataFrame) -> str:
+    """The study's rows on the primary metric: per set and arm the seeds, the mean gain over
+    scratch [t interval], the Hodges-Lehmann estimate [the interval inverting the signed-rank
+    test], Holm's p within the row's family, wins/ties/losses, the equivalence (TOST) p of
+    arm - scratch and of spt - arm at the stated margin, and the share of SPT's gain [Fieller]."""
+    _need(frame, "real_gain", ["dataset", "arm", "metric", "family", "n_seeds", "mean_diff", "ci_low", "ci_high",
+                               "hl", "hl_low", "hl_high", "p_holm", "wins", "ties", "losses", "tost_p",
+                               "spt_minus_arm", "spt_minus_arm_low", "spt_minus_arm_high", "spt_minus_arm_tost_p",
+                               "share", "share_low", "share_high"])
+    rows = _rows(frame[frame.metric == PRIMARY])
+    body = [[r.dataset, r.arm + (" ¹" if r.family == "confirmatory" else ""), str(int(r.n_seeds)),
+             _interval(r.mean_diff, r.ci_low, r.ci_high), _interval(r.hl, r.hl_low, r.hl_high),
+             _p(r.p_holm), _counts(r), _p(r.tost_p),
+             _interval(r.spt_minus_arm, r.spt_minus_arm_low, r.spt_minus_arm_high), _p(r.spt_minus_arm_tost_p),
+             _interval(r.share, r.share_low, r.share_high)] for r in rows.itertuples()]
+    m = f"±{EQUIVALENCE_MARGIN:g}"
+    return _markdown(["set", "arm", "seeds", "arm − scratch, mean [95% t]", "Hodges–Lehmann [95%]", "Holm p",
+                      "W/T/L", f"TOST p (arm − scratch within {m})", "spt − arm [95% t]",
+                      f"TOST p (spt − arm within {m})", "share of SPT's gain [Fieller 95%]"], body)
+
+
+def archive(frame: pd.DataFrame) -> str:
+    """One row per archive set: its related-set unit, seeds, SPT's gain [t interval], Holm p,
+    the Q/K-only share [Fieller], and the mean accuracies of scratch, spt and qk_transfer."""
+    _need(frame, "archive_scan", ["dataset", "unit", "n_seeds", "gain", "ci_low", "ci_high", "p_holm", "qk_share",
+                                  "qk_share_low", "qk_share_high", "scratch_mean", "spt_mean", "qk_mean"])
+    body = [[r.dataset, r.unit, str(int(r.n_seeds)), _interval(r.gain, r.ci_low, r.ci_high), _p(r.p_holm),
+             _interval(r.qk_share, r.qk_share_low, r.qk_share_high), _num(r.scratch_mean, ".3f"),
+             _num(r.spt_mean, ".3f"), _num(r.qk_mean, ".3f")] for r in frame.itertuples()]
+    return _markdown(["set", "unit", "seeds", "SPT − scratch [95% t]", "Holm p", "Q/K-only share [Fieller 95%]",
+                      "scratch", "spt", "qk_transfer"], body)
+
+
+# name -> (the CSV under the figures folder, its renderer)
+TABLES: dict[str, tuple[str, Callable[[pd.DataFrame], str]]] = {
+    "ucr_paired": ("ucr_paired.csv", paired),
+    "real_gain": ("real_gain.csv", gain),
+    "archive_scan": ("archive_scan.csv", archive),
+}
+
+
+def render(name: str, figures: Path) -> str:
+    """The body of table ``name`` from its CSV under ``figures``."""
+    if name not in TABLES:
+        raise TableError(f"no table named {name!r}; tables are {', '.join(TABLES)}")
+    csv, fn = TABLES[name]
+    if not (figures / csv).exists():
+        raise TableError(f"table {name}: {figures / csv} does not exist (draw its figure first)")
+    return fn(read_csv(figures / csv))
+
+
+def refresh(text: str, figures: Path, page: str = "page") -> str:
+    """``text`` with every table block's body rendered anew; :class:`TableError` naming the
+    page for a block that is not closed or names no table."""
+    opened, closed = len(OPENING.findall(text)), len(BLOCK.findall(text))
+    if opened != closed:
+        raise TableError(f"{page}: {opened - closed} table block(s) without their '<!-- /table -->'")
+    try:
+        return BLOCK.sub(lambda m: m.group(1) + render(m.group(2), figures) + m.group(4), text)
+    except TableError as e:
+        raise TableError(f"{page}: {e}") from None
+
+
+__all__ = ["TABLES", "TableError", "render", "refresh", "paired", "gain", "archive"]
