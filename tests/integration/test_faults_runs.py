@@ -125,6 +125,8 @@ def test_stale_temporary_entries_are_swept(cached):
     (["--only", ","], "--only: no figure named"),
     (["--only", "nope"], "unknown figure"),
     (["--seeds", "4-0"], "empty range 4-0"),
+    (["--only", "task", "--ledger", str(ROOT)], f"--ledger: {ROOT} must be a file to write, but it is a folder"),
+    (["--only", "task", "--ledger", str(ROOT / "README.md" / "l.jsonl")], "README.md is a file, not a folder"),
 ])
 def test_paper_figs_usage_errors_are_one_line(tmp_path, capsys, argv, message):
     from toyspt.cli.figs import main as figs_main

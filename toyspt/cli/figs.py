@@ -29,6 +29,7 @@ from toyspt.cli.flags import (
     default_workers,
     numerics_of,
     out_dir,
+    out_file,
     reference_dir,
     run_main,
 )
@@ -82,6 +83,10 @@ def ledger_of(args: argparse.Namespace) -> Ledger | None:
         return None
     if not path.strip():
         raise ValueError("--ledger: an empty path (give a file, or 'none' for no ledger)")
+    try:
+        out_file(path)  # appended to: a folder, a device or a path under a file is refused before any work
+    except argparse.ArgumentTypeError as e:
+        raise ValueError(f"--ledger: {e}") from None
     return Ledger(Path(path), tier=args.tier)
 
 
