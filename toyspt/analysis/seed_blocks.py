@@ -59,4 +59,18 @@ def block_test(gains: pd.Series, block: Sequence[int], seed: int = 0) -> dict:
                 blocks=int(len(diffs)), welch_p=float(welch.pvalue) if welch is not None else math.nan)
 
 
-__all__ = ["block_test", "MAX_EXACT", "N_RANDOM"]
+def block_rows(frame: pd.DataFrame, block: Sequence[int], arm: str, metric: str, base: str = "scratch") -> list[dict]:
+    """:func:`block_test` of ``arm`` - ``base`` on ``metric``, paired by seed, on every set of
+    ``frame`` (label rows: dataset, arm, seed, metrics) that has the whole block and at least
+    two other seeds; one dict per set (its name, arm, metric, then the test's fields)."""
+    from toyspt.analysis.gains import diffs
+
+    rows = []
+    for name in frame.dataset.unique():
+        d = diffs(frame, name, arm, metric, base)
+        if set(block) <= set(d.index) and len(d) - len(set(block)) >= 2:
+            rows.append(dict(dataset=name, arm=arm, metric=metric, **block_test(d, block)))
+    return rows
+
+
+__all__ = ["block_test", "block_rows", "MAX_EXACT", "N_RANDOM"]

@@ -131,6 +131,7 @@ def archive(frame: pd.DataFrame) -> str:
 TABLES: dict[str, tuple[str, Callable[[pd.DataFrame], str]]] = {
     "ucr_paired": ("ucr_paired.csv", paired),
     "real_gain": ("real_gain.csv", gain),
+    "real_gain_seeds_20_39": ("real_gain_seeds_20_39.csv", gain),
     "archive_scan": ("archive_scan.csv", archive),
 }
 

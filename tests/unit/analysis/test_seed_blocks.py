@@ -43,3 +43,15 @@ def test_missing_seeds_and_tiny_groups_are_refused():
         block_test(g, [5])
     with pytest.raises(ValueError, match="at least 2 other"):
         block_test(g, [0, 1])
+
+
+def test_block_rows_pair_by_seed_and_skip_a_set_without_the_whole_block():
+    from toyspt.analysis.seed_blocks import block_rows
+
+    gains = {0: 0.05, 1: 0.04, 2: 0.0, 3: 0.01, 4: -0.01}
+    frame = pd.DataFrame([dict(dataset=d, arm=a, seed=s, acc=0.5 + (g if a == "spt" else 0.0))
+                          for d in ("A", "B") for a in ("scratch", "spt") for s, g in gains.items()
+                          if not (d == "B" and s == 1)])
+    (row,) = block_rows(frame, [0, 1], "spt", "acc")
+    assert row["dataset"] == "A" and row["blocks"] == 10 and row["difference"] == pytest.approx(0.045)
+    assert row["perm_p"] == pytest.approx(1 / 10)  # {0, 1} is the only pair that far above the rest
