@@ -45,39 +45,39 @@ def _patch(monkeypatch, mod, rows_by_key):
     monkeypatch.setattr(label_rows, "probed", lambda runs, label: None)
 
 
-def test_real_gain_draws_with_families(monkeypatch):
-    sets = ("GunPoint", "ECG200")
+def _draw_real_gain(monkeypatch, planted: list[dict]):
+    """real_gain drawn from ``planted`` label rows: (its metadata, its frames)."""
+    sets = tuple(dict.fromkeys(r["dataset"] for r in planted))
     src = {d: _Src(d) for d in sets}
-    rows = {(src[r["dataset"]], r["arm"], r["seed"]): r for r in _rows(sets, real_gain.ARMS)}
-    _patch(monkeypatch, real_gain, rows)
-    monkeypatch.setattr(real_gain, "available", lambda names: ([SimpleNamespace(config=SimpleNamespace(name=d))
-                                                                 for d in sets], {}))
-    ctx = SimpleNamespace(real_tier=TIER, meta={})
-    fig, frames = real_gain.draw(ctx, rows)
-    gain = frames["real_gain"]
-    assert list(gain.columns) == real_gain.COLUMNS and set(gain.family) == {"confirmatory", "descriptive"}
-    assert len(ctx.meta["real_gain"]["confirmatory"]) == 2
-    assert ctx.meta["real_gain"]["seed_block"]["sets"] == []  # seeds 0-4 and one more: no test
-    assert frames["real_gain_seeds_20_39"].empty  # no seed from 20 on
-
-
-def test_real_gain_replicates_on_seeds_20_to_39_and_tests_the_seed_block(monkeypatch):
-    sets = ("GunPoint", "ECG200")
-    src = {d: _Src(d) for d in sets}
-    planted = _rows(sets, ("scratch", "spt"), n=24)
-    for r in planted:  # seeds 0-4 gain 0.05 more than the rest
-        if r["arm"] == "spt" and r["seed"] < 5:
-            r.update({m: r[m] + 0.05 for m in design.STUDY_METRICS})
     rows = {(src[r["dataset"]], r["arm"], r["seed"]): r for r in planted}
     _patch(monkeypatch, real_gain, rows)
     monkeypatch.setattr(real_gain, "available", lambda names: ([SimpleNamespace(config=SimpleNamespace(name=d))
                                                                  for d in sets], {}))
     ctx = SimpleNamespace(real_tier=TIER, meta={})
     _, frames = real_gain.draw(ctx, rows)
+    return ctx.meta, frames
+
+
+def test_real_gain_draws_with_families(monkeypatch):
+    meta, frames = _draw_real_gain(monkeypatch, _rows(("GunPoint", "ECG200"), real_gain.ARMS))
+    gain = frames["real_gain"]
+    assert list(gain.columns) == real_gain.COLUMNS and set(gain.family) == {"confirmatory", "descriptive"}
+    assert len(meta["real_gain"]["confirmatory"]) == 2
+    assert meta["real_gain"]["seed_block"]["sets"] == []  # seeds 0-4 and one more: no test
+    assert frames["real_gain_seeds_20_39"].empty  # no seed from 20 on
+
+
+def test_real_gain_replicates_on_seeds_20_to_39_and_tests_the_seed_block(monkeypatch):
+    sets = ("GunPoint", "ECG200")
+    planted = _rows(sets, ("scratch", "spt"), n=24)
+    for r in planted:  # seeds 0-4 gain 0.05 more than the rest
+        if r["arm"] == "spt" and r["seed"] < 5:
+            r.update({m: r[m] + 0.05 for m in design.STUDY_METRICS})
+    meta, frames = _draw_real_gain(monkeypatch, planted)
     unseen = frames["real_gain_seeds_20_39"]
     assert list(unseen.columns) == real_gain.COLUMNS and list(unseen.n_seeds) == [4, 4]
     assert set(unseen.family) == {"confirmatory"} and set(unseen.holm_m) == {2}
-    block = ctx.meta["real_gain"]["seed_block"]
+    block = meta["real_gain"]["seed_block"]
     assert block["block"] == [0, 1, 2, 3, 4] and [r["dataset"] for r in block["sets"]] == list(sets)
     for r in block["sets"]:  # the planted block is the most extreme of C(24, 5) = 42,504 blocks
         assert r["exact"] and r["blocks"] == 42_504 and r["difference"] > 0.04 and r["perm_p"] < 1e-3
