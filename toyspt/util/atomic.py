@@ -36,32 +36,29 @@ def disk_fault(e: BaseException) -> str | None:
     return None
 
 
-def _target(path: Path) -> Path:
-    """Where a write of ``path`` goes: the file a symbolic link names (the link is kept, as
-    ``open`` would keep it), ``path`` itself otherwise. Something there that is not a regular
-    file (a folder, a device such as /dev/null, a FIFO, a socket) is refused: renaming over it
-    would replace it."""
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+def _refuse_special(path: Path) -> None:
+    """Refuse a ``path`` that is there but is neither a regular file nor a link (a folder, a
+    device such as /dev/null, a FIFO, a socket): the rename would replace it. A link is replaced
+    by the new file, as any rename replaces it; what it pointed to is never written."""
     try:
-        mode = os.stat(target).st_mode
+        mode = os.lstat(path).st_mode
     except FileNotFoundError:
-        return target
+        return
     except OSError as e:
         raise WriteError(f"{path}: cannot write it: {e.strerror or e}; nothing was written") from None
-    if not stat.S_ISREG(mode):
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
         what = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
         raise WriteError(f"{path}: cannot write it: {what}; nothing was written")
-    return target
 
 
 def out_file(text: str) -> str:
     """An argparse type for a file to write (``--json``, ``-o``): refused at parse time when the
     path names a folder, a device, a FIFO or a socket (an atomic write renames over what is
-    there), or lies under an existing file; a link to a regular file is written through."""
+    there), or lies under an existing file (the rules of :func:`atomic_write`)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("empty path")
-    path = os.path.realpath(text)
-    if os.path.exists(path) and not os.path.isfile(path):
+    path = os.path.abspath(text)
+    if os.path.lexists(path) and not (os.path.islink(path) or os.path.isfile(path)):
         what = "a folder" if os.path.isdir(path) else "not a regular file"
         raise argparse.ArgumentTypeError(f"{text} must be a file to write, but it is {what}")
     probe = os.path.dirname(path)
@@ -75,8 +72,9 @@ def out_file(text: str) -> str:
 def atomic_write(path: str | os.PathLike, write: Callable[[str], object]) -> Path:
     """Call ``write(tmp_path)`` on a temporary file beside ``path``, then rename it into place.
     The temporary file is removed if ``write`` fails; a disk fault raises :class:`WriteError`, so
-    does a ``path`` that is there but not a regular file (a link is written through)."""
-    path = _target(Path(path))
+    does a ``path`` that is there but is not a regular file or a link (:func:`_refuse_special`)."""
+    path = Path(path)
+    _refuse_special(path)
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

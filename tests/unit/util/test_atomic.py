@@ -107,8 +107,9 @@ def test_a_fifo_or_a_folder_in_the_way_is_refused_and_kept(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "pipe"]  # no temporary left
 
 
-def test_a_link_is_written_through_and_kept(tmp_path):
+def test_a_link_is_replaced_and_what_it_pointed_to_is_never_written(tmp_path):
     (tmp_path / "real.csv").write_text("old\n")
     (tmp_path / "link.csv").symlink_to("real.csv")
     write_text(tmp_path / "link.csv", "new\n")
-    assert (tmp_path / "link.csv").is_symlink() and (tmp_path / "real.csv").read_text() == "new\n"
+    assert not (tmp_path / "link.csv").is_symlink() and (tmp_path / "link.csv").read_text() == "new\n"
+    assert (tmp_path / "real.csv").read_text() == "old\n"
