@@ -109,6 +109,10 @@ def test_study_tier_figures_in_quick_mode_then_from_the_ledger_alone(tmp_path, c
                              "all_but_qk_transfer", "spt_norms", "spt_permuted", "scratch_matched", "alibi", "fire",
                              "rope"}
     assert len(pd.read_csv(out / "archive_scan.csv")) == 2
+    from toyspt.figs.doc_tables import TABLES, render
+
+    for name in TABLES:  # every table the docs can quote renders from what the study tier writes
+        assert render(name, out).startswith("| set |"), name
     assert training_calls
     training_calls.clear()
     again = tmp_path / "again"

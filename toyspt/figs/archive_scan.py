@@ -13,8 +13,9 @@ the same z-normalised splits, fitted on the whole training split (1-NN DTW and R
 
 Writes ``archive_scan.csv`` (one row per archive set: :data:`toyspt.analysis.gains.ARCHIVE_COLUMNS`,
 with ``unit``, the related-set unit)
-``archive_scan_runs.csv`` (one row per run) and ``archive_scan_baselines.csv`` (one row per set,
-baseline and protocol: :data:`toyspt.ucr.baselines.COLUMNS`).
+``archive_scan_runs.csv`` (one row per run), ``archive_scan_baselines.csv`` (one row per set,
+baseline and protocol: :data:`toyspt.ucr.baselines.COLUMNS`) and ``archive_scan_standing.csv``
+(per archive and paper set, the Transformers' accuracy beside the baselines': :data:`STANDING_COLUMNS`).
 """
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ from toyspt.analysis import gains
 from toyspt.analysis.rows import label_frame, probe_specs
 from toyspt.ucr import design
 from toyspt.ucr.archive import DEFAULT_RULE, RELATED_SETS, take, unit_of
+from toyspt.ucr.baselines import BASELINES, PROTOCOLS, BaselineSpec
 from toyspt.ucr.baselines import COLUMNS as BASELINE_COLUMNS
-from toyspt.ucr.baselines import BaselineSpec
 from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available, load_ucr
 
 NAME = "archive_scan"
@@ -51,6 +52,9 @@ def specs(ctx):
     return out | probe_specs(out) | baselines
 
 
+# per set, the Transformers' mean primary metric beside each baseline x protocol's test accuracy
+STANDING_COLUMNS = ["dataset", "group", "unit", "n_seeds", "scratch", "spt",
+                    *(f"{b}_{p}" for b in BASELINES for p in PROTOCOLS)]
 BASELINE_MARKS = {"1nn_dtw": ("v", "#9467bd", "1-NN DTW"), "rocket": ("^", "#8c564b", "ROCKET")}
 
 
@@ -112,30 +116,42 @@ def draw(ctx, runs):
            title=f"Q/K-only keeps >= half of the gain on {cnt['qk_keeps_half']} sets "
                  f"({cnt['qk_keeps_half_lower_bound']} with the interval's lower end >= 1/2)")
     ax.title.set_fontsize(8)
-    _standing(axes[0, 2], both, base, y)
+    standing = standing_frame(both, base)
+    _standing(axes[0, 2], standing, y)
     fig.suptitle(f"{TITLE}\ntier {t.name}: {len(t.archive_seeds)} seeds per archive set; the paper's sets at "
                  f"{len(t.power_seeds)} (scratch, spt) and {len(t.qk_seeds)} (qk_transfer)", fontsize=9)
     fig.tight_layout()
     ctx.meta[NAME]["baselines"] = base.groupby(["baseline", "protocol"]).test_acc.mean().round(4).reset_index().to_dict(
         "records")
-    return fig, {NAME: table, f"{NAME}_runs": arch, f"{NAME}_baselines": base}
+    return fig, {NAME: table, f"{NAME}_runs": arch, f"{NAME}_baselines": base, f"{NAME}_standing": standing}
 
 
-def _standing(ax, both: pd.DataFrame, base: pd.DataFrame, y) -> None:
+def standing_frame(both: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
+    """Per set of ``both`` (archive sets, then the paper's): scratch's and SPT's mean primary
+    metric over its seeds and each baseline's test accuracy under each protocol (NaN where not
+    computed): :data:`STANDING_COLUMNS`, what the right panel draws."""
+    acc = base.set_index(["dataset", "baseline", "protocol"]).test_acc
+    rows = [dict(dataset=r.dataset, group=r.group, unit=r.unit, n_seeds=r.n_seeds, scratch=r.scratch_mean,
+                 spt=r.spt_mean, **{f"{b}_{p}": acc.get((r.dataset, b, p), np.nan) for b in BASELINES
+                                    for p in PROTOCOLS}) for r in both.itertuples()]
+    return pd.DataFrame(rows, columns=STANDING_COLUMNS)
+
+
+def _standing(ax, standing: pd.DataFrame, y) -> None:
     """Per set: scratch's and SPT's mean primary metric, and the baselines fitted on the whole
     training split (the archive's protocol), on one accuracy axis."""
-    whole = base[base.protocol == "train+val"].set_index(["dataset", "baseline"]).test_acc
-    for yy, r in zip(y, both.itertuples()):
-        ax.plot([r.scratch_mean], [yy], "o", mfc="none", color="0.4", ms=5)
-        ax.plot([r.spt_mean], [yy], "o", color="C1", ms=4)
+    for yy, r in zip(y, standing.to_dict("records")):
+        ax.plot([r["scratch"]], [yy], "o", mfc="none", color="0.4", ms=5)
+        ax.plot([r["spt"]], [yy], "o", color="C1", ms=4)
         for b, (mark, col, _) in BASELINE_MARKS.items():
-            if (r.dataset, b) in whole.index:
-                ax.plot([whole[r.dataset, b]], [yy], mark, color=col, ms=5)
+            if not np.isnan(r[f"{b}_train+val"]):
+                ax.plot([r[f"{b}_train+val"]], [yy], mark, color=col, ms=5)
     handles = [plt.Line2D([], [], ls="", marker="o", mfc="none", color="0.4", label="scratch"),
                plt.Line2D([], [], ls="", marker="o", color="C1", label="spt")]
     handles += [plt.Line2D([], [], ls="", marker=m, color=c, label=lab) for m, c, lab in BASELINE_MARKS.values()]
     ax.legend(handles=handles, fontsize=6, loc="lower left")
     ax.set_yticks(y, [""] * len(y))
     ax.set(xlabel=f"accuracy ({design.PRIMARY} for the Transformers;\ntest accuracy for the baselines)",
-           title="where these models stand" + ("" if len(base) else " (baselines not computed: quick mode)"))
+           title="where these models stand" + ("" if standing.filter(like="_train").notna().any(axis=None)
+                                                else " (baselines not computed: quick mode)"))
     ax.title.set_fontsize(8)

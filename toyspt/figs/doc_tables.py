@@ -9,7 +9,8 @@ and ``toyspt docs`` rewrites its body from the CSV the table names (``--check``:
 page's block is not what the committed CSV renders; tests/integration/test_docs.py holds every
 page to it). :data:`TABLES` lists the tables: the default tier's paired differences
 (``ucr_paired.csv``), the study's gains with their contrasts and equivalence tests
-(``real_gain.csv``) and the archive scan (``archive_scan.csv``).
+(``real_gain.csv``, and on seeds 20-39 alone), the archive scan (``archive_scan.csv``) and where
+the Transformers stand beside two standard classifiers (``archive_scan_standing.csv``).
 """
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ from typing import Callable
 import pandas as pd
 
 from toyspt.analysis.gains import EQUIVALENCE_MARGIN
+from toyspt.figs.archive_scan import BASELINE_MARKS, STANDING_COLUMNS
 from toyspt.figs.check import read_csv
+from toyspt.ucr.baselines import BASELINES, PROTOCOLS
 from toyspt.ucr.design import PRIMARY, STUDY_METRICS
 
 # a block: its opening and closing comments each on a line of their own (quoted in prose, they are text)
@@ -47,7 +50,10 @@ def _num(x, spec: str = "+.3f") -> str:
 
 
 def _interval(mid, low, high) -> str:
-    return "" if _num(mid) == "" else f"{_num(mid)} [{_num(low)}, {_num(high)}]"
+    """``mid [low, high]``; ``[undefined]`` where the interval is (no spread among the differences)."""
+    if _num(mid) == "":
+        return ""
+    return f"{_num(mid)} [undefined]" if "" in (_num(low), _num(high)) else f"{_num(mid)} [{_num(low)}, {_num(high)}]"
 
 
 def _p(p) -> str:
@@ -127,12 +133,25 @@ def archive(frame: pd.DataFrame) -> str:
                       "scratch", "spt", "qk_transfer"], body)
 
 
+def standing(frame: pd.DataFrame) -> str:
+    """Per set (archive sets, then the paper's): the Transformers' mean primary metric beside
+    1-NN DTW's and ROCKET's test accuracy, fitted on the Transformers' training split (``train``)
+    and on the whole archive training split (``train+val``, the archive's protocol)."""
+    _need(frame, "archive_scan_standing", STANDING_COLUMNS)
+    pairs = [(b, p) for b in BASELINES for p in PROTOCOLS]
+    body = [[r["dataset"] + (" (paper)" if r["group"] == "paper" else ""), str(int(r["n_seeds"])),
+             _num(r["scratch"], ".3f"), _num(r["spt"], ".3f"), *(_num(r[f"{b}_{p}"], ".3f") for b, p in pairs)]
+            for r in frame.to_dict("records")]
+    return _markdown(["set", "seeds", "scratch", "spt", *(f"{BASELINE_MARKS[b][2]} ({p})" for b, p in pairs)], body)
+
+
 # name -> (the CSV under the figures folder, its renderer)
 TABLES: dict[str, tuple[str, Callable[[pd.DataFrame], str]]] = {
     "ucr_paired": ("ucr_paired.csv", paired),
     "real_gain": ("real_gain.csv", gain),
     "real_gain_seeds_20_39": ("real_gain_seeds_20_39.csv", gain),
     "archive_scan": ("archive_scan.csv", archive),
+    "archive_scan_standing": ("archive_scan_standing.csv", standing),
 }
 
 
@@ -158,4 +177,4 @@ def refresh(text: str, figures: Path, page: str = "page") -> str:
         raise TableError(f"{page}: {e}") from None
 
 
-__all__ = ["TABLES", "TableError", "render", "refresh", "paired", "gain", "archive"]
+__all__ = ["TABLES", "TableError", "render", "refresh", "paired", "gain", "archive", "standing"]

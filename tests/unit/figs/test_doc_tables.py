@@ -45,6 +45,8 @@ def test_the_study_table_shows_the_primary_metric_its_contrasts_and_marks_the_co
     assert lines[2] == ("| GunPoint | spt ¹ | 40 | +0.066 [-0.043, +0.175] | +0.050 [+0.010, +0.090] | 0.004 | (4/0/1) "
                         "| 0.9 |  |  |  |")
     assert lines[3].endswith("| +0.002 [-0.006, +0.010] | 0.03 | +0.900 [+0.500, +∞] |")
+    frame.loc[2, ["ci_low", "ci_high"]] = math.nan  # no spread: the t interval is undefined, not blank
+    assert "| 40 | +0.066 [undefined] | +0.040 [-0.010, +0.080] |" in gain(frame).splitlines()[3]
 
 
 def test_the_archive_table_has_one_row_per_set_with_its_unit():
@@ -80,3 +82,15 @@ def test_the_docs_command_checks_then_rewrites(tmp_path, capsys):
     assert main(["docs", str(page), "--figures", str(tmp_path)]) == 0
     assert main(["docs", str(page), "--figures", str(tmp_path), "--check"]) == 0
     assert main(["docs", str(tmp_path / "nope.md")]) == 2
+
+
+def test_the_standing_table_puts_the_baselines_beside_the_transformers():
+    from toyspt.figs.archive_scan import STANDING_COLUMNS
+    from toyspt.figs.doc_tables import standing
+
+    row = dict(dataset="ECG200", group="paper", unit="ECG200", n_seeds=40, scratch=0.8512, spt=0.8634,
+               **{"1nn_dtw_train": 0.77, "1nn_dtw_train+val": 0.77, "rocket_train": 0.9, "rocket_train+val": math.nan})
+    head, _, line = standing(pd.DataFrame([row], columns=STANDING_COLUMNS)).splitlines()
+    assert head == ("| set | seeds | scratch | spt | 1-NN DTW (train) | 1-NN DTW (train+val) | ROCKET (train) "
+                    "| ROCKET (train+val) |")
+    assert line == "| ECG200 (paper) | 40 | 0.851 | 0.863 | 0.770 | 0.770 | 0.900 |  |"

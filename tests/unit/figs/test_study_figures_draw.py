@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import matplotlib
 import numpy as np
 import pandas as pd
+import pytest
 
 from toyspt.analysis import rows as label_rows
 from toyspt.figs import archive_scan, real_gain
@@ -109,3 +110,10 @@ def test_archive_scan_marks_related_sets_and_tests_across_units(monkeypatch):
     assert (across["n_sets"], across["n_units"]) == (4, 3)  # GunPoint and GunPointMaleVersusFemale: one unit
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert "GunPointMaleVersusFemale [GunPoint family]" in labels and "GunPoint (paper) [GunPoint family]" in labels
+    standing = out["archive_scan_standing"]
+    assert list(standing.columns) == archive_scan.STANDING_COLUMNS
+    assert list(standing.dataset) == [*arch_sets, *paper_sets]
+    assert list(standing.group) == ["archive"] * 2 + ["paper"] * 2
+    assert standing.set_index("dataset").loc["ECG200", "rocket_train+val"] == 43 / 50  # the fourth set's planted score
+    spt = pd.concat(frames.values()).query("arm == 'spt'").groupby("dataset")[design.PRIMARY].mean()
+    assert dict(zip(standing.dataset, standing.spt)) == pytest.approx(spt.to_dict())
