@@ -36,3 +36,22 @@ def test_readme_example_takes_at_most_three_import_lines():
     lines = sum(n.end_lineno - n.lineno + 1 for n in nodes)
     assert 1 <= lines <= 3, lines
     assert all(isinstance(n, ast.ImportFrom) and n.module == "toyspt" for n in nodes)
+
+
+def test_a_second_checkout_imports_its_own_theory(tmp_path):
+    """Code run from another checkout (a worktree training a study while this one changes) gets
+    the theory/ beside its own toyspt/, not the one the editable install maps toyspt.theory to
+    (a study once stopped on ModuleNotFoundError when that install's checkout had been deleted)."""
+    import shutil
+
+    shutil.copytree(ROOT / "toyspt", tmp_path / "toyspt", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "theory").mkdir()
+    (tmp_path / "theory" / "__init__.py").write_text("WHERE = 'the second checkout'\n")
+    (tmp_path / "theory" / "result.py").write_text("from . import WHERE\n")
+    code = ("import toyspt, toyspt.theory.result as r; "
+            "print(toyspt.__file__); print(r.__name__, r.WHERE); print(toyspt.theory.__file__)")
+    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    mine = [str(tmp_path / "toyspt" / "__init__.py"), "toyspt.theory.result the second checkout",
+            str(tmp_path / "theory" / "__init__.py")]
+    assert p.stdout.splitlines() == mine
