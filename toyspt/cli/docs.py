@@ -26,9 +26,13 @@ def run(args: argparse.Namespace) -> int:
     from toyspt.util.atomic import write_text
 
     paths = [Path(p) for p in args.pages] or pages()
+    if not paths:
+        raise ValueError("no page to rewrite here: run it from the repository's root, or name the pages")
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise ValueError(f"no such page: {', '.join(missing)}")
+    if not Path(args.figures).is_dir():
+        raise ValueError(f"--figures {args.figures}: not a folder (the figures' CSVs are read from it)")
     stale, blocks = [], 0
     for page in paths:
         text = page.read_text(encoding="utf-8")

@@ -82,6 +82,14 @@ def test_the_docs_command_checks_then_rewrites(tmp_path, capsys):
     assert main(["docs", str(page), "--figures", str(tmp_path)]) == 0
     assert main(["docs", str(page), "--figures", str(tmp_path), "--check"]) == 0
     assert main(["docs", str(tmp_path / "nope.md")]) == 2
+    assert main(["docs", str(page), "--figures", str(page)]) == 2
+    assert "--figures" in capsys.readouterr().err
+
+
+def test_the_docs_command_outside_a_repository_says_so(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["docs"]) == 2
+    assert "run it from the repository's root" in capsys.readouterr().err
 
 
 def test_the_standing_table_puts_the_baselines_beside_the_transformers():
