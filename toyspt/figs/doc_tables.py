@@ -25,6 +25,7 @@ from toyspt.analysis.gains import EQUIVALENCE_MARGIN
 from toyspt.figs.archive_scan import BASELINE_MARKS, STANDING_COLUMNS
 from toyspt.figs.check import read_csv
 from toyspt.ucr.baselines import BASELINES, PROTOCOLS
+from toyspt.ucr.data import PAPER_DATASETS
 from toyspt.ucr.design import PRIMARY, STUDY_METRICS
 
 # a block: its opening and closing comments each on a line of their own (quoted in prose, they are text)
@@ -33,7 +34,6 @@ OPENING = re.compile(r"^<!-- table ", re.M)
 METRIC_HEADS = {"mean_test_last20": "**mean test, last 20%** (primary)",
                 "test_at_min_val_loss": "test at min. val. loss", "final_test_acc": "final test",
                 "peak_held_out": "peak held-out (optimistic)"}
-DATASET_ORDER = ("GunPoint", "GunPointAgeSpan", "ECG200", "ECGFiveDays")  # the paper's sets, in its order
 
 
 class TableError(ValueError):
@@ -66,7 +66,7 @@ def _counts(r) -> str:
 
 def _rows(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` in the paper's set order, then as it came (a stable sort)."""
-    rank = {d: i for i, d in enumerate(DATASET_ORDER)}
+    rank = {d: i for i, d in enumerate(PAPER_DATASETS)}
     order = frame.dataset.map(lambda d: rank.get(d, len(rank)))
     return frame.assign(_o=order).sort_values("_o", kind="stable").drop(columns="_o")
 
