@@ -2,11 +2,15 @@
 ones a default tier trains) against the mean of the others, tested by permutation: under the
 null that seeds are exchangeable, every subset of the same size is as likely to be the block.
 
-A block chosen because it looked different is the worst case for a Welch t test on it (the
-choice is part of the data); the permutation p says how often *some* block of that size drawn
-at random differs this much. All subsets are enumerated when there are at most
-:data:`MAX_EXACT` of them (40 seeds, blocks of 5: 658,008), otherwise a seeded Monte Carlo
-sample is drawn.
+:func:`block_test` is the test of a block named in advance: its p says how often a block of
+that size drawn at random differs this much (a Welch t test beside it assumes normal gains).
+All subsets are enumerated when there are at most :data:`MAX_EXACT` of them (40 seeds, blocks
+of 5: 658,008), otherwise a seeded Monte Carlo sample is drawn.
+
+A block singled out because it looked different is not named in advance: the choice is part of
+the data. :func:`scan_test` answers for that case: among the consecutive blocks of the seeds in
+order (0-4, 5-9, ...: the blocks a look at runs trained in seed order picks out), how often
+does the most extreme one differ this much when the gains are shuffled over the seeds?
 """
 from __future__ import annotations
 
@@ -59,18 +63,47 @@ def block_test(gains: pd.Series, block: Sequence[int], seed: int = 0) -> dict:
                 blocks=int(len(diffs)), welch_p=float(welch.pvalue) if welch is not None else math.nan)
 
 
+def scan_test(gains: pd.Series, size: int, n_random: int = N_RANDOM // 2, seed: int = 0) -> dict:
+    """The most extreme of the consecutive blocks of ``size`` seeds (in seed order; a last
+    partial block is left out): its seeds and difference from the others' mean, and the
+    permutation p of that maximum |difference| when the gains are shuffled over the seeds
+    (``n_random`` seeded shuffles), the p of a block picked out after looking."""
+    g = gains.dropna().astype(float).sort_index()
+    k = len(g) // size
+    if size < 1 or k < 2:
+        raise ValueError(f"scan: need at least two blocks of {size} seeds, got {len(g)} seeds")
+    v = g.to_numpy()
+    used, total, n = k * size, v.sum(), len(v)
+
+    def diffs(x: np.ndarray) -> np.ndarray:  # rows of gains -> block mean minus the others' mean, per block
+        sums = x[..., :used].reshape(*x.shape[:-1], k, size).sum(axis=-1)
+        return sums / size - (total - sums) / (n - size)
+
+    observed = diffs(v)
+    j = int(np.argmax(np.abs(observed)))
+    rng = np.random.default_rng(seed)
+    shuffled = v[np.argsort(rng.random((n_random, n)), axis=1)]
+    top = np.abs(diffs(shuffled)).max(axis=1)
+    tol = 1e-12 * max(1.0, abs(observed[j]))
+    p = (1 + int(np.sum(top >= abs(observed[j]) - tol))) / (1 + n_random)
+    return dict(scan_block=[int(s) for s in g.index[j * size:(j + 1) * size]], scan_blocks=k,
+                scan_difference=float(observed[j]), scan_p=float(p))
+
+
 def block_rows(frame: pd.DataFrame, block: Sequence[int], arm: str, metric: str, base: str = "scratch") -> list[dict]:
     """:func:`block_test` of ``arm`` - ``base`` on ``metric``, paired by seed, on every set of
     ``frame`` (label rows: dataset, arm, seed, metrics) that has the whole block and at least
-    two other seeds; one dict per set (its name, arm, metric, then the test's fields)."""
+    two other seeds, and :func:`scan_test` over its consecutive blocks of the same size; one dict
+    per set (its name, arm, metric, then both tests' fields)."""
     from toyspt.analysis.gains import diffs
 
     rows = []
     for name in frame.dataset.unique():
         d = diffs(frame, name, arm, metric, base)
         if set(block) <= set(d.index) and len(d) - len(set(block)) >= 2:
-            rows.append(dict(dataset=name, arm=arm, metric=metric, **block_test(d, block)))
+            scan = scan_test(d, len(set(block))) if len(d) >= 2 * len(set(block)) else {}
+            rows.append(dict(dataset=name, arm=arm, metric=metric, **block_test(d, block), **scan))
     return rows
 
 
-__all__ = ["block_test", "block_rows", "MAX_EXACT", "N_RANDOM"]
+__all__ = ["block_test", "scan_test", "block_rows", "MAX_EXACT", "N_RANDOM"]

@@ -36,8 +36,9 @@ TIERS = ("study",)
 ARMS = design.POWER_ARMS + design.DECOMPOSITION + design.CONTROLS + design.BASELINES
 COLUMNS = gains.GAIN_COLUMNS
 BLOCK_NOTE = ("SPT's gain on the primary metric of the default tier's seeds against the study's other seeds: "
-              "permutation p over every block of that size (toyspt.analysis.seed_blocks); sets where the block "
-              "and two more seeds are paired")
+              "permutation p over every block of that size (perm_p, the block named in advance), and scan_p, the "
+              "p of the most extreme consecutive block of that size (scan_block) as if picked out after looking "
+              "(toyspt.analysis.seed_blocks); sets where the block and two more seeds are paired")
 SHARE_LIMITS = (-1.0, 2.0)  # shares drawn within these; an interval beyond is drawn as an arrow
 
 

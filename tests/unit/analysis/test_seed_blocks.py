@@ -55,3 +55,31 @@ def test_block_rows_pair_by_seed_and_skip_a_set_without_the_whole_block():
     (row,) = block_rows(frame, [0, 1], "spt", "acc")
     assert row["dataset"] == "A" and row["blocks"] == 10 and row["difference"] == pytest.approx(0.045)
     assert row["perm_p"] == pytest.approx(1 / 10)  # {0, 1} is the only pair that far above the rest
+
+
+def test_the_scan_takes_the_most_extreme_consecutive_block_and_pays_for_the_choice():
+    from toyspt.analysis.seed_blocks import scan_test
+
+    g = pd.Series([10.0, 10.0, 0.0, 0.0, 0.0, 0.0], index=range(6))
+    r = scan_test(g, 2)
+    assert r["scan_block"] == [0, 1] and r["scan_blocks"] == 3 and r["scan_difference"] == 10.0
+    # as far apart only when the two 10s share a block: 3 of the C(6, 2) = 15 placements; one named
+    # block in advance would have p 1/15 (block_test); Monte Carlo error at 100,000 shuffles ~0.0013
+    assert r["scan_p"] == pytest.approx(3 / 15, abs=0.006)
+    assert block_test(g, [0, 1])["perm_p"] == pytest.approx(1 / 15)
+
+
+def test_the_scan_is_calibrated_under_exchangeable_seeds():
+    from toyspt.analysis.seed_blocks import scan_test
+
+    rng = np.random.default_rng(2)
+    rejections = sum(scan_test(pd.Series(rng.normal(size=20), index=range(20)), 5, n_random=2000)["scan_p"] <= 0.05
+                     for _ in range(200))
+    assert rejections <= 20  # binomial(200, 0.05): P(X > 20) < 0.01
+
+
+def test_the_scan_needs_two_blocks():
+    from toyspt.analysis.seed_blocks import scan_test
+
+    with pytest.raises(ValueError, match="two blocks of 5"):
+        scan_test(pd.Series(np.arange(9.0)), 5)

@@ -82,6 +82,7 @@ def test_real_gain_replicates_on_seeds_20_to_39_and_tests_the_seed_block(monkeyp
     assert block["block"] == [0, 1, 2, 3, 4] and [r["dataset"] for r in block["sets"]] == list(sets)
     for r in block["sets"]:  # the planted block is the most extreme of C(24, 5) = 42,504 blocks
         assert r["exact"] and r["blocks"] == 42_504 and r["difference"] > 0.04 and r["perm_p"] < 1e-3
+        assert r["scan_block"] == [0, 1, 2, 3, 4] and r["scan_blocks"] == 4 and r["scan_p"] < 1e-3
 
 
 def test_archive_scan_marks_related_sets_and_tests_across_units(monkeypatch):
