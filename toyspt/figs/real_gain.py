@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from toyspt.analysis import gains
 from toyspt.analysis.basin import basin_accuracy
@@ -83,6 +84,7 @@ def draw(ctx, runs):
             if r.p_holm <= gains.ALPHA:
                 ax.annotate("*", (r.ci_high, yy), xytext=(3, -3), textcoords="offset points")
         ax.axvline(0, color="0.5", lw=0.8)
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5, steps=[1, 2, 5, 10]))  # labels of 6 characters side by side
         ax.set_yticks(y, [f"{a} (n {int(k) if k == k else 0})" for a, k in zip(compared, g.n_seeds)], fontsize=7)
         ax.set(xlabel=f"{design.PRIMARY}:\narm - scratch (mean, 95% t CI)", title=d.config.name)
         ax = axes[1, j]
