@@ -20,7 +20,7 @@ from toyspt.runs.arms import ALIASES, ascii_float, ascii_int, ascii_number, pars
 from toyspt.runs.cache import DEFAULT_CACHE, CacheError
 from toyspt.runs.specs import RunSpec
 from toyspt.train.recipes import TrainConfig
-from toyspt.util.atomic import WriteError, out_file
+from toyspt.util.atomic import WriteError, existing_ancestor, out_file
 
 CONFIGS = (("task", TaskConfig), ("model", ModelConfig), ("train", TrainConfig))
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -193,9 +193,7 @@ def out_dir(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("empty path")
     path = os.path.abspath(text)
-    probe = path
-    while not os.path.exists(probe) and os.path.dirname(probe) != probe:
-        probe = os.path.dirname(probe)
+    probe = existing_ancestor(path)
     if os.path.exists(probe) and not os.path.isdir(probe):
         where = "" if probe == path else f" ({probe} is a file)"
         raise argparse.ArgumentTypeError(f"{text} must be a folder to write into, but it names an "

@@ -51,6 +51,14 @@ def _refuse_special(path: Path) -> None:
         raise WriteError(f"{path}: cannot write it: {what}; nothing was written")
 
 
+def existing_ancestor(path: str) -> str:
+    """``path`` itself when it exists, else its nearest existing parent (what a write under
+    ``path`` would meet first on disk)."""
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
+
+
 def out_file(text: str) -> str:
     """An argparse type for a file to write (``--json``, ``-o``): refused at parse time when the
     path names a folder, a device, a FIFO or a socket (an atomic write renames over what is
@@ -61,9 +69,7 @@ def out_file(text: str) -> str:
     if os.path.lexists(path) and not (os.path.islink(path) or os.path.isfile(path)):
         what = "a folder" if os.path.isdir(path) else "not a regular file"
         raise argparse.ArgumentTypeError(f"{text} must be a file to write, but it is {what}")
-    probe = os.path.dirname(path)
-    while not os.path.exists(probe) and os.path.dirname(probe) != probe:
-        probe = os.path.dirname(probe)
+    probe = existing_ancestor(os.path.dirname(path))
     if not os.path.isdir(probe):
         raise argparse.ArgumentTypeError(f"{text} cannot be written: {probe} is a file, not a folder")
     return text
@@ -123,4 +129,5 @@ def uninterrupted() -> Iterator[None]:
         raise KeyboardInterrupt
 
 
-__all__ = ["out_file", "atomic_write", "write_text", "write_bytes", "WriteError", "disk_fault", "uninterrupted"]
+__all__ = ["out_file", "existing_ancestor", "atomic_write", "write_text", "write_bytes", "WriteError", "disk_fault",
+           "uninterrupted"]
