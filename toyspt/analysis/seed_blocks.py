@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from itertools import combinations
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -106,4 +106,39 @@ def block_rows(frame: pd.DataFrame, block: Sequence[int], arm: str, metric: str,
     return rows
 
 
-__all__ = ["block_test", "scan_test", "block_rows", "MAX_EXACT", "N_RANDOM"]
+# one row per named block x set: what block_table returns and the figure writes
+BLOCK_COLUMNS = ["block_name", "dataset", "arm", "metric", "seeds", "n_block", "n_other", "block_mean", "other_mean",
+                 "difference", "perm_p", "exact", "blocks", "welch_p", "scan_seeds", "scan_blocks",
+                 "scan_difference", "scan_p", "scan_p_holm"]
+
+
+def seeds_text(seeds: Sequence[int]) -> str:
+    """``0-4`` for a run of consecutive seeds, else the seeds with spaces (a CSV cell)."""
+    s = sorted(int(x) for x in seeds)
+    if not s:
+        return ""
+    return f"{s[0]}-{s[-1]}" if len(s) > 1 and s == list(range(s[0], s[-1] + 1)) else " ".join(map(str, s))
+
+
+def block_table(frame: pd.DataFrame, blocks: Mapping[str, Sequence[int]], arm: str, metric: str,
+                base: str = "scratch") -> pd.DataFrame:
+    """:func:`block_rows` for every named block (``{name: seeds}``), one row per block x set
+    (:data:`BLOCK_COLUMNS`; seeds as text), with the scan's p Holm-adjusted over the sets of its
+    block (``scan_p_holm``: is any set's most extreme block more than chance?)."""
+    from toyspt.analysis.stats import holm
+
+    parts = []
+    for name, seeds in blocks.items():
+        rows = pd.DataFrame(block_rows(frame, seeds, arm, metric, base))
+        if rows.empty:
+            continue
+        rows = rows.assign(block_name=name, seeds=rows.block.map(seeds_text))
+        if "scan_p" in rows:
+            rows["scan_seeds"] = rows.scan_block.map(lambda b: seeds_text(b) if isinstance(b, list) else "")
+            rows["scan_p_holm"] = holm(rows.scan_p.astype(float)).to_numpy()
+        parts.append(rows.reindex(columns=BLOCK_COLUMNS))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=BLOCK_COLUMNS)
+
+
+__all__ = ["block_test", "scan_test", "block_rows", "block_table", "seeds_text", "BLOCK_COLUMNS", "MAX_EXACT",
+           "N_RANDOM"]

@@ -9,8 +9,9 @@ and ``toyspt docs`` rewrites its body from the CSV the table names (``--check``:
 page's block is not what the committed CSV renders; tests/integration/test_docs.py holds every
 page to it). :data:`TABLES` lists the tables: the default tier's paired differences
 (``ucr_paired.csv``), the study's gains with their contrasts and equivalence tests
-(``real_gain.csv``, and on seeds 20-39 alone), the archive scan (``archive_scan.csv``) and where
-the Transformers stand beside two standard classifiers (``archive_scan_standing.csv``).
+(``real_gain.csv``, and on seeds 20-39 alone), the seed-block tests (``real_gain_seed_block.csv``),
+the archive scan (``archive_scan.csv``) and where the Transformers stand beside two standard
+classifiers (``archive_scan_standing.csv``).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from typing import Callable
 import pandas as pd
 
 from toyspt.analysis.gains import EQUIVALENCE_MARGIN
+from toyspt.analysis.seed_blocks import BLOCK_COLUMNS
 from toyspt.figs.archive_scan import BASELINE_MARKS, STANDING_COLUMNS
 from toyspt.figs.check import read_csv
 from toyspt.ucr.baselines import BASELINES, PROTOCOLS
@@ -133,6 +135,20 @@ def archive(frame: pd.DataFrame) -> str:
                       "scratch", "spt", "qk_transfer"], body)
 
 
+def seed_block(frame: pd.DataFrame) -> str:
+    """Per named block of seeds and set: the block's mean gain against the other seeds', the
+    permutation p of the block named in advance (``exact``: over every block of its size, else a
+    seeded sample) beside Welch's, and the most extreme consecutive block with the scan's p, raw
+    and Holm-adjusted over the sets (the p of a block picked out after looking)."""
+    _need(frame, "real_gain_seed_block", BLOCK_COLUMNS)
+    body = [[r.dataset, f"{r.block_name} ({r.seeds})", f"{_num(r.block_mean)} vs {_num(r.other_mean)}",
+             _num(r.difference), f"{_p(r.perm_p)} ({int(r.blocks):,} blocks{'' if r.exact else ', sampled'})",
+             _p(r.welch_p), f"{r.scan_seeds}: {_num(r.scan_difference)}" if r.scan_seeds == r.scan_seeds else "",
+             _p(r.scan_p), _p(r.scan_p_holm)] for r in frame.itertuples()]
+    return _markdown(["set", "block (seeds)", "SPT − scratch: block vs other seeds", "difference",
+                      "permutation p", "Welch p", "most extreme consecutive block", "scan p", "scan p (Holm)"], body)
+
+
 def standing(frame: pd.DataFrame) -> str:
     """Per set (archive sets, then the paper's): the Transformers' mean primary metric beside
     1-NN DTW's and ROCKET's test accuracy, fitted on the Transformers' training split (``train``)
@@ -150,6 +166,7 @@ TABLES: dict[str, tuple[str, Callable[[pd.DataFrame], str]]] = {
     "ucr_paired": ("ucr_paired.csv", paired),
     "real_gain": ("real_gain.csv", gain),
     "real_gain_seeds_20_39": ("real_gain_seeds_20_39.csv", gain),
+    "real_gain_seed_block": ("real_gain_seed_block.csv", seed_block),
     "archive_scan": ("archive_scan.csv", archive),
     "archive_scan_standing": ("archive_scan_standing.csv", standing),
 }
@@ -177,4 +194,4 @@ def refresh(text: str, figures: Path, page: str = "page") -> str:
         raise TableError(f"{page}: {e}") from None
 
 
-__all__ = ["TABLES", "TableError", "render", "refresh", "paired", "gain", "archive", "standing"]
+__all__ = ["TABLES", "TableError", "render", "refresh", "paired", "gain", "seed_block", "archive", "standing"]

@@ -14,8 +14,9 @@ with ``family``, the contrasts spt - arm and the equivalence tests at
 :data:`toyspt.analysis.gains.EQUIVALENCE_MARGIN`)
 ``real_gain_runs.csv`` (one row per run) and ``real_gain_seeds_20_39.csv`` (the confirmatory
 comparison again on seeds 20-39 alone, the seeds no one had seen when the protocol was fixed).
-Its metadata holds the seed-block test on every set (``seed_block``: the default tier's seeds
-0-4 against the others, :mod:`toyspt.analysis.seed_blocks`).
+``real_gain_seed_block.csv`` holds the seed-block tests on every set (:mod:`toyspt.analysis.seed_blocks`):
+the default tier's seeds 0-4 against the others, and the seeds whose SPT-only parent is a tracked
+run (the one code path that differs by seed) against the others; metadata ``seed_block`` the same.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from matplotlib.ticker import MaxNLocator
 from toyspt.analysis import gains
 from toyspt.analysis.basin import basin_accuracy
 from toyspt.analysis.rows import label_frame, probe_specs
-from toyspt.analysis.seed_blocks import block_rows
+from toyspt.analysis.seed_blocks import block_table
 from toyspt.ucr import design
 from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available
 from toyspt.util.plots import color
@@ -36,10 +37,11 @@ TITLE = "What carries SPT's gain on real series: every weight group, scale contr
 TIERS = ("study",)
 ARMS = design.POWER_ARMS + design.DECOMPOSITION + design.CONTROLS + design.BASELINES
 COLUMNS = gains.GAIN_COLUMNS
-BLOCK_NOTE = ("SPT's gain on the primary metric of the default tier's seeds against the study's other seeds: "
-              "permutation p over every block of that size (perm_p, the block named in advance), and scan_p, the "
-              "p of the most extreme consecutive block of that size (scan_block) as if picked out after looking "
-              "(toyspt.analysis.seed_blocks); sets where the block and two more seeds are paired")
+BLOCK_NOTE = ("SPT's gain on the primary metric of the default tier's seeds (sets) and of the seeds whose SPT-only "
+              "parent is a tracked run (tracked.sets) against the study's other seeds: permutation p over blocks of "
+              "that size (perm_p, the block named in advance), and scan_p, the p of the most extreme consecutive "
+              "block of that size (scan_block) as if picked out after looking (toyspt.analysis.seed_blocks); sets "
+              "where the block and two more seeds are paired")
 SHARE_LIMITS = (-1.0, 2.0)  # shares drawn within these; an interval beyond is drawn as an arrow
 
 
@@ -57,6 +59,9 @@ def draw(ctx, runs):
     runs_frame = label_frame(runs)
     compared = [a for a in ARMS if a != "scratch"]
     gain = gains.gain_table(runs_frame, compared, design.STUDY_METRICS, design.PRIMARY)
+    blocks = block_table(runs_frame, {"default_tier": default_seeds, "tracked_parents": t.basin_seeds}, "spt",
+                         design.PRIMARY)
+    block_sets = {name: blocks[blocks.block_name == name].to_dict("records") for name in set(blocks.block_name)}
     ctx.meta[NAME] = dict(tier=t.name, primary=design.PRIMARY, skipped=skipped,
                           seeds={a: len(design.arm_seeds(t, a)) for a in ARMS},
                           verdicts=gains.verdicts(gain, design.PRIMARY).to_dict("records"),
@@ -65,7 +70,9 @@ def draw(ctx, runs):
                           saturation=gains.saturation(runs_frame).to_dict("records"),
                           basin_vs_own_accuracy=basin_accuracy(runs_frame, design.PRIMARY),
                           seed_block=dict(block=list(default_seeds), note=BLOCK_NOTE,
-                                          sets=block_rows(runs_frame, default_seeds, "spt", design.PRIMARY)))
+                                          sets=block_sets.get("default_tier", []),
+                                          tracked=dict(block=list(t.basin_seeds),
+                                                       sets=block_sets.get("tracked_parents", []))))
     # the replication on the seeds no one had seen when the protocol was fixed: the same test and family
     unseen = gains.gain_table(runs_frame[runs_frame.seed.isin(design.CONFIRMATORY_SEEDS)], ["spt"],
                               [design.PRIMARY], design.PRIMARY)
@@ -110,4 +117,4 @@ def draw(ctx, runs):
                  f"baselines {len(t.baseline_seeds)}; * Holm-adjusted signed-rank p <= 0.05 (confirmatory: spt on "
                  f"{design.PRIMARY}; other arms descriptive)", fontsize=9)
     fig.tight_layout()
-    return fig, {NAME: gain, f"{NAME}_runs": runs_frame, f"{NAME}_seeds_20_39": unseen}
+    return fig, {NAME: gain, f"{NAME}_runs": runs_frame, f"{NAME}_seeds_20_39": unseen, f"{NAME}_seed_block": blocks}

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from toyspt.analysis.seed_blocks import block_test
+from toyspt.analysis.stats import holm
 
 
 def test_the_most_extreme_block_of_two_among_six_has_p_two_in_fifteen():
@@ -83,3 +84,18 @@ def test_the_scan_needs_two_blocks():
 
     with pytest.raises(ValueError, match="two blocks of 5"):
         scan_test(pd.Series(np.arange(9.0)), 5)
+
+
+def test_block_table_names_each_block_and_holm_adjusts_the_scan_over_sets():
+    from toyspt.analysis.seed_blocks import BLOCK_COLUMNS, block_table, seeds_text
+
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame([dict(dataset=d, arm=a, seed=s, acc=0.5 + (rng.normal() if a == "spt" else 0.0))
+                          for d in ("A", "B", "C") for a in ("scratch", "spt") for s in range(12)])
+    t = block_table(frame, {"first": range(4), "odd": [1, 3, 5]}, "spt", "acc")
+    assert list(t.columns) == BLOCK_COLUMNS and len(t) == 6
+    assert t.block_name.tolist() == ["first"] * 3 + ["odd"] * 3 and set(t.seeds) == {"0-3", "1 3 5"}
+    for _, g in t.groupby("block_name"):  # Holm over the three sets of each block
+        np.testing.assert_array_equal(g.scan_p_holm.to_numpy(), holm(g.scan_p.to_numpy()))
+    assert seeds_text([4, 2, 3]) == "2-4" and seeds_text([7]) == "7" and seeds_text([]) == ""
+    assert block_table(frame, {"too many": range(11)}, "spt", "acc").empty  # one other seed: no test

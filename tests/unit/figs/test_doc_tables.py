@@ -102,3 +102,20 @@ def test_the_standing_table_puts_the_baselines_beside_the_transformers():
     assert head == ("| set | seeds | scratch | spt | 1-NN DTW (train) | 1-NN DTW (train+val) | ROCKET (train) "
                     "| ROCKET (train+val) |")
     assert line == "| ECG200 (paper) | 40 | 0.851 | 0.863 | 0.770 | 0.770 | 0.900 |  |"
+
+
+def test_the_seed_block_table_reads_both_tests_and_says_when_blocks_were_sampled():
+    from toyspt.analysis.seed_blocks import BLOCK_COLUMNS
+    from toyspt.figs.doc_tables import seed_block
+
+    row = dict(block_name="default_tier", dataset="GunPointAgeSpan", arm="spt", metric="mean_test_last20",
+               seeds="0-4", n_block=5, n_other=35, block_mean=0.0344, other_mean=0.0074, difference=0.027,
+               perm_p=0.00517, exact=True, blocks=658008, welch_p=0.0124, scan_seeds="0-4", scan_blocks=8,
+               scan_difference=0.027, scan_p=0.0409, scan_p_holm=0.16)
+    frame = pd.DataFrame([row, {**row, "block_name": "tracked_parents", "seeds": "0-9", "exact": False,
+                                "blocks": 200000, "scan_seeds": math.nan}], columns=BLOCK_COLUMNS)
+    lines = seed_block(frame).splitlines()
+    assert lines[2] == ("| GunPointAgeSpan | default_tier (0-4) | +0.034 vs +0.007 | +0.027 | 0.00517 (658,008 blocks)"
+                        " | 0.0124 | 0-4: +0.027 | 0.0409 | 0.16 |")
+    assert "| tracked_parents (0-9) |" in lines[3] and "(200,000 blocks, sampled)" in lines[3]
+    assert "|  | 0.0409 |" in lines[3]  # no consecutive block to name: blank, not 'nan'

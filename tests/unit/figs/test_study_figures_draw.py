@@ -10,13 +10,15 @@ import pandas as pd
 import pytest
 
 from toyspt.analysis import rows as label_rows
+from toyspt.analysis.seed_blocks import BLOCK_COLUMNS
 from toyspt.figs import archive_scan, real_gain
 from toyspt.ucr import design
 
 matplotlib.use("Agg")
 
 TIER = SimpleNamespace(name="study", power_seeds=tuple(range(6)), qk_seeds=tuple(range(6)), arm_seeds=tuple(range(6)),
-                       baseline_seeds=tuple(range(6)), archive_seeds=tuple(range(6)), archive_sets=2)
+                       baseline_seeds=tuple(range(6)), archive_seeds=tuple(range(6)), archive_sets=2,
+                       basin_seeds=tuple(range(3)))
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,13 @@ def test_real_gain_replicates_on_seeds_20_to_39_and_tests_the_seed_block(monkeyp
     assert block["block"] == [0, 1, 2, 3, 4] and [r["dataset"] for r in block["sets"]] == list(sets)
     for r in block["sets"]:  # the planted block is the most extreme of C(24, 5) = 42,504 blocks
         assert r["exact"] and r["blocks"] == 42_504 and r["difference"] > 0.04 and r["perm_p"] < 1e-3
-        assert r["scan_block"] == [0, 1, 2, 3, 4] and r["scan_blocks"] == 4 and r["scan_p"] < 1e-3
+        assert r["scan_seeds"] == "0-4" and r["scan_blocks"] == 4 and r["scan_p"] < 1e-3
+    # the tracked parents' seeds (the tier's basin seeds) are tested as a block of their own
+    assert block["tracked"]["block"] == list(TIER.basin_seeds)
+    table = frames["real_gain_seed_block"]
+    assert list(table.columns) == BLOCK_COLUMNS
+    assert table.block_name.tolist() == ["default_tier"] * 2 + ["tracked_parents"] * 2
+    assert table[table.block_name == "default_tier"].to_dict("records") == block["sets"]
 
 
 def test_archive_scan_marks_related_sets_and_tests_across_units(monkeypatch):
