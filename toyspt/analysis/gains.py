@@ -143,6 +143,24 @@ def verdicts(gain: pd.DataFrame, metric: str, alpha: float = ALPHA) -> pd.DataFr
                              sets=g.groupby("arm", sort=False).size())).reset_index()
 
 
+def equivalences(gain: pd.DataFrame, metric: str, alpha: float = ALPHA) -> dict:
+    """The weight-group contrasts' equivalence tests on ``metric``, summed over every arm but spt:
+    per contrast (``arm_minus_scratch``: "the arm carries none of SPT's gain"; ``spt_minus_arm``:
+    "it carries all of it"), the rows tested, how many are equivalent to 0 within
+    :data:`EQUIVALENCE_MARGIN` after Holm over the sets of the row's arm (its family), and the
+    smallest unadjusted TOST p with its set and arm."""
+    g = gain[(gain.metric == metric) & (gain.arm != CONFIRMATORY_ARM)]
+    out = {}
+    for name, col in (("arm_minus_scratch", "tost_p"), ("spt_minus_arm", "spt_minus_arm_tost_p")):
+        t = g[g[col].notna()]
+        adjusted = t.groupby("arm", sort=False)[col].transform(lambda p: stats.holm(p.to_numpy(float)))
+        low = t.loc[t[col].idxmin()] if len(t) else None
+        out[name] = dict(rows=int(len(t)), equivalent=int((adjusted <= alpha).sum()),
+                         min_p=float(low[col]) if low is not None else math.nan,
+                         min_at=f"{low.dataset} {low.arm}" if low is not None else "")
+    return dict(margin=EQUIVALENCE_MARGIN, alpha=alpha, **out)
+
+
 def archive_table(frame: pd.DataFrame, sizes: dict[str, tuple[int, int, int]], metric: str,
                   unit_of: Callable[[str], str] = str, alpha: float = ALPHA) -> pd.DataFrame:
     """One row per set (:data:`ARCHIVE_COLUMNS`): SPT's gain over scratch on ``metric`` (paired
@@ -213,4 +231,5 @@ def saturation(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 __all__ = ["GAIN_COLUMNS", "ARCHIVE_COLUMNS", "ALPHA", "CONFIRMATORY_ARM", "EQUIVALENCE_MARGIN", "diffs",
-           "gain_and_share", "gain_table", "verdicts", "archive_table", "archive_counts", "across_sets", "saturation"]
+           "gain_and_share", "gain_table", "verdicts", "equivalences", "archive_table", "archive_counts", "across_sets",
+           "saturation"]

@@ -66,6 +66,7 @@ def draw(ctx, runs):
                           seeds={a: len(design.arm_seeds(t, a)) for a in ARMS},
                           verdicts=gains.verdicts(gain, design.PRIMARY).to_dict("records"),
                           equivalence_margin=gains.EQUIVALENCE_MARGIN,
+                          equivalences=gains.equivalences(gain, design.PRIMARY),
                           confirmatory=gain[gain.family == "confirmatory"].to_dict("records"),
                           saturation=gains.saturation(runs_frame).to_dict("records"),
                           basin_vs_own_accuracy=basin_accuracy(runs_frame, design.PRIMARY),

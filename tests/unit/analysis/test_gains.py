@@ -103,6 +103,17 @@ def test_weight_group_contrasts_and_equivalence():
     budget = g.loc[("ECG200", "scratch_matched", PRIMARY)]
     assert budget.spt_minus_arm == pytest.approx(0.03) and budget.spt_minus_arm_p == pytest.approx(2 / 2 ** 10)
     assert math.isnan(g.loc[("ECG200", "spt", PRIMARY)].spt_minus_arm)
+    # summed over arms and sets, Holm within each arm over the four sets: qk carries all of the gain on
+    # every set, mlp none of it; scratch_matched neither; spt itself has no contrasts, and spt - scratch_matched
+    # (0.03 on every seed: no spread) has an undefined TOST, not counted
+    eq = gains.equivalences(g.reset_index(), PRIMARY)
+    assert eq["margin"] == 0.01 and eq["arm_minus_scratch"]["rows"] == 12 and eq["spt_minus_arm"]["rows"] == 8
+    assert eq["arm_minus_scratch"]["equivalent"] == 4 and eq["spt_minus_arm"]["equivalent"] == 4
+    assert eq["arm_minus_scratch"]["min_at"].endswith("mlp_transfer")
+    assert eq["spt_minus_arm"]["min_at"].endswith("qk_transfer")
+    assert eq["spt_minus_arm"]["min_p"] == pytest.approx(qk.spt_minus_arm_tost_p)  # identical on every set
+    held = gains.equivalences(g.reset_index(), PRIMARY, alpha=qk.spt_minus_arm_tost_p * 3.9)
+    assert held["spt_minus_arm"]["equivalent"] == 0  # Holm: 4 x p > the level on each of the four sets
 
 
 def _archive_frame(gains: dict, n=8) -> pd.DataFrame:
