@@ -15,6 +15,7 @@ does the most extreme one differ this much when the gains are shuffled over the 
 from __future__ import annotations
 
 import math
+import warnings
 from itertools import combinations
 from typing import Mapping, Sequence
 
@@ -24,6 +25,18 @@ from scipy import stats
 
 MAX_EXACT = 2_000_000  # enumerate every block when there are at most this many
 N_RANDOM = 200_000  # otherwise, this many random blocks (seeded)
+
+
+def _welch(a: np.ndarray, b: np.ndarray) -> float:
+    """Welch's two-sided p; NaN where it is undefined (both groups constant). A constant group
+    has variance exactly 0, so scipy's precision-loss warning for nearly identical data is
+    spurious for it and silenced; the other group's variance carries the test."""
+    if np.ptp(a) == 0 and np.ptp(b) == 0:
+        return math.nan
+    with warnings.catch_warnings():
+        if np.ptp(a) == 0 or np.ptp(b) == 0:
+            warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
+        return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
 
 
 def block_test(gains: pd.Series, block: Sequence[int], seed: int = 0) -> dict:
@@ -57,10 +70,10 @@ def block_test(gains: pd.Series, block: Sequence[int], seed: int = 0) -> dict:
     tol = 1e-12 * max(1.0, abs(observed))
     extreme = int(np.sum(np.abs(diffs) >= abs(observed) - tol))
     p = extreme / len(diffs) if exact else (1 + extreme) / (1 + len(diffs))
-    welch = stats.ttest_ind(v[inside], v[~inside], equal_var=False) if k >= 2 else None
+    welch = _welch(v[inside], v[~inside]) if k >= 2 else math.nan
     return dict(block=block, n_block=k, n_other=n - k, block_mean=float(v[inside].mean()),
                 other_mean=float(v[~inside].mean()), difference=observed, perm_p=float(p), exact=exact,
-                blocks=int(len(diffs)), welch_p=float(welch.pvalue) if welch is not None else math.nan)
+                blocks=int(len(diffs)), welch_p=welch)
 
 
 def scan_test(gains: pd.Series, size: int, n_random: int = N_RANDOM // 2, seed: int = 0) -> dict:

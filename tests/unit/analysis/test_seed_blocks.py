@@ -99,3 +99,15 @@ def test_block_table_names_each_block_and_holm_adjusts_the_scan_over_sets():
         np.testing.assert_array_equal(g.scan_p_holm.to_numpy(), holm(g.scan_p.to_numpy()))
     assert seeds_text([4, 2, 3]) == "2-4" and seeds_text([7]) == "7" and seeds_text([]) == ""
     assert block_table(frame, {"too many": range(11)}, "spt", "acc").empty  # one other seed: no test
+
+
+def test_welch_beside_the_permutation_is_undefined_only_when_both_groups_are_constant(recwarn):
+    r = block_test(pd.Series([1.0, 1.0, 0.0, 0.0, 0.0, 0.0], index=range(6)), [0, 1])
+    assert math.isnan(r["welch_p"]) and r["perm_p"] == pytest.approx(1 / 15)
+    r = block_test(pd.Series([1.0, 1.0, 0.0, 0.5, 0.2, 0.1], index=range(6)), [0, 1])
+    assert not [w for w in recwarn if "Precision loss" in str(w.message)]  # a constant group's variance is exact
+    # Welch from the other group's variance alone: t = (1 - 0.2) / sqrt(var / 4), 3 degrees of freedom
+    other = np.array([0.0, 0.5, 0.2, 0.1])
+    t = (1.0 - other.mean()) / math.sqrt(other.var(ddof=1) / 4)
+    from scipy import stats as sps
+    assert r["welch_p"] == pytest.approx(2 * sps.t.sf(t, 3), rel=1e-12)
