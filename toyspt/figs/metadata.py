@@ -1,7 +1,8 @@
 """``metadata.json`` beside the figures: what made them (git revision, torch, the machine,
-seeds, quick or not, tier, workers) and, per figure, the facts its ``draw`` noted, the seconds
-drawing it took, when it was written, the runs trained for it and, of its entries answered by
-results-ledger records, how many per ``cpu_capability`` of those records (``from_ledger``).
+seeds, quick or not, tier, workers: the last call's) and, per figure, the facts its ``draw``
+noted, the seconds drawing it took, when it was written and by which call (``call``: revision,
+seeds, tier, ...), the runs trained for it and, of its entries answered by results-ledger
+records, how many per ``cpu_capability`` of those records (``from_ledger``).
 
 The file is rewritten (atomically) after every figure, so a job stopped by Ctrl-C or killed
 leaves metadata that lists exactly the figures written so far; ``last_run`` is written when the
@@ -138,6 +139,9 @@ class Metadata:
             meta.setdefault("contrast", dict(regime=contrast, out=contrast, figures={}))
         meta["reproducibility"] = machine_info()
         self.meta = meta
+        # the top level is the last call's; each figure keeps the call that drew it (a folder's
+        # figures may come from calls of different tiers, seeds and revisions)
+        self.call = dict(git_revision=meta["git_revision"], torch=meta["torch"], **settings)
 
     def figure(self, label: str, facts: dict[str, Any]) -> None:
         """Record one written figure (``label``: its name, or ``<regime>/<name>`` in the contrast)."""
@@ -146,7 +150,8 @@ class Metadata:
         # the machine a figure was written on: the kernels torch dispatches to (cpu_capability)
         # decide the runs' bits, and figures of one folder may come from different machines
         where[name] = {**facts, "written_on": dict(cpu=self.meta["reproducibility"]["cpu"],
-                                                   cpu_capability=self.meta["reproducibility"]["cpu_capability"])}
+                                                   cpu_capability=self.meta["reproducibility"]["cpu_capability"]),
+                       "call": self.call}
         self.write()
 
     def drawn(self) -> dict[str, dict]:

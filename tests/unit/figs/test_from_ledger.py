@@ -55,3 +55,21 @@ def test_a_figure_drawn_from_records_names_their_kernels(tmp_path, monkeypatch):
     assert not plan.todo and plan.from_ledger == {SPECS[0].key(): "AVX512", SPECS[1].key(): "unknown"}
     assert run_job(_job(tmp_path, "fresh")) == 0  # a fresh cache: both answered by their records
     assert _figure(tmp_path)["from_ledger"] == {"AVX512": 1, "unknown": 1}
+
+
+def test_each_figure_keeps_the_call_that_drew_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(job_mod, "load", lambda name: FAKE)
+    assert run_job(_job(tmp_path, "trained")) == 0
+    meta = json.loads((tmp_path / "out" / "metadata.json").read_text())
+    call = meta["figures"]["fake"]["call"]
+    assert call["git_revision"] == meta["git_revision"] and call["seeds"] == [0] and call["tier"] == meta["tier"]
+    meta["figures"]["fake"]["call"]["seeds"] = [7]  # as if drawn by an earlier call with other seeds
+    (tmp_path / "out" / "metadata.json").write_text(json.dumps(meta))
+    other = SimpleNamespace(**{**vars(FAKE), "NAME": "other"})
+    monkeypatch.setattr(job_mod, "load", lambda name: other)
+    job = FigureJob(("other",), tmp_path / "out", (1,), quick=True, cache=str(tmp_path / "trained"),
+                    ledger=Ledger(tmp_path / "ledger.jsonl", kinds=("toy",), warn=lambda m: None))
+    assert run_job(job) == 0
+    merged = json.loads((tmp_path / "out" / "metadata.json").read_text())
+    assert merged["seeds"] == [1] and merged["figures"]["other"]["call"]["seeds"] == [1]
+    assert merged["figures"]["fake"]["call"]["seeds"] == [7]  # the earlier figure keeps its own call
