@@ -113,8 +113,9 @@ def draw(ctx, runs):
     ax.set_xlim(-1.1, 2.1)
     ax.set_yticks(y, [""] * len(y))
     ax.set(xlabel="qk_transfer's share of SPT's gain (Fieller 95% CI, clipped to [-1, 2])",
-           title=f"Q/K-only keeps >= half of the gain on {cnt['qk_keeps_half']} sets "
-                 f"({cnt['qk_keeps_half_lower_bound']} with the interval's lower end >= 1/2)")
+           title=f"Q/K-only keeps >= half of the gain on {cnt['qk_keeps_half']} sets\n"
+                 f"({cnt['qk_keeps_half_lower_bound']} with the interval's lower end >= 1/2)")  # two lines: the
+    # left panel's two-line title reaches into this one's when it is one line
     ax.title.set_fontsize(8)
     standing = standing_frame(both, base)
     _standing(axes[0, 2], standing, y)
