@@ -124,6 +124,7 @@ def draw(ctx, runs):
     fig.tight_layout()
     ctx.meta[NAME]["baselines"] = base.groupby(["baseline", "protocol"]).test_acc.mean().round(4).reset_index().to_dict(
         "records")
+    ctx.meta[NAME]["standing"] = standing_counts(standing)
     return fig, {NAME: table, f"{NAME}_runs": arch, f"{NAME}_baselines": base, f"{NAME}_standing": standing}
 
 
@@ -136,6 +137,18 @@ def standing_frame(both: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
                  spt=r.spt_mean, **{f"{b}_{p}": acc.get((r.dataset, b, p), np.nan) for b in BASELINES
                                     for p in PROTOCOLS}) for r in both.itertuples()]
     return pd.DataFrame(rows, columns=STANDING_COLUMNS)
+
+
+def standing_counts(standing: pd.DataFrame) -> dict:
+    """Per baseline and protocol (``<baseline>_<protocol>``), of the sets where it was computed:
+    how many there are and on how many its test accuracy is above SPT's mean primary metric, and
+    above scratch's (a description of where the models stand; each set's numbers in the table)."""
+    out = {}
+    for col in (f"{b}_{p}" for b in BASELINES for p in PROTOCOLS):
+        have = standing[standing[col].notna()]
+        out[col] = dict(sets=int(len(have)), above_spt=int((have[col] > have.spt).sum()),
+                        above_scratch=int((have[col] > have.scratch).sum()))
+    return out
 
 
 def _standing(ax, standing: pd.DataFrame, y) -> None:

@@ -126,3 +126,17 @@ def test_archive_scan_marks_related_sets_and_tests_across_units(monkeypatch):
     assert standing.set_index("dataset").loc["ECG200", "rocket_train+val"] == 43 / 50  # the fourth set's planted score
     spt = pd.concat(frames.values()).query("arm == 'spt'").groupby("dataset")[design.PRIMARY].mean()
     assert dict(zip(standing.dataset, standing.spt)) == pytest.approx(spt.to_dict())
+    # the counts the docs quote: per baseline x protocol, sets where it beats SPT's and scratch's means
+    counts = ctx.meta["archive_scan"]["standing"]
+    for col, c in counts.items():
+        assert c == dict(sets=4, above_spt=int((standing[col] > standing.spt).sum()),
+                         above_scratch=int((standing[col] > standing.scratch).sum())), col
+
+
+def test_standing_counts_skip_sets_without_the_baseline():
+    baselines = archive_scan.STANDING_COLUMNS[6:]
+    frame = pd.DataFrame([dict(dataset="A", scratch=0.5, spt=0.7, **dict.fromkeys(baselines, 0.6)),
+                          dict(dataset="B", scratch=0.5, spt=0.7, **dict.fromkeys(baselines, float("nan")))])
+    counts = archive_scan.standing_counts(frame)
+    assert set(counts) == set(baselines)
+    assert all(c == dict(sets=1, above_spt=0, above_scratch=1) for c in counts.values())
