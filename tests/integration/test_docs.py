@@ -84,7 +84,7 @@ def test_theory_report_is_generated_not_pasted():
 # comes from and how it is printed: `+34.4<!-- meta figures.accuracy.headline.x .1f 100 -->`
 # (path with dots, list items by index; a format spec; an optional scale). The quoted text must
 # end with the value so printed (a sign is part of the format spec, e.g. "+.3f").
-META_MARK = re.compile(r"<!-- meta ([\w.]+) (\S+)(?: ([-\d.e]+))? -->")
+META_MARK = re.compile(r"<!-- meta ([\w.+-]+) (\S+)(?: ([-\d.e]+))? -->")  # keys may hold + or - (train+val)
 
 
 def _meta_value(meta, path: str):
@@ -97,6 +97,8 @@ def _meta_value(meta, path: str):
 def quoted_numbers(text: str, meta: dict) -> list[tuple[str, str, str]]:
     """(path, expected, found before the marker) of every marker in ``text``."""
     out = []
+    unread = len(re.findall(r"<!-- meta ", text)) - len(META_MARK.findall(text))
+    assert unread == 0, f"{unread} meta marker(s) not of the form '<!-- meta PATH FORMAT [SCALE] -->': never checked"
     for m in META_MARK.finditer(text):
         path, spec, scale = m.group(1), m.group(2), m.group(3)
         v = _meta_value(meta, path)
@@ -122,6 +124,11 @@ def test_a_wrong_quoted_number_is_caught():
     assert all(w == f for _, w, f in quoted_numbers(ok, meta))
     bad = ok.replace("+34.4", "+34.5")
     assert [p for p, w, f in quoted_numbers(bad, meta) if w != f] == ["figures.accuracy.gain"]
+    with pytest.raises(AssertionError, match="1 meta marker"):  # a marker the pattern cannot read is not skipped
+        quoted_numbers(ok + " 3<!-- meta figures.accuracy.gain -->", meta)
+    meta["figures"]["standing"] = {"rocket_train+val": {"sets": 16}}  # keys with a '+'
+    assert quoted_numbers("16<!-- meta figures.standing.rocket_train+val.sets d -->", meta) == [
+        ("figures.standing.rocket_train+val.sets", "16", "16")]
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
