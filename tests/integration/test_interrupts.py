@@ -18,11 +18,18 @@ ROOT = Path(__file__).resolve().parents[2]
 ONLY = ["--quick", "--only", "task,accuracy,theory", "--seeds", "0"]
 
 
+def _foreground() -> None:
+    """In the child before exec: SIGINT at its default, as in a terminal's foreground job. A test
+    run started in the background of a shell without job control (``pytest ... &`` in a script)
+    inherits SIGINT ignored, and Python then keeps ignoring it, as a background job should."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(out: Path, cache: Path, workers: int = 2) -> subprocess.Popen:
     """paper_figs.py in its own process group (as a terminal runs it in the foreground)."""
     return subprocess.Popen([sys.executable, str(ROOT / "paper_figs.py"), *ONLY, "--out", str(out), "--cache",
                              str(cache), "--workers", str(workers)], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_foreground)
 
 
 def _wait_for(check, proc: subprocess.Popen, timeout: float = 300.0) -> None:
