@@ -210,16 +210,20 @@ class Ledger:
 
     def add(self, spec: Spec, entry: Entry) -> bool:
         """Append ``spec``'s entry unless its key is recorded already (True: appended). An entry
-        whose numbers differ from its record is not appended, and said so (the record stays)."""
+        whose numbers differ from its record is not appended, and said so (the record stays).
+        A recorded entry is compared decoded (every record was written by :func:`exact_encode`,
+        whose decoded JSON text is the entry's), so a cached run is checked against its record
+        without encoding it again, the costly half of writing a record."""
         if not self.covers(spec) or isinstance(entry.tensors(), WeightsNotKept):
             return False
-        rec = self.record(spec, entry)
-        old = self.lines().get(rec["key"])
+        old = self.lines().get(spec.key())
         if old is not None:
-            if old.record["entry"] != json.loads(json.dumps(rec["entry"])):
+            mine = json.dumps(_slim(json.loads(json.dumps(jsonable(entry.to_json())))), allow_nan=False)
+            if json.dumps(decode(old.record["entry"]), allow_nan=False) != mine:
                 self.warn(f"{spec.label()} was computed again with numbers that differ from its record "
                           f"({self.path} line {old.number}, {old.record.get('cpu')}); the record is kept")
             return False
+        rec = self.record(spec, entry)
         number = append_line(self.path, rec, self._tally)
         self.lines()[rec["key"]] = Line(number, json.loads(json.dumps(rec)))
         return True

@@ -340,3 +340,23 @@ def test_infinity_as_pythons_json_writes_it_is_read():
 
     assert parse(b'[Infinity]\n', "l")[1] == ["l line 1: not a JSON object; not used"]  # read, then refused as a list
     assert parse(b'[NaN]\n', "l")[1] == ["l line 1: not JSON (NaN is not a JSON number); not used"]
+
+
+def test_a_recorded_entry_is_compared_decoded_without_encoding_it_again(trained, tmp_path, monkeypatch):
+    """A cached run whose record is there: same numbers, nothing said, nothing appended, and the
+    costly encoding of a record is not done (compared against the decoded record); a record
+    written in plain JSON (no compact columns) holds the same numbers and is no difference."""
+    import toyspt.runs.ledger as ledger_mod
+
+    root, specs, results = trained
+    said = []
+    p = tmp_path / "l.jsonl"
+    recs = [json.loads(line) for line in (root / "ledger.jsonl").read_text().splitlines()]
+    first = next(r for r in recs if r["key"] == specs[0].key())
+    first["entry"] = ledger_mod.decode(first["entry"])  # the same numbers, uncompacted
+    p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    led = toy_ledger(p, warn=said.append)
+    monkeypatch.setattr(ledger_mod, "exact_encode", lambda v: pytest.fail("a recorded entry was encoded again"))
+    entry = RunCache(root / "cache").load(specs[0])
+    assert not led.add(specs[0], entry) and not said
+    assert p.read_text() == "".join(json.dumps(r) + "\n" for r in recs)
