@@ -112,7 +112,8 @@ def draw(ctx, runs):
         ax.set_yticks(y, compared, fontsize=7)
         sp = g.loc["spt"]
         ax.set(xlabel="share of SPT's gain (Fieller 95% CI;\narrows: beyond the axis or unbounded)",
-               title=f"SPT gain {sp.mean_diff:+.3f} [{sp.ci_low:+.3f}, {sp.ci_high:+.3f}], Holm p {sp.p_holm:.2g}")
+               title=f"SPT gain ({int(sp.n_seeds)} seeds) {sp.mean_diff:+.3f} [{sp.ci_low:+.3f}, {sp.ci_high:+.3f}], "
+                     f"Holm p {sp.p_holm:.2g}\nshares: of SPT's gain at each arm's own seeds")
         ax.title.set_fontsize(8)
     fig.suptitle(f"{TITLE}\ntier {t.name}: scratch/spt {len(t.power_seeds)} seeds, other arms {len(t.arm_seeds)}, "
                  f"baselines {len(t.baseline_seeds)}; * Holm-adjusted signed-rank p <= 0.05 (confirmatory: spt on "
