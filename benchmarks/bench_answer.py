@@ -45,6 +45,7 @@ def main(argv=None) -> int:
         cache, empty = RunCache(args.cache), RunCache(Path(tmp) / "empty")
         ctx = FigContext(out=Path(tmp) / "out", cache=cache, tier=args.tier)
         specs = list(load(args.only).specs(ctx).values())
+        targets = list({s.key(): s for s in specs}.values())
         print(f"{args.only} ({args.tier} tier): {len(specs)} entries; load average "
               f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         print(f"{'round':>5s} {'answered by':32s} {'CPU s':>7s} {'wall s':>7s} {'from cache':>10s} "
@@ -58,7 +59,6 @@ def main(argv=None) -> int:
                     print(f"{len(plan.todo)} entries are in neither the cache nor the ledger: nothing to compare")
                     return 1
                 rows.append((name, cpu, wall, len(plan.done) - len(plan.from_ledger), len(plan.from_ledger)))
-            targets = list({s.key(): s for s in specs}.values())
             cpu, wall, hits = _timed(lambda: [load_answer(cache, s) for s in targets])
             rows.append(("cache entries alone (no ledger)", cpu, wall, sum(h is not None for h in hits), 0))
             for name, cpu, wall, n_cache, n_ledger in rows:

@@ -31,10 +31,11 @@ def _welch(a: np.ndarray, b: np.ndarray) -> float:
     """Welch's two-sided p; NaN where it is undefined (both groups constant). A constant group
     has variance exactly 0, so scipy's precision-loss warning for nearly identical data is
     spurious for it and silenced; the other group's variance carries the test."""
-    if np.ptp(a) == 0 and np.ptp(b) == 0:
+    constant = np.ptp(a) == 0, np.ptp(b) == 0
+    if all(constant):
         return math.nan
     with warnings.catch_warnings():
-        if np.ptp(a) == 0 or np.ptp(b) == 0:
+        if any(constant):
             warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
         return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
 
@@ -110,11 +111,11 @@ def block_rows(frame: pd.DataFrame, block: Sequence[int], arm: str, metric: str,
     per set (its name, arm, metric, then both tests' fields)."""
     from toyspt.analysis.gains import diffs
 
-    rows = []
+    rows, size = [], len(set(block))
     for name in frame.dataset.unique():
         d = diffs(frame, name, arm, metric, base)
-        if set(block) <= set(d.index) and len(d) - len(set(block)) >= 2:
-            scan = scan_test(d, len(set(block))) if len(d) >= 2 * len(set(block)) else {}
+        if set(block) <= set(d.index) and len(d) - size >= 2:
+            scan = scan_test(d, size) if len(d) >= 2 * size else {}
             rows.append(dict(dataset=name, arm=arm, metric=metric, **block_test(d, block), **scan))
     return rows
 

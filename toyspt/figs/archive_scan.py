@@ -53,8 +53,8 @@ def specs(ctx):
 
 
 # per set, the Transformers' mean primary metric beside each baseline x protocol's test accuracy
-STANDING_COLUMNS = ["dataset", "group", "unit", "n_seeds", "scratch", "spt",
-                    *(f"{b}_{p}" for b in BASELINES for p in PROTOCOLS)]
+SCORE_COLUMNS = [f"{b}_{p}" for b in BASELINES for p in PROTOCOLS]  # one per baseline x protocol
+STANDING_COLUMNS = ["dataset", "group", "unit", "n_seeds", "scratch", "spt", *SCORE_COLUMNS]
 BASELINE_MARKS = {"1nn_dtw": ("v", "#9467bd", "1-NN DTW"), "rocket": ("^", "#8c564b", "ROCKET")}
 
 
@@ -144,7 +144,7 @@ def standing_counts(standing: pd.DataFrame) -> dict:
     how many there are and on how many its test accuracy is above SPT's mean primary metric, and
     above scratch's (a description of where the models stand; each set's numbers in the table)."""
     out = {}
-    for col in (f"{b}_{p}" for b in BASELINES for p in PROTOCOLS):
+    for col in SCORE_COLUMNS:
         have = standing[standing[col].notna()]
         out[col] = dict(sets=int(len(have)), above_spt=int((have[col] > have.spt).sum()),
                         above_scratch=int((have[col] > have.scratch).sum()))

@@ -143,7 +143,7 @@ def seed_block(frame: pd.DataFrame) -> str:
     _need(frame, "real_gain_seed_block", BLOCK_COLUMNS)
     body = [[r.dataset, f"{r.block_name} ({r.seeds})", f"{_num(r.block_mean)} vs {_num(r.other_mean)}",
              _num(r.difference), f"{_p(r.perm_p)} ({int(r.blocks):,} blocks{'' if r.exact else ', sampled'})",
-             _p(r.welch_p), f"{r.scan_seeds}: {_num(r.scan_difference)}" if r.scan_seeds == r.scan_seeds else "",
+             _p(r.welch_p), f"{r.scan_seeds}: {_num(r.scan_difference)}" if pd.notna(r.scan_seeds) else "",
              _p(r.scan_p), _p(r.scan_p_holm)] for r in frame.itertuples()]
     return _markdown(["set", "block (seeds)", "SPT − scratch: block vs other seeds", "difference",
                       "permutation p", "Welch p", "most extreme consecutive block", "scan p", "scan p (Holm)"], body)

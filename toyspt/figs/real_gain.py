@@ -61,7 +61,7 @@ def draw(ctx, runs):
     gain = gains.gain_table(runs_frame, compared, design.STUDY_METRICS, design.PRIMARY)
     blocks = block_table(runs_frame, {"default_tier": default_seeds, "tracked_parents": t.basin_seeds}, "spt",
                          design.PRIMARY)
-    block_sets = {name: blocks[blocks.block_name == name].to_dict("records") for name in set(blocks.block_name)}
+    block_sets = {name: g.to_dict("records") for name, g in blocks.groupby("block_name", sort=False)}
     ctx.meta[NAME] = dict(tier=t.name, primary=design.PRIMARY, skipped=skipped,
                           seeds={a: len(design.arm_seeds(t, a)) for a in ARMS},
                           verdicts=gains.verdicts(gain, design.PRIMARY).to_dict("records"),

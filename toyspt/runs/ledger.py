@@ -105,6 +105,11 @@ def _slim(blob: dict) -> dict:
     return blob
 
 
+def _recorded(entry: Entry) -> dict:
+    """What a record keeps of ``entry``: its JSON (plain types) without the unread tracker records."""
+    return _slim(json.loads(json.dumps(jsonable(entry.to_json()))))
+
+
 class WeightsNotKept(dict):
     """The ``states`` of an entry read from the ledger: the state names, without tensors."""
 
@@ -198,12 +203,11 @@ class Ledger:
     # ---- writing ---------------------------------------------------------------------------
     def record(self, spec: Spec, entry: Entry) -> dict:
         """The record of ``spec``'s finished ``entry`` (weights summarised by their norms)."""
-        blob = json.loads(json.dumps(jsonable(entry.to_json())))
         tensors = entry.tensors()
         parent = spec.parent()
         return dict(ledger=LEDGER_FORMAT, key=spec.key(), kind=spec.kind, spec=jsonable(spec.to_dict()),
                     parent=parent.key() if parent is not None else None, tier=self.tier,
-                    entry=exact_encode(_slim(blob)), states=list(tensors), norms=norms(tensors),
+                    entry=exact_encode(_recorded(entry)), states=list(tensors), norms=norms(tensors),
                     seconds=getattr(entry, "seconds", None), cpu=cpu_model(),
                     cpu_capability=torch.backends.cpu.get_cpu_capability(), torch=torch.__version__,
                     written=stamp())
@@ -218,8 +222,8 @@ class Ledger:
             return False
         old = self.lines().get(spec.key())
         if old is not None:
-            mine = json.dumps(_slim(json.loads(json.dumps(jsonable(entry.to_json())))), allow_nan=False)
-            if json.dumps(decode(old.record["entry"]), allow_nan=False) != mine:
+            recorded, mine = (json.dumps(x, allow_nan=False) for x in (decode(old.record["entry"]), _recorded(entry)))
+            if recorded != mine:
                 self.warn(f"{spec.label()} was computed again with numbers that differ from its record "
                           f"({self.path} line {old.number}, {old.record.get('cpu')}); the record is kept")
             return False
