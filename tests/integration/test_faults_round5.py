@@ -206,3 +206,23 @@ def test_an_unknown_activation_hint_lists_the_honoured_ones(tmp_path, capsys):
     assert main([*argv, "--activation", "gelu2"]) == 2  # once: AttributeError ... 'Refused'
     line = one_error(capsys, "activation 'gelu2'")
     assert "honoured activations" in line and "gelu" in line
+
+
+def test_the_comparison_covers_the_csvs_the_run_wrote_not_the_references_other_figures(tmp_path):
+    """figures/ holds every tier's figures; a run of some of them (``--only``, the default tier)
+    is checked on what it drew, and a CSV it should have written but did not still fails."""
+    from toyspt.figs.check import compare_dirs
+
+    for side in ("ref", "new"):
+        (tmp_path / side / "zero_mean").mkdir(parents=True)
+    for name in ("a.csv", "zero_mean/a.csv", "b.csv"):  # b: a figure the run did not draw
+        (tmp_path / "ref" / name).write_text("arm,value\nx,1.0\n")
+    for name in ("a.csv", "zero_mean/a.csv"):
+        (tmp_path / "new" / name).write_text("arm,value\nx,1.01\n")
+    r = compare_dirs(tmp_path / "new", tmp_path / "ref", drawn=["a.csv", "zero_mean/a.csv"])
+    assert sorted(r.file) == ["a.csv", "zero_mean/a.csv"] and r.ok.all()
+    everything = compare_dirs(tmp_path / "new", tmp_path / "ref")  # every CSV of the reference expected
+    assert everything.set_index("file").loc["b.csv", "note"] == "missing in the new run"
+    (tmp_path / "new" / "a.csv").unlink()  # drawn but not there: still a disagreement
+    r = compare_dirs(tmp_path / "new", tmp_path / "ref", drawn=["a.csv", "zero_mean/a.csv"]).set_index("file")
+    assert not r.loc["a.csv", "ok"] and r.loc["a.csv", "note"] == "missing in the new run"

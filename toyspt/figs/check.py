@@ -20,6 +20,7 @@ from __future__ import annotations
 import io
 import os
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 import pandas as pd
@@ -87,11 +88,16 @@ def reduce_csv(path: Path) -> pd.DataFrame:
     return long.rename(columns={"_column": "column", "_value": "value"})[["group", "column", "value"]]
 
 
-def compare_dirs(new: Path, ref: Path) -> pd.DataFrame:
+def compare_dirs(new: Path, ref: Path, drawn: Iterable[str] | None = None) -> pd.DataFrame:
     """One row per (file, group, column) present in both directories, with the verdict; the
-    reference is checked first (:func:`check_reference`)."""
+    reference is checked first (:func:`check_reference`). ``drawn``: the CSVs (paths relative to
+    ``new``) that the run being checked wrote; the reference's other CSVs, of figures it did not
+    draw (``--only``, another tier), are left out (None: every CSV of the reference is expected)."""
     rows = []
+    keep = None if drawn is None else {str(Path(d)) for d in drawn}
     for rf in check_reference(ref):
+        if keep is not None and str(rf.relative_to(ref)) not in keep:
+            continue
         nf = Path(new) / rf.relative_to(ref)
         if not nf.exists():
             rows.append(dict(file=str(rf.relative_to(ref)), group="", column="", ref=np.nan, new=np.nan,

@@ -112,11 +112,12 @@ def run_job(job: FigureJob) -> int:
             return compute_by_figure({}, schedule.trained, owner=owner)
 
         timings: dict[str, float] = {}
+        csvs: list[str] = []  # the CSVs this call wrote, relative to out (what --compare-to checks)
 
         def draw(label, c, mod, specs, results):
             t = time.time()
             with uninterrupted():  # a figure's PNG, PDF, CSV and its metadata are written together
-                render(c, mod, specs, results)
+                csvs.extend(str(p.relative_to(out)) for p in render(c, mod, specs, results) if p.suffix == ".csv")
                 timings[label] = round(time.time() - t, 2)
                 recorded = from_ledger(specs.values(), pl)  # entries answered by records: their kernels
                 meta.figure(label, dict(draw_seconds=timings[label], written_after_seconds=round(time.time() - t0, 1),
@@ -166,9 +167,10 @@ def run_job(job: FigureJob) -> int:
     if job.compare_to:
         from toyspt.figs.check import ATOL, RTOL, compare_dirs, summary
 
-        report = compare_dirs(out, Path(job.compare_to))
+        report = compare_dirs(out, Path(job.compare_to), drawn=csvs)
         plots.save_csv(report, out, "compare_to")
-        print(f"arm means against {job.compare_to} (agree when |new - ref| <= {ATOL} + {RTOL} |ref|):")
+        print(f"arm means against {job.compare_to} (agree when |new - ref| <= {ATOL} + {RTOL} |ref|; the "
+              f"{len(csvs)} CSVs this call wrote):")
         print(summary(report))
         return 0 if bool(report.ok.all()) else 1
     return 0
