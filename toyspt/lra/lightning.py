@@ -37,7 +37,7 @@ import torch
 from toyspt.lra import guard
 from toyspt.lra.guard import LIMITS, CheckpointError, CheckpointRefused, ReadLimits
 from toyspt.util import safeload
-from toyspt.util.atomic import atomic_write
+from toyspt.util.atomic import atomic_write, uninterrupted
 from toyspt.util.files import Refused, UnsafeFile
 from toyspt.util.validation import short_repr
 
@@ -317,7 +317,7 @@ def write_checkpoint(path: str | os.PathLike, state_dict: dict[str, torch.Tensor
     ckpt.update(extra or {})
 
     def write(tmp: str) -> None:
-        with open(tmp, "wb") as f:
+        with open(tmp, "wb") as f, uninterrupted():  # Ctrl-C inside torch's write callbacks: an interrupt
             torch.save(ckpt, f, pickle_module=_PickleModule, pickle_protocol=2)
 
     atomic_write(path, write)

@@ -113,10 +113,15 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 
 @contextlib.contextmanager
 def uninterrupted() -> Iterator[None]:
-    """Files written together in a ``with`` block stay together: Ctrl-C (SIGINT) during the
-    block is held and raised as KeyboardInterrupt when it ends (only in the main thread, where
-    Python delivers signals; elsewhere the block runs as is)."""
-    if threading.current_thread() is not threading.main_thread():
+    """Ctrl-C (SIGINT) during a ``with`` block is held and raised as KeyboardInterrupt when
+    the block ends, however it ends (an error raised in the block becomes its context): files
+    written together stay together, and a read through C++ code that calls back into Python
+    (``torch.load`` of a file object) is never cut inside a callback, where torch turns the
+    KeyboardInterrupt into another error. A held signal goes to the handler the block found
+    (ignored where it was ignored, as in a sweep's workers). Only in the main thread, where
+    Python delivers signals; elsewhere the block runs as is."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         yield
         return
     held: list[int] = []
@@ -125,8 +130,8 @@ def uninterrupted() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, before)
-    if held:
-        raise KeyboardInterrupt
+        if held:
+            signal.raise_signal(signal.SIGINT)
 
 
 __all__ = ["out_file", "existing_ancestor", "atomic_write", "write_text", "write_bytes", "WriteError", "disk_fault",

@@ -43,6 +43,7 @@ import struct
 import zipfile
 from typing import Any, Iterable
 
+from toyspt.util.atomic import uninterrupted
 from toyspt.util.files import Refused, UnsafeFile, open_regular
 from toyspt.util.picklescan import BUDGET, Budget, scan_pickle
 from toyspt.util.zipdir import Archive, clean_archive, read_at, zip_records
@@ -121,10 +122,11 @@ def load(path: str | os.PathLike, *, what: str = "torch file", budget: Budget = 
         else:
             archive = check_file(f, size, where, budget, [name for _, name in pairs], what)
         try:
-            if trust:
-                return torch.load(f, map_location="cpu", weights_only=False)
-            with torch.serialization.safe_globals(pairs):
-                return torch.load(archive, map_location="cpu", weights_only=True)
+            with uninterrupted():  # Ctrl-C inside torch's read callbacks would come out as damage
+                if trust:
+                    return torch.load(f, map_location="cpu", weights_only=False)
+                with torch.serialization.safe_globals(pairs):
+                    return torch.load(archive, map_location="cpu", weights_only=True)
         except (UnsafeFile, pickle.UnpicklingError, ModuleNotFoundError, TypeError, EOFError,
                 zipfile.BadZipFile, RuntimeError, ValueError, IndexError, KeyError, AttributeError,
                 OverflowError, MemoryError, RecursionError, struct.error) as e:

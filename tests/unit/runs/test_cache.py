@@ -61,6 +61,36 @@ def test_corrupted_entry_is_recomputed(tmp_path, counted):
     assert cache.load(BASE) is None
 
 
+def test_ctrl_c_while_an_entry_is_read_leaves_the_entry_in_place(tmp_path, counted, monkeypatch, capsys):
+    """Ctrl-C falling inside torch's reads of ``weights.pt`` once came out of torch as another
+    error: the good entry was set aside as damaged and the sweep died with "missing from the
+    cache after training" instead of exiting 130."""
+    import os
+    import signal
+
+    from toyspt.util import zipdir
+
+    cache = RunCache(tmp_path)
+    get_run(BASE, cache)
+    before = _entries(tmp_path)
+    read = zipdir.Archive.readinto
+    calls = []
+
+    def interrupted(self, b):
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return read(self, b)
+
+    monkeypatch.setattr(zipdir.Archive, "readinto", interrupted)
+    capsys.readouterr()
+    with pytest.raises(KeyboardInterrupt):
+        cache.load(BASE)
+    assert _entries(tmp_path) == before and "damaged" not in capsys.readouterr().err
+    monkeypatch.undo()
+    assert cache.load(BASE) is not None and len(counted) == 1
+
+
 def test_killed_sweep_resumes_without_redoing_finished_runs(tmp_path, counted, monkeypatch):
     cache = RunCache(tmp_path)
     specs = [replace(BASE, seed=s) for s in range(3)]

@@ -95,6 +95,35 @@ def test_ctrl_c_waits_until_files_written_together_are_written(tmp_path):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
 
 
+def test_ctrl_c_held_in_a_block_that_fails_still_interrupts_with_the_error_as_context():
+    import signal
+
+    from toyspt.util.atomic import uninterrupted
+
+    with pytest.raises(KeyboardInterrupt) as info:
+        with uninterrupted():
+            os.kill(os.getpid(), signal.SIGINT)
+            raise ValueError("the block's own error")
+    assert isinstance(info.value.__context__, ValueError)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_ctrl_c_stays_ignored_where_it_was_ignored():
+    """A sweep's workers ignore SIGINT (the parent handles Ctrl-C); a held signal must not
+    become a KeyboardInterrupt there."""
+    import signal
+
+    from toyspt.util.atomic import uninterrupted
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with uninterrupted():
+            os.kill(os.getpid(), signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def test_a_fifo_or_a_folder_in_the_way_is_refused_and_kept(tmp_path):
     """Renaming over them would replace them (run as root, ``--json /dev/null`` once replaced
     the device with a regular file)."""

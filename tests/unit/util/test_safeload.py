@@ -232,6 +232,32 @@ def test_a_file_truncated_after_its_check_is_one_line(tmp_path, monkeypatch):
         safeload.load(tmp_path / "a.pt")
 
 
+def test_ctrl_c_inside_torchs_reads_is_an_interrupt_not_damage(tmp_path, monkeypatch):
+    """torch's C++ reader calls back into Python for each read; a KeyboardInterrupt raised in
+    such a callback came out of torch as AttributeError ("'Archive' object has no attribute
+    'read'"), which the run cache took for a damaged entry and set aside (seen once when Ctrl-C
+    fell on a sweep's cache read)."""
+    import signal
+
+    from toyspt.util import zipdir
+
+    torch.save({f"w{i}": torch.ones(64) for i in range(4)}, tmp_path / "a.pt")
+    calls = []
+
+    read = zipdir.Archive.readinto
+
+    def interrupted_on_the_second_read(self, b):
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C does, mid-read
+        return read(self, b)
+
+    monkeypatch.setattr(zipdir.Archive, "readinto", interrupted_on_the_second_read)
+    with pytest.raises(KeyboardInterrupt):
+        safeload.load(tmp_path / "a.pt")
+    assert len(calls) >= 2 and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_three_views_of_one_storage_load_as_torch_reads_them(tmp_path):
     base = torch.arange(1 << 20, dtype=torch.float32)  # 4 MiB, saved once
     torch.save({"a": base, "b": base[:], "c": base.view(1024, 1024)}, tmp_path / "v.pt")
