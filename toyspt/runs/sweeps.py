@@ -123,7 +123,9 @@ def get_run(spec: Spec, cache: RunCache | None = None, recompute: bool = False,
     cache.check_writable()
     parent = spec.parent()
     start = get_run(parent, cache, recompute, progress) if parent is not None else None
+    t = time.perf_counter()
     result = spec.execute(progress=progress, start=start) if start is not None else spec.execute(progress=progress)
+    result.seconds = time.perf_counter() - t  # as a sweep times its runs: the cost model learns from it
     store_with_twins(cache, spec, result)
     return as_stored(result)
 

@@ -41,6 +41,7 @@ def test_second_call_trains_nothing(tmp_path, counted):
     b = get_run(BASE, cache)
     assert len(counted) == 1
     assert a.history == b.history and a.summary == b.summary
+    assert a.seconds > 0 and b.seconds == a.seconds  # timed as a sweep times its runs, and stored
     for k, v in a.states["final"].items():
         assert torch.equal(v, b.states["final"][k])
 
