@@ -1,6 +1,10 @@
 """Where a run cache's training seconds went: runs and summed training seconds per
 (kind, recipe, trackers, evaluation policy), from each entry's spec.json and result.json
-(plain JSON; no weights are read).
+(plain JSON; no weights are read), and beside them what the cost model's prior
+(``RunSpec.seconds``: one idle core of the reference machine) says the same runs cost, and
+the ratio of the two over the timed entries: where the prior's prices are off on this host ("-"
+where no entry was timed, and for entries other than training runs, whose spec.json alone does
+not rebuild their spec).
 
     python benchmarks/cache_compute.py                       # the default cache
     python benchmarks/cache_compute.py --cache .cache/after/cache
@@ -15,21 +19,34 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from toyspt.runs import DEFAULT_CACHE
+from toyspt.runs import DEFAULT_CACHE, spec_from_dict
+from toyspt.runs.costs import prior
+
+
+def _prior(spec: dict) -> float | None:
+    """The prior seconds of a training run's stored spec; None for other entries."""
+    if "recipe" not in spec or "seed" not in spec:
+        return None
+    try:
+        return prior(spec_from_dict(spec))
+    except (KeyError, TypeError, ValueError, OSError):  # a spec of an older format, data not at hand
+        return None
 
 
 def tally(root: Path) -> dict[tuple, list]:
-    out: dict[tuple, list] = defaultdict(lambda: [0, 0.0])
+    out: dict[tuple, list] = defaultdict(lambda: [0, 0.0, 0.0])
     for entry in sorted(root.glob("*/*/")):
         spec_file, result_file = entry / "spec.json", entry / "result.json"
         if not (spec_file.is_file() and result_file.is_file()):
             continue  # a partial entry: the cache drops it on load
         spec = json.loads(spec_file.read_text())
-        seconds = json.loads(result_file.read_text()).get("seconds") or 0.0
+        seconds = json.loads(result_file.read_text()).get("seconds")  # None: stored untimed (a twin's copy)
         key = (spec.get("kind", "toy"), spec.get("recipe", "-"), ",".join(spec.get("trackers", ())) or "-",
                spec.get("evaluate", "-"))
         out[key][0] += 1
-        out[key][1] += seconds
+        out[key][1] += seconds or 0.0
+        p = _prior(spec) if seconds else 0.0  # the ratio compares timed entries with their prior
+        out[key][2] = None if p is None or out[key][2] is None else out[key][2] + p
     return out
 
 
@@ -38,10 +55,17 @@ def main(argv=None) -> int:
     p.add_argument("--cache", default=DEFAULT_CACHE)
     args = p.parse_args(argv)
     rows = sorted(tally(Path(args.cache)).items(), key=lambda kv: -kv[1][1])
-    print(f"{'kind':10s} {'recipe':22s} {'trackers':36s} {'evaluate':8s} {'runs':>5s} {'seconds':>9s}")
-    for (kind, recipe, trackers, evaluate), (n, sec) in rows:
-        print(f"{kind:10s} {recipe:22s} {trackers:36s} {evaluate:8s} {n:5d} {sec:9.1f}")
-    print(f"{'total':79s} {sum(n for n, _ in dict(rows).values()):5d} {sum(s for _, s in dict(rows).values()):9.1f}")
+    print(f"{'kind':10s} {'recipe':22s} {'trackers':36s} {'evaluate':8s} {'runs':>5s} {'seconds':>9s} "
+          f"{'prior':>9s} {'ratio':>6s}")
+    for (kind, recipe, trackers, evaluate), (n, sec, pri) in rows:
+        shown = f"{pri:9.1f} {sec / pri:6.2f}" if pri else f"{'-':>9s} {'-':>6s}"
+        print(f"{kind:10s} {recipe:22s} {trackers:36s} {evaluate:8s} {n:5d} {sec:9.1f} {shown}")
+    runs = [(sec, pri) for _, sec, pri in dict(rows).values() if pri]
+    total = sum(n for n, _, _ in dict(rows).values()), sum(s for _, s, _ in dict(rows).values())
+    print(f"{'total':79s} {total[0]:5d} {total[1]:9.1f}")
+    if runs:
+        sec, pri = map(sum, zip(*runs))
+        print(f"{'training runs':79s} {'':5s} {sec:9.1f} {pri:9.1f} {sec / pri:6.2f}")
     return 0
 
 
