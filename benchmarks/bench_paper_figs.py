@@ -10,7 +10,7 @@ empty cache):
 * ``before``: the revision ``--before REV``, checked out into a temporary git worktree;
 * ``one-at-a-time`` / ``lockstep``: this checkout with ``--no-lockstep`` / without.
 
-    python benchmarks/bench_paper_figs.py --quick                      # the quick time (README: <= 60 s)
+    python benchmarks/bench_paper_figs.py --quick                      # the quick time (goal: 60 s)
     python benchmarks/bench_paper_figs.py --workers 2                  # the cold default (an hour or so)
     python benchmarks/bench_paper_figs.py --quick --modes before,after --before 086a162
 
