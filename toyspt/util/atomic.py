@@ -119,9 +119,10 @@ def uninterrupted() -> Iterator[None]:
     (``torch.load`` of a file object) is never cut inside a callback, where torch turns the
     KeyboardInterrupt into another error. A held signal goes to the handler the block found
     (ignored where it was ignored, as in a sweep's workers). Only in the main thread, where
-    Python delivers signals; elsewhere the block runs as is."""
+    Python delivers signals, and under a handler Python can restore (not one installed from C);
+    elsewhere the block runs as is."""
     if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, None):
         yield
         return
     held: list[int] = []
