@@ -6,7 +6,9 @@
 
 The same as ``toyspt figs``; see :mod:`toyspt.cli.figs` (``--help`` lists every flag).
 """
-from toyspt.cli.figs import main
+import importlib
+
+from toyspt.util.exits import interruptible  # light: Ctrl-C while torch loads is one line too
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(interruptible(lambda: importlib.import_module("toyspt.cli.figs").main()))

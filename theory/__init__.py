@@ -4,7 +4,11 @@
 from Python and returns :class:`Result` records. One module per claim family:
 ``t1_pooling``, ``t2_blindness`` (with ``t2_symbolic``), ``t3_recon``, ``t4_rank``, ``t5_training``.
 """
-from .report import REGISTRY, exit_code, format_table, run_checks, write_json
-from .result import Result
+from toyspt.util.lazy import exports
 
-__all__ = ["REGISTRY", "Result", "run_checks", "format_table", "exit_code", "write_json"]
+# loaded on first use, so ``python -m theory`` imports torch and sympy inside its main (where Ctrl-C is one line);
+# by this package's own name: ``theory`` run from a checkout, ``toyspt.theory`` installed
+__all__, __getattr__, __dir__ = exports(globals(), {
+    f"{__name__}.report": ("REGISTRY", "run_checks", "format_table", "exit_code", "write_json"),
+    f"{__name__}.result": ("Result",),
+})

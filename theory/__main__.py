@@ -7,8 +7,7 @@ import argparse
 import sys
 
 from toyspt.util.atomic import WriteError, out_file
-
-from . import report
+from toyspt.util.exits import interruptible
 
 
 def build_parser(prog: str = "python -m theory") -> argparse.ArgumentParser:
@@ -38,6 +37,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m theory") -> int:
     args = parser.parse_args(argv)
     argv = sys.argv[1:] if argv is None else list(argv)
     import torch
+
+    from . import report  # here, not at the top: Ctrl-C while sympy and torch load is one line
 
     torch.set_num_threads(1)  # small float64 problems: one thread is fastest on a shared machine
     if args.list:
@@ -76,4 +77,4 @@ def main(argv: list[str] | None = None, prog: str = "python -m theory") -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible(main))

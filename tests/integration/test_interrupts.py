@@ -114,3 +114,26 @@ def test_kill_9_loses_nothing_and_the_rerun_trains_nothing_twice(tmp_path, monke
     assert _csvs(out) == reference
     meta = json.loads((out / "metadata.json").read_text())
     assert set(meta["figures"]) == {"task", "accuracy", "theory"} and "interrupted" not in meta["last_run"]
+
+
+# Ctrl-C while the entry point's libraries load: a finder that raises KeyboardInterrupt at the
+# import of torch stands for the key pressed in those seconds, at a moment that is always the same
+_AT_TORCH = """
+import runpy, sys
+class CtrlC:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch":
+            raise KeyboardInterrupt
+sys.meta_path.insert(0, CtrlC())
+"""
+
+
+@pytest.mark.parametrize("run", [
+    "sys.argv = ['paper_figs.py', '--quick']; runpy.run_path('paper_figs.py', run_name='__main__')",
+    "sys.argv = ['theory', '--quick']; runpy.run_module('theory', run_name='__main__')",
+    "from toyspt.cli.main import main; sys.exit(main(['train', '--seed', '0']))",
+], ids=["paper_figs", "python -m theory", "toyspt train"])
+def test_ctrl_c_while_the_libraries_load_is_one_line_and_130(run, tmp_path):
+    proc = subprocess.run([sys.executable, "-c", _AT_TORCH + run], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, preexec_fn=_foreground)
+    assert (proc.returncode, proc.stderr) == (130, "interrupted\n"), proc.stderr[-2000:]

@@ -21,9 +21,9 @@ from toyspt.runs.cache import DEFAULT_CACHE, CacheError
 from toyspt.runs.specs import RunSpec
 from toyspt.train.recipes import TrainConfig
 from toyspt.util.atomic import WriteError, existing_ancestor, out_file
+from toyspt.util.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, interruptible
 
 CONFIGS = (("task", TaskConfig), ("model", ModelConfig), ("train", TrainConfig))
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 # errors that mean "bad input" (exit 2, one line), a disk fault while writing (WriteError,
 # CacheError) included; anything else is a bug and keeps its traceback
 INPUT_ERRORS = (ValueError, FileNotFoundError, KeyError, CacheError, ConnectionError, PermissionError,
@@ -330,10 +330,7 @@ def check_storable(spec: RunSpec, where: str = "") -> None:
 def run_main(fn: Callable[[], int]) -> int:
     """Call an entry point's body with the exit-code convention of this module."""
     try:
-        return fn()
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return interruptible(fn)
     except INPUT_ERRORS as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"error: {' '.join(str(msg).split())}", file=sys.stderr)

@@ -99,6 +99,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``toyspt ...``: Ctrl-C while the subcommand's module loads (seconds: torch) is one line too."""
+    from toyspt.util.exits import interruptible
+
+    return interruptible(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     import sys
 
     argv = sys.argv[1:] if argv is None else list(argv)
