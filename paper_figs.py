@@ -10,5 +10,11 @@ import importlib
 
 from toyspt.util.exits import interruptible  # light: Ctrl-C while torch loads is one line too
 
+
+def main(argv: list[str] | None = None) -> int:
+    """``toyspt figs``'s main, its module loaded inside :func:`interruptible`."""
+    return interruptible(lambda: importlib.import_module("toyspt.cli.figs").main(argv))
+
+
 if __name__ == "__main__":
-    raise SystemExit(interruptible(lambda: importlib.import_module("toyspt.cli.figs").main()))
+    raise SystemExit(main())
