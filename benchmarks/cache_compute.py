@@ -43,10 +43,13 @@ def tally(root: Path) -> dict[tuple, list]:
         seconds = json.loads(result_file.read_text()).get("seconds")  # None: stored untimed (a twin's copy)
         key = (spec.get("kind", "toy"), spec.get("recipe", "-"), ",".join(spec.get("trackers", ())) or "-",
                spec.get("evaluate", "-"))
-        out[key][0] += 1
-        out[key][1] += seconds or 0.0
-        p = _prior(spec) if seconds else 0.0  # the ratio compares timed entries with their prior
-        out[key][2] = None if p is None or out[key][2] is None else out[key][2] + p
+        row = out[key]
+        row[0] += 1
+        if seconds:  # the ratio compares timed entries with their prior
+            row[1] += seconds
+            if row[2] is not None:  # every timed entry so far a training run
+                p = _prior(spec)
+                row[2] = None if p is None else row[2] + p
     return out
 
 
@@ -60,9 +63,9 @@ def main(argv=None) -> int:
     for (kind, recipe, trackers, evaluate), (n, sec, pri) in rows:
         shown = f"{pri:9.1f} {sec / pri:6.2f}" if pri else f"{'-':>9s} {'-':>6s}"
         print(f"{kind:10s} {recipe:22s} {trackers:36s} {evaluate:8s} {n:5d} {sec:9.1f} {shown}")
-    runs = [(sec, pri) for _, sec, pri in dict(rows).values() if pri]
-    total = sum(n for n, _, _ in dict(rows).values()), sum(s for _, s, _ in dict(rows).values())
-    print(f"{'total':79s} {total[0]:5d} {total[1]:9.1f}")
+    sums = [row for _, row in rows]
+    print(f"{'total':79s} {sum(n for n, _, _ in sums):5d} {sum(sec for _, sec, _ in sums):9.1f}")
+    runs = [(sec, pri) for _, sec, pri in sums if pri]
     if runs:
         sec, pri = map(sum, zip(*runs))
         print(f"{'training runs':79s} {'':5s} {sec:9.1f} {pri:9.1f} {sec / pri:6.2f}")
