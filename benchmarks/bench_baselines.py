@@ -1,4 +1,4 @@
-"""Seconds and test accuracy of the UCR baselines (toyspt.ucr.baselines) on the paper's four sets.
+"""Seconds and test accuracy of the UCR reference classifiers (toyspt.ucr.reference) on the paper's four sets.
 
     python benchmarks/bench_baselines.py [--sets GunPoint,ECG200] [--seed 0]
 
@@ -16,7 +16,7 @@ import argparse
 import os
 import time
 
-from toyspt.ucr import baselines as bl
+from toyspt.ucr import reference as bl
 from toyspt.ucr.data import PAPER_DATASETS, available
 
 

@@ -8,13 +8,13 @@ marked with their unit's name and a square marker; the across-set test (Wilcoxon
 per-unit mean gains of the archive and paper sets together, :func:`toyspt.analysis.gains.across_sets`)
 is in the metadata and the title. Right: where these models stand, per set, scratch's and
 SPT's mean accuracy on the primary metric beside two standard non-Transformer classifiers on
-the same z-normalised splits, fitted on the whole training split (1-NN DTW and ROCKET,
-:mod:`toyspt.ucr.baselines`; not in quick mode, where their compile time would dominate).
+the same z-normalised splits, fitted on the whole training split (the reference classifiers
+1-NN DTW and ROCKET, :mod:`toyspt.ucr.reference`; not in quick mode, where their compile time would dominate).
 
 Writes ``archive_scan.csv`` (one row per archive set: :data:`toyspt.analysis.gains.ARCHIVE_COLUMNS`,
 with ``unit``, the related-set unit)
 ``archive_scan_runs.csv`` (one row per run), ``archive_scan_baselines.csv`` (one row per set,
-baseline and protocol: :data:`toyspt.ucr.baselines.COLUMNS`) and ``archive_scan_standing.csv``
+reference classifier and protocol: :data:`toyspt.ucr.reference.COLUMNS`) and ``archive_scan_standing.csv``
 (per archive and paper set, the Transformers' accuracy beside the baselines': :data:`STANDING_COLUMNS`).
 """
 from __future__ import annotations
@@ -27,9 +27,9 @@ from toyspt.analysis import gains
 from toyspt.analysis.rows import label_frame, probe_specs
 from toyspt.ucr import design
 from toyspt.ucr.archive import DEFAULT_RULE, RELATED_SETS, take, unit_of
-from toyspt.ucr.baselines import BASELINES, PROTOCOLS, BaselineSpec
-from toyspt.ucr.baselines import COLUMNS as BASELINE_COLUMNS
 from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available, load_ucr
+from toyspt.ucr.reference import COLUMNS as REFERENCE_COLUMNS
+from toyspt.ucr.reference import PROTOCOLS, REFERENCE_CLASSIFIERS, ReferenceSpec
 
 NAME = "archive_scan"
 TITLE = "SPT beyond the paper's sets: its gain per UCR set, and how much of it Q/K-only transfer keeps"
@@ -40,34 +40,36 @@ COLUMNS = gains.ARCHIVE_COLUMNS
 def specs(ctx):
     """``(group, source, arm, seed)``: the archive sets' runs (group "archive") and the paper
     sets' scratch, spt and qk_transfer (group "paper", the same runs as the other figures');
-    ``("baselines", source)``: 1-NN DTW and ROCKET on each of those sets (not in quick mode)."""
+    ``("reference", source, classifier)``: each reference classifier on each of those sets (not
+    in quick mode)."""
     t = ctx.real_tier
     arch = [load_ucr(n) for n in take(DEFAULT_RULE, t.archive_sets)] if t.archive_sets else []
     out = {("archive", UCRSource.of(d), a, s.seed): s for d, a, s in design.archive_specs(arch, t)}
     paper, _ = available(PAPER_DATASETS)
     out.update({("paper", UCRSource.of(d), a, s.seed): s
                 for d, a, s in design.paper_specs(paper, t, design.ARCHIVE_ARMS)})
-    baselines = {} if ctx.quick else {("baselines", UCRSource.of(d)): BaselineSpec(UCRSource.of(d))
-                                      for d in arch + paper}
-    return out | probe_specs(out) | baselines
+    reference = {} if ctx.quick else {("reference", src, c): ReferenceSpec(src, c) for d in arch + paper
+                                      for src in [UCRSource.of(d)] for c in REFERENCE_CLASSIFIERS}
+    return out | probe_specs(out) | reference
 
 
-# per set, the Transformers' mean primary metric beside each baseline x protocol's test accuracy
-SCORE_COLUMNS = [f"{b}_{p}" for b in BASELINES for p in PROTOCOLS]  # one per baseline x protocol
+# per set, the Transformers' mean primary metric beside each reference classifier x protocol's test accuracy
+SCORE_COLUMNS = [f"{b}_{p}" for b in REFERENCE_CLASSIFIERS for p in PROTOCOLS]  # one per classifier x protocol
 STANDING_COLUMNS = ["dataset", "group", "unit", "n_seeds", "scratch", "spt", *SCORE_COLUMNS]
-BASELINE_MARKS = {"1nn_dtw": ("v", "#9467bd", "1-NN DTW"), "rocket": ("^", "#8c564b", "ROCKET")}
+REFERENCE_MARKS = {"1nn_dtw": ("v", "#9467bd", "1-NN DTW"), "rocket": ("^", "#8c564b", "ROCKET")}
 
 
-def baseline_frame(runs) -> pd.DataFrame:
-    """One row per set, baseline and protocol from the figure's ``("baselines", source)`` entries."""
-    rows = [r for label, res in runs.items() if label[0] == "baselines" for r in res.rows]
-    return pd.DataFrame(rows, columns=BASELINE_COLUMNS)
+def reference_frame(runs) -> pd.DataFrame:
+    """One row per set, reference classifier and protocol from the figure's ``("reference", source,
+    classifier)`` entries."""
+    rows = [r for label, res in runs.items() if label[0] == "reference" for r in res.rows]
+    return pd.DataFrame(rows, columns=REFERENCE_COLUMNS)
 
 
 def draw(ctx, runs):
     t = ctx.real_tier
-    base = baseline_frame(runs)
-    runs = {label: r for label, r in runs.items() if label[0] != "baselines"}
+    base = reference_frame(runs)
+    runs = {label: r for label, r in runs.items() if label[0] != "reference"}
     arch = label_frame(runs, group="archive")
     sizes = {src.name: (len(d.train) + len(d.val), d.length, d.n_classes) for (g, src, *_) in runs if g == "archive"
              for d in [src.load()]}
@@ -134,7 +136,7 @@ def standing_frame(both: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
     computed): :data:`STANDING_COLUMNS`, what the right panel draws."""
     acc = base.set_index(["dataset", "baseline", "protocol"]).test_acc
     rows = [dict(dataset=r.dataset, group=r.group, unit=r.unit, n_seeds=r.n_seeds, scratch=r.scratch_mean,
-                 spt=r.spt_mean, **{f"{b}_{p}": acc.get((r.dataset, b, p), np.nan) for b in BASELINES
+                 spt=r.spt_mean, **{f"{b}_{p}": acc.get((r.dataset, b, p), np.nan) for b in REFERENCE_CLASSIFIERS
                                     for p in PROTOCOLS}) for r in both.itertuples()]
     return pd.DataFrame(rows, columns=STANDING_COLUMNS)
 
@@ -157,12 +159,12 @@ def _standing(ax, standing: pd.DataFrame, y) -> None:
     for yy, r in zip(y, standing.to_dict("records")):
         ax.plot([r["scratch"]], [yy], "o", mfc="none", color="0.4", ms=5)
         ax.plot([r["spt"]], [yy], "o", color="C1", ms=4)
-        for b, (mark, col, _) in BASELINE_MARKS.items():
+        for b, (mark, col, _) in REFERENCE_MARKS.items():
             if not np.isnan(r[f"{b}_train+val"]):
                 ax.plot([r[f"{b}_train+val"]], [yy], mark, color=col, ms=5)
     handles = [plt.Line2D([], [], ls="", marker="o", mfc="none", color="0.4", label="scratch"),
                plt.Line2D([], [], ls="", marker="o", color="C1", label="spt")]
-    handles += [plt.Line2D([], [], ls="", marker=m, color=c, label=lab) for m, c, lab in BASELINE_MARKS.values()]
+    handles += [plt.Line2D([], [], ls="", marker=m, color=c, label=lab) for m, c, lab in REFERENCE_MARKS.values()]
     ax.legend(handles=handles, fontsize=6, loc="lower left")
     ax.set_yticks(y, [""] * len(y))
     ax.set(xlabel=f"accuracy ({design.PRIMARY} for the Transformers;\ntest accuracy for the baselines)",

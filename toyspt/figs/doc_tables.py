@@ -24,11 +24,11 @@ import pandas as pd
 
 from toyspt.analysis.gains import EQUIVALENCE_MARGIN
 from toyspt.analysis.seed_blocks import BLOCK_COLUMNS
-from toyspt.figs.archive_scan import BASELINE_MARKS, STANDING_COLUMNS
+from toyspt.figs.archive_scan import REFERENCE_MARKS, STANDING_COLUMNS
 from toyspt.figs.check import read_csv
-from toyspt.ucr.baselines import BASELINES, PROTOCOLS
 from toyspt.ucr.data import PAPER_DATASETS
 from toyspt.ucr.design import PRIMARY, STUDY_METRICS
+from toyspt.ucr.reference import PROTOCOLS, REFERENCE_CLASSIFIERS
 
 # a block: its opening and closing comments each on a line of their own (quoted in prose, they are text)
 BLOCK = re.compile(r"^(<!-- table (\S+) -->\n)(.*?)^(<!-- /table -->)$", re.S | re.M)
@@ -154,11 +154,11 @@ def standing(frame: pd.DataFrame) -> str:
     1-NN DTW's and ROCKET's test accuracy, fitted on the Transformers' training split (``train``)
     and on the whole archive training split (``train+val``, the archive's protocol)."""
     _need(frame, "archive_scan_standing", STANDING_COLUMNS)
-    pairs = [(b, p) for b in BASELINES for p in PROTOCOLS]
+    pairs = [(b, p) for b in REFERENCE_CLASSIFIERS for p in PROTOCOLS]
     body = [[r["dataset"] + (" (paper)" if r["group"] == "paper" else ""), str(int(r["n_seeds"])),
              _num(r["scratch"], ".3f"), _num(r["spt"], ".3f"), *(_num(r[f"{b}_{p}"], ".3f") for b, p in pairs)]
             for r in frame.to_dict("records")]
-    return _markdown(["set", "seeds", "scratch", "spt", *(f"{BASELINE_MARKS[b][2]} ({p})" for b, p in pairs)], body)
+    return _markdown(["set", "seeds", "scratch", "spt", *(f"{REFERENCE_MARKS[b][2]} ({p})" for b, p in pairs)], body)
 
 
 # name -> (the CSV under the figures folder, its renderer)

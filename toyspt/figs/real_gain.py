@@ -35,7 +35,7 @@ from toyspt.util.plots import color
 NAME = "real_gain"
 TITLE = "What carries SPT's gain on real series: every weight group, scale controls and baselines against scratch"
 TIERS = ("study",)
-ARMS = design.POWER_ARMS + design.DECOMPOSITION + design.CONTROLS + design.BASELINES
+ARMS = design.POWER_ARMS + design.DECOMPOSITION + design.CONTROLS + design.POSITIONAL_ARMS
 COLUMNS = gains.GAIN_COLUMNS
 BLOCK_NOTE = ("SPT's gain on the primary metric of the default tier's seeds (sets) and of the seeds whose SPT-only "
               "parent is a tracked run (tracked.sets) against the study's other seeds: permutation p over blocks of "
@@ -116,7 +116,7 @@ def draw(ctx, runs):
                      f"Holm p {sp.p_holm:.2g}\nshares: of SPT's gain at each arm's own seeds")
         ax.title.set_fontsize(8)
     fig.suptitle(f"{TITLE}\ntier {t.name}: scratch/spt {len(t.power_seeds)} seeds, other arms {len(t.arm_seeds)}, "
-                 f"baselines {len(t.baseline_seeds)}; * Holm-adjusted signed-rank p <= 0.05 (confirmatory: spt on "
+                 f"baselines {len(t.positional_seeds)}; * Holm-adjusted signed-rank p <= 0.05 (confirmatory: spt on "
                  f"{design.PRIMARY}; other arms descriptive)", fontsize=9)
     fig.tight_layout()
     return fig, {NAME: gain, f"{NAME}_runs": runs_frame, f"{NAME}_seeds_20_39": unseen, f"{NAME}_seed_block": blocks}

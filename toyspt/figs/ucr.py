@@ -33,7 +33,7 @@ TITLE = "Real time series (UCR)"  # the arms drawn follow (the tier decides whic
 ARM_NAMES = {"scratch": "scratch", "spt": "SPT", "qk_transfer": "Q/K-only transfer", "alibi": "ALiBi", "fire": "FIRE",
              "rope": "RoPE"}
 
-ARMS = design.POWER_ARMS + ("qk_transfer",) + design.BASELINES
+ARMS = design.POWER_ARMS + ("qk_transfer",) + design.POSITIONAL_ARMS
 COLUMNS = rows.ROW_COLUMNS
 PAIRED_COLUMNS = gains.GAIN_COLUMNS
 LABELS = {"mean_test_last20": "mean test acc., last 20% of epochs\n(primary: no selection)",

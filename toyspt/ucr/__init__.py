@@ -1,7 +1,8 @@
 """Real data: UCR time-series sets read from a local archive or a package (:mod:`.locations`,
 :mod:`.read`, :mod:`.data`, :mod:`.archive`: the scan's admission rule and related sets), their
 kind of data (:mod:`.kind`), runs (:mod:`.runs`), the study's design by tier (:mod:`.design`),
-the baselines (:mod:`.baselines`), the init probes of a set (:mod:`.init_probes`). What the
+the reference classifiers 1-NN DTW and ROCKET (:mod:`.reference`; the positional arms
+ALiBi, FIRE, RoPE are arms of :mod:`.design`), the init probes of a set (:mod:`.init_probes`). What the
 runs say is :mod:`toyspt.analysis`, on any data."""
 from toyspt.util.lazy import exports
 

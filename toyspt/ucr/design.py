@@ -12,8 +12,9 @@ Arms (recipes of :mod:`toyspt.train.recipes`, aliases of :mod:`toyspt.runs.arms`
   per-tensor norms; ``spt_permuted``: SPT's values, permuted within each tensor) and budget
   (``scratch_matched``: labels for SPT's epochs plus the label epochs; it continues the
   ``scratch`` run of its seed, so it is evaluated like it);
-* the paper's baselines with built-in locality, from scratch (``alibi``, ``fire``, ``rope``), at
-  :attr:`Tier.baseline_seeds`;
+* the positional arms, the paper's baselines with built-in locality, from scratch (``alibi``,
+  ``fire``, ``rope``), at :attr:`Tier.positional_seeds` (not the reference classifiers of
+  :mod:`toyspt.ucr.reference`);
 * beyond the paper's sets: ``scratch``, ``spt``, ``qk_transfer`` at :attr:`Tier.archive_seeds` on
   the first :attr:`Tier.archive_sets` sets the archive rule admits, in its stated order
   (:mod:`toyspt.ucr.archive`).
@@ -44,7 +45,7 @@ POWER_ARMS = ("scratch", "spt")
 DECOMPOSITION = ("qk_transfer", "vo_transfer", "embed_transfer", "mlp_transfer", "norm_transfer",
                  "all_but_qk_transfer")
 CONTROLS = ("spt_norms", "spt_permuted", "scratch_matched")
-BASELINES = ("alibi", "fire", "rope")
+POSITIONAL_ARMS = ("alibi", "fire", "rope")
 ARCHIVE_ARMS = ("scratch", "spt", "qk_transfer")
 EVERY_EPOCH = ("scratch", "spt", "scratch_matched")  # evaluated every epoch (peak held-out; parents)
 PRIMARY = "mean_test_last20"
@@ -59,7 +60,7 @@ class Tier:
     power_seeds: tuple[int, ...]  # scratch and spt on the paper's sets (evaluated every epoch)
     qk_seeds: tuple[int, ...]  # qk_transfer on the paper's sets
     arm_seeds: tuple[int, ...]  # the other decomposition arms and the controls on the paper's sets
-    baseline_seeds: tuple[int, ...]  # alibi, fire, rope on the paper's sets
+    positional_seeds: tuple[int, ...]  # alibi, fire, rope on the paper's sets
     basin_seeds: tuple[int, ...]  # tracked SPT-only runs (beta and proximity along SPT)
     archive_seeds: tuple[int, ...]  # scratch, spt, qk_transfer on the admitted archive sets
     archive_sets: int  # how many admitted archive sets, in the archive rule's order
@@ -89,23 +90,23 @@ def tier(name: str, quick: bool = False, seeds: Sequence[int] = (0, 1), numerics
         return t
     s = tuple(seeds)
     return replace(t, power_seeds=s, qk_seeds=s, arm_seeds=s if t.arm_seeds else (),
-                   baseline_seeds=s if t.baseline_seeds else (),
+                   positional_seeds=s if t.positional_seeds else (),
                    basin_seeds=s, archive_seeds=s if t.archive_sets else (), archive_sets=min(t.archive_sets, 2),
                    train=QUICK_TRAIN)
 
 
-PHASES = ("power", "decomposition", "baselines", "archive")  # the study's order: whole comparisons first
+PHASES = ("power", "decomposition", "positional", "archive")  # the study's order: whole comparisons first
 
 
 def phase_of(facts: tuple) -> int:
     """Which phase of :data:`PHASES` an entry of the study belongs to, from its label's facts
     (``(source, arm, seed)``, ``("archive", source, arm, seed)``, ``("basin", source, seed)``,
     ...): scratch, spt and what they read (basin runs, probes) first, then the decomposition and
-    controls (with ``qk_transfer``), then the baselines, then the archive scan."""
+    controls (with ``qk_transfer``), then the positional arms, then the archive scan."""
     words = {x for x in facts if isinstance(x, str)}
     if "archive" in words:
         return 3
-    if words & set(BASELINES):
+    if words & set(POSITIONAL_ARMS):
         return 2
     return 1 if words & set(DECOMPOSITION + CONTROLS) else 0
 
@@ -116,7 +117,7 @@ def arm_seeds(t: Tier, arm: str) -> tuple[int, ...]:
         return t.power_seeds
     if arm == "qk_transfer":
         return t.qk_seeds
-    return t.baseline_seeds if arm in BASELINES else t.arm_seeds
+    return t.positional_seeds if arm in POSITIONAL_ARMS else t.arm_seeds
 
 
 def _arm(data: UCRData, arm: str, seed: int, t: Tier) -> RunSpec:
@@ -128,9 +129,9 @@ def _arm(data: UCRData, arm: str, seed: int, t: Tier) -> RunSpec:
 def paper_specs(datasets: Sequence[UCRData], t: Tier, arms: Sequence[str] | None = None
                 ) -> list[tuple[UCRData, str, RunSpec]]:
     """(data set, arm, spec) of the paper's sets at the tier's seeds: power arms first (every
-    set), then the decomposition and controls, then the baselines, so the headline's runs come
+    set), then the decomposition and controls, then the positional arms, so the headline's runs come
     first; ``arms``: only these."""
-    groups = (POWER_ARMS, DECOMPOSITION + CONTROLS, BASELINES)
+    groups = (POWER_ARMS, DECOMPOSITION + CONTROLS, POSITIONAL_ARMS)
     return [(d, a, _arm(d, a, s, t)) for g in groups for d in datasets for a in g if arms is None or a in arms
             for s in arm_seeds(t, a)]
 
@@ -161,6 +162,6 @@ def archive_specs(datasets: Sequence[UCRData], t: Tier) -> list[tuple[UCRData, s
 
 
 __all__ = ["PHASES", "phase_of", "CONFIRMATORY_SEEDS",
-           "POWER_ARMS", "DECOMPOSITION", "CONTROLS", "BASELINES", "ARCHIVE_ARMS", "EVERY_EPOCH", "PRIMARY",
+           "POWER_ARMS", "DECOMPOSITION", "CONTROLS", "POSITIONAL_ARMS", "ARCHIVE_ARMS", "EVERY_EPOCH", "PRIMARY",
            "STUDY_METRICS", "basin_trackers", "Tier", "TIERS", "tier", "arm_seeds", "paper_specs", "basin_specs",
            "archive_specs"]

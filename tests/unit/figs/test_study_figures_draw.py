@@ -17,7 +17,7 @@ from toyspt.ucr import design
 matplotlib.use("Agg")
 
 TIER = SimpleNamespace(name="study", power_seeds=tuple(range(6)), qk_seeds=tuple(range(6)), arm_seeds=tuple(range(6)),
-                       baseline_seeds=tuple(range(6)), archive_seeds=tuple(range(6)), archive_sets=2,
+                       positional_seeds=tuple(range(6)), archive_seeds=tuple(range(6)), archive_sets=2,
                        basin_seeds=tuple(range(3)))
 
 
@@ -104,11 +104,12 @@ def test_archive_scan_marks_related_sets_and_tests_across_units(monkeypatch):
     planted = [dict(dataset=d, baseline=b, protocol=p, n_train=25, n_test=50, n_correct=40 + k, test_acc=(40 + k) / 50,
                     seconds=1.0) for k, d in enumerate(arch_sets + paper_sets) for b in ("1nn_dtw", "rocket")
                for p in ("train", "train+val")]
-    runs |= {("baselines", src[d]): SimpleNamespace(rows=[r for r in planted if r["dataset"] == d])
-             for d in arch_sets + paper_sets}
+    runs |= {("reference", src[d], c): SimpleNamespace(
+        rows=[r for r in planted if (r["dataset"], r["baseline"]) == (d, c)])
+             for d in arch_sets + paper_sets for c in ("1nn_dtw", "rocket")}
     ctx = SimpleNamespace(real_tier=TIER, meta={})
     fig, out = archive_scan.draw(ctx, runs)
-    assert out["archive_scan_baselines"].to_dict("records") == planted  # every set's baselines, as computed
+    assert out["archive_scan_baselines"].to_dict("records") == planted  # every set's reference classifiers, as computed
     standing = fig.axes[2]
     assert len(standing.lines) == 4 * 4  # per set: scratch, spt, 1-NN DTW, ROCKET
     assert {t.get_text() for t in standing.get_legend().get_texts()} == {"scratch", "spt", "1-NN DTW", "ROCKET"}

@@ -312,7 +312,7 @@ def test_figure_plan_full_mode(monkeypatch, tier):
     for name in PAPER_DATASETS:
         got = {(a, k) for (src, a, k) in specs if src.name == name}
         want = ({(a, k) for a in ("scratch", "spt") for k in t.power_seeds} | {("qk_transfer", k) for k in t.qk_seeds}
-                | {(a, k) for a in design.BASELINES for k in t.baseline_seeds})
+                | {(a, k) for a in design.POSITIONAL_ARMS for k in t.positional_seeds})
         assert got == want, name
     assert not any(s.trackers for s in specs.values())
     assert {s.evaluate for (_, a, _), s in specs.items() if a in ("scratch", "spt")} == {"all"}

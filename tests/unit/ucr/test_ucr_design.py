@@ -8,10 +8,10 @@ from toyspt.ucr.data import is_available, load_ucr
 
 def test_tiers_nest_so_the_default_tier_reads_the_study_runs():
     d, s = design.TIERS["default"], design.TIERS["study"]
-    assert d.baseline_seeds == ()  # one or two seeds would invite a comparison no interval backs
+    assert d.positional_seeds == ()  # one or two seeds would invite a comparison no interval backs
     for field in ("power_seeds", "qk_seeds", "basin_seeds"):
         assert set(getattr(d, field)) <= set(getattr(s, field)), field
-    assert len(s.power_seeds) >= 20 and len(s.arm_seeds) >= 10 and len(s.baseline_seeds) >= 10
+    assert len(s.power_seeds) >= 20 and len(s.arm_seeds) >= 10 and len(s.positional_seeds) >= 10
     assert s.archive_sets >= 12 and len(s.archive_seeds) >= 10 and d.archive_sets == 0
     q = design.tier("study", quick=True, seeds=(0, 1))
     assert q.power_seeds == (0, 1) and q.archive_sets == 2 and q.train.epochs < 10
@@ -25,7 +25,7 @@ def test_paper_specs_share_parents_and_evaluate_as_planned():
     t = design.TIERS["study"]
     got = design.paper_specs([g], t)
     arms = {a for _, a, _ in got}
-    assert arms == set(design.POWER_ARMS + design.DECOMPOSITION + design.CONTROLS + design.BASELINES)
+    assert arms == set(design.POWER_ARMS + design.DECOMPOSITION + design.CONTROLS + design.POSITIONAL_ARMS)
     for _, a, s in got:
         assert s.seed in design.arm_seeds(t, a)
         assert s.evaluate == ("all" if a in design.EVERY_EPOCH else "peak")
