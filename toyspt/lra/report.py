@@ -41,7 +41,7 @@ from torch import nn
 from toyspt.data import directions as dr
 from toyspt.lra.inputs import LOSSES, documents, mask_pixels, mask_tokens, select
 from toyspt.lra.model import LRATransformer
-from toyspt.nn.attention import hooks
+from toyspt.nn.activation_cache import run_with_cache
 from toyspt.probe import engine as pr
 from toyspt.probe import tracking as tr
 from toyspt.util.validation import Float, Int, Text, Tuple, validate, validated
@@ -225,9 +225,10 @@ def _central(M_HxTxT: torch.Tensor, K: int) -> tuple[list[int], torch.Tensor]:
                               for o in offs], dim=-1)
 
 
-def _profile(t_HxTxT: torch.Tensor, name: str, example, cfg: ReportConfig, rows: list) -> None:
+def _profile(t_HxTxT: torch.Tensor, name: str, example, cfg: ReportConfig) -> list[dict]:
     """Rows of one hooked (H, T, T) pattern or score tensor, reduced one head at a time as the
     forward pass produces it (nothing of size T^2 is kept)."""
+    rows: list[dict] = []
     layer = _layer(name)
     pattern = name.endswith("hook_pattern")
     if pattern:
@@ -241,6 +242,16 @@ def _profile(t_HxTxT: torch.Tensor, name: str, example, cfg: ReportConfig, rows:
         offs, prof = _central(M[None], cfg.max_offset)
         rows += [dict(example=example, layer=layer, head=h, metric=metric, offset=o, value=v)
                  for o, v in zip(offs, prof[0].tolist())]
+    return rows
+
+
+def _profiled(model: LRATransformer, hook: "str | tuple[str, ...]", e_1xTxD: torch.Tensor, example,
+              cfg: ReportConfig) -> list[dict]:
+    """The rows of every ``hook`` tensor of one pass over the embeddings ``e_1xTxD``, in the order
+    they fire, each reduced as the pass produces it (:func:`toyspt.nn.activation_cache.run_with_cache`)."""
+    cache = run_with_cache(model, e_1xTxD, forward=model.encode_embedded, names_filter=hook,
+                           reduce=lambda t, name: _profile(t[0], name, example, cfg))[1]
+    return [r for rows in cache.values() for r in rows]
 
 
 def profile_rows(model: LRATransformer, batch: dict, cfg: ReportConfig = ReportConfig()) -> list[dict]:
@@ -253,17 +264,14 @@ def profile_rows(model: LRATransformer, batch: dict, cfg: ReportConfig = ReportC
     for b in range(len(batch["lengths"])):
         ex = documents(select(batch, slice(b, b + 1)))  # a pair: profiles of its first document
         x = ex["inputs"].to(dtype) if ex["inputs"].is_floating_point() else ex["inputs"]
-        on = lambda t, name, b=b: _profile(t.detach()[0], name, b, cfg, rows)  # noqa: E731
-        with torch.no_grad(), hooks(model, [(lambda n: n.endswith(("hook_pattern", "hook_attn_scores")), on)]):
+        with torch.no_grad():
             e = model.embed_inputs(clean_inputs(model, x))
-            model.encode_embedded(e)
+        rows += _profiled(model, ("hook_pattern", "hook_attn_scores"), e, b, cfg)
         emb_sum, emb_n = emb_sum + e[0].sum(0), emb_n + e.shape[1]
     # positional part: every position gets the mean embedding of the probe data
     T = int(batch["lengths"].max())
     mean_e = (emb_sum / emb_n).to(dtype)
-    with torch.no_grad(), hooks(model, [(lambda n: n.endswith("hook_attn_scores"),
-                                         lambda t, name: _profile(t.detach()[0], name, None, cfg, rows))]):
-        model.encode_embedded(mean_e.expand(1, T, -1))
+    rows += _profiled(model, "hook_attn_scores", mean_e.expand(1, T, -1), None, cfg)
     return rows
 
 

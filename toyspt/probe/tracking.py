@@ -42,7 +42,7 @@ from torch import nn
 from toyspt.data import directions as dr
 from toyspt.data.directions import offsets
 from toyspt.data.tasks import TaskData
-from toyspt.nn.attention import hooks
+from toyspt.nn.activation_cache import run_with_cache
 from toyspt.probe import engine as pr
 from toyspt.probe import instrument, losses
 from toyspt.probe.basin import BetaTracker, check_epochs, records_at
@@ -116,17 +116,10 @@ def diagonal_means(M_xTxT: torch.Tensor) -> torch.Tensor:
                         for d in range(-(T - 1), T)], dim=-1)
 
 
-def _capture(model: nn.Module, hook_suffix: str, run: Callable[[], Any]) -> dict[str, torch.Tensor]:
-    """Run ``run()`` with read-only hooks on every ``*<hook_suffix>`` point; tensors by module."""
-    got: dict[str, torch.Tensor] = {}
-
-    def keep(t, name):
-        got[name.rpartition(".")[0]] = t.detach()
-
+def _by_module(model: nn.Module, hook: str, forward: Callable, x: torch.Tensor) -> dict[str, torch.Tensor]:
+    """``{attention module: tensor}`` at every ``*<hook>`` point in one pass of ``forward(model, x)``."""
     instrument.score_sites(model)  # a clear error for models without attention hook points
-    with torch.no_grad(), hooks(model, [(lambda n: n.endswith(hook_suffix), keep)]):
-        run()
-    return got
+    return run_with_cache(model, model, x, forward=forward, names_filter=hook)[1].by_module(hook)
 
 
 def _classify(model: nn.Module, x: torch.Tensor):
@@ -141,7 +134,7 @@ def positional_profile(model: nn.Module, T: int, d_in: int | None = None,
     with instrument.working_model(model, None) as m:
         dtype = next(m.parameters()).dtype
         x = torch.zeros(1, T, d_in, dtype=dtype)
-        S = _capture(m, "hook_attn_scores", lambda: forward(m, x))
+        S = _by_module(m, "hook_attn_scores", forward, x)
     return {k: diagonal_means(s[0] - s[0].mean(-1, keepdim=True)) for k, s in S.items()}
 
 
@@ -149,7 +142,7 @@ def attention_maps(model: nn.Module, x: torch.Tensor, forward: Callable = _class
                    ) -> dict[str, torch.Tensor]:
     """``{attention module: (H, T, T)}`` attention weights averaged over the batch ``x``."""
     with instrument.working_model(model, None) as m:
-        A = _capture(m, "hook_pattern", lambda: forward(m, x.to(next(m.parameters()).dtype)))
+        A = _by_module(m, "hook_pattern", forward, x.to(next(m.parameters()).dtype))
     return {k: a.mean(0) for k, a in A.items()}
 
 
