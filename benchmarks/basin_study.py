@@ -44,6 +44,7 @@ from toyspt.data.tasks import TaskConfig, make_task
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.probe import tracking
 from toyspt.probe.basin import BETA_BATCH, BetaTracker, beta_unif, model_beta, peak_offset
+from toyspt.train.config import RunConfig
 from toyspt.train.loop import Lockstep, RunContext, clone_state
 from toyspt.train.recipes import TrainConfig, get_recipe
 from toyspt.train.run import finetune, load_model, pretrain, run_recipe, seed_stream, summarize, transfer
@@ -112,7 +113,7 @@ def spt_only(cell: str, seed: int) -> dict:
     t0 = time.time()
     data, cfg = make_task(TaskConfig(**CELLS[cell])), TrainConfig()
     bt, early = BetaTracker(data, mask_rate=cfg.mask_rate), _Early(data, cfg.mask_rate, cfg.pre_epochs)
-    res = run_recipe("spt_only", data, train_cfg=cfg, seed=seed, callbacks=[bt, early])
+    res = run_recipe(RunConfig("spt_only", train=cfg), data, seed, callbacks=[bt, early])
     hist = res.history
     beta = {r["epoch"]: r["value"] for r in res.records if r["metric"] == "beta"}
     E = cfg.pre_epochs
@@ -132,7 +133,7 @@ def full(cell: str, seed: int, recipe: str) -> dict:
     torch.set_num_threads(1)
     t0 = time.time()
     data = make_task(TaskConfig(**{"offset": 0.0, **CELLS[cell]}))
-    res = run_recipe(recipe, data, seed=seed)
+    res = run_recipe(recipe, data, seed)
     row = dict(cell=cell, seed=seed, recipe=recipe, test_at_peak=res.summary["test_at_peak"],
                final_train_acc=res.summary["final_train_acc"], secs=time.time() - t0)
     if "pretrained" in res.states:
@@ -162,7 +163,7 @@ def trap(seed: int, k: int, offset: float) -> list[dict]:
         model.load_state_dict(ctx.init_state)
         transfer(model, pretrained, get_recipe("spt").transferred(model))
         h = [[]]
-        finetune(lock, default, cfg, cfg.epochs, [gen], h)
+        finetune(lock, default, RunConfig("spt", train=cfg), [gen], h)  # spt: cfg.epochs label epochs
         s = summarize(h[0])
         out.append(dict(seed=seed, arm=arm, spt_val_loss=hist[-1]["val_loss"], pi_pre=pi, peak=peak,
                         beta_end=beta_end, test_at_peak=s["test_at_peak"],

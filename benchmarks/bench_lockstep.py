@@ -22,6 +22,7 @@ import torch
 
 from toyspt.data.tasks import TaskConfig, make_task
 from toyspt.nn.model import ModelConfig, build_model
+from toyspt.train.config import RunConfig
 from toyspt.train.evaluation import EVAL_CHUNK, accuracy
 from toyspt.train.recipes import TrainConfig
 from toyspt.train.run import run_recipe, run_recipe_seeds
@@ -64,11 +65,12 @@ def main(argv=None) -> None:
         data = make_task(task)
         swap = make_task(replace(task, family="freq_band", seed=1))
         tc = TrainConfig(epochs=args.epochs, pre_epochs=args.epochs)
-        ref, w, c = timed(lambda: [run_recipe(args.recipe, data, model, tc, s, pretrain_data=swap) for s in seeds])
+        run = RunConfig(args.recipe, model, tc)
+        ref, w, c = timed(lambda: [run_recipe(run, data, s, pretrain_data=swap) for s in seeds])
         steps = sum(r.history[-1]["step"] for r in ref)
         base = steps / c
         print(f"{name:8s} {'sequential':10s} {steps:6d} {w:7.2f} {c:7.2f} {base:8.0f} {1.0:6.2f} {0.0:9.1e}")
-        out, w, c = timed(lambda: run_recipe_seeds(args.recipe, data, model, tc, seeds, pretrain_data=swap))
+        out, w, c = timed(lambda: run_recipe_seeds(run, data, seeds, pretrain_data=swap))
         print(f"{'':8s} {'together':10s} {steps:6d} {w:7.2f} {c:7.2f} {steps / c:8.0f} {steps / c / base:6.2f} "
               f"{max_diff(ref, out):9.1e}", flush=True)
     # evaluation alone: a large batch against the chunk the loop uses

@@ -20,7 +20,7 @@ import torch
 from toyspt.data.tasks import make_task
 from toyspt.runs import RunSpec
 from toyspt.ucr.data import PAPER_DATASETS, load_ucr
-from toyspt.ucr.runs import ucr_spec
+from toyspt.ucr.runs import ucr_run, ucr_spec
 
 
 def data_and_spec(name: str, recipe: str, seed: int):
@@ -29,7 +29,7 @@ def data_and_spec(name: str, recipe: str, seed: int):
         base = RunSpec(recipe, seed)
         return make_task(base.task), lambda policy: RunSpec(recipe, seed, evaluate=policy)
     data = load_ucr(name)
-    return data, lambda policy: ucr_spec(recipe, data, seed=seed, evaluate=policy)
+    return data, lambda policy: ucr_spec(ucr_run(recipe, evaluate=policy), data, seed)
 
 
 def main(argv=None) -> int:

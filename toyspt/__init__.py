@@ -35,7 +35,7 @@ __version__ = "0.2.0"
 __all__, __getattr__, __dir__ = exports(globals(), {
     "toyspt.data": ("TaskConfig", "TaskData", "make_task"),
     "toyspt.nn": ("ModelConfig", "build_model", "hooks", "run_with_cache"),
-    "toyspt.train": ("TrainConfig", "RECIPES", "run_recipe", "load_model", "RunResult"),
+    "toyspt.train": ("TrainConfig", "RunConfig", "RECIPES", "run_recipe", "load_model", "RunResult"),
     "toyspt.probe": ("blindness", "probe", "make_batch", "attention_maps", "proximity_index", "proximity_of",
                      "beta_unif", "basin_predictor"),
     "toyspt.runs": ("RunSpec", "RunCache", "sweep", "get_run"),

@@ -9,6 +9,7 @@ from checks import assert_bitwise
 
 from toyspt.nn.model import ModelConfig
 from toyspt.runs.sweeps import SweepOptions
+from toyspt.train.config import RunConfig
 from toyspt.train.evaluation import extra_splits
 from toyspt.train.recipes import TABLE, TrainConfig, get_recipe
 from toyspt.train.run import run_recipe, run_recipe_seeds
@@ -30,17 +31,18 @@ def test_every_sharing_recipe_is_covered():
 @pytest.mark.parametrize("recipe", SHARING)
 def test_continued_run_is_bitwise_fresh_run(recipe, evaluate, small_data):
     prefix = TABLE[recipe].starts_from
-    fresh = [run_recipe(recipe, small_data, ModelConfig(), TC, s, evaluate=evaluate) for s in SEEDS]
-    starts = [run_recipe(prefix, small_data, ModelConfig(), TC, s, evaluate=evaluate) for s in SEEDS]
-    one = [run_recipe(recipe, small_data, ModelConfig(), TC, s, evaluate=evaluate, start=st)
+    fresh = [run_recipe(RunConfig(recipe, ModelConfig(), TC, evaluate=evaluate), small_data, s) for s in SEEDS]
+    starts = [run_recipe(RunConfig(prefix, ModelConfig(), TC, evaluate=evaluate), small_data, s) for s in SEEDS]
+    one = [run_recipe(RunConfig(recipe, ModelConfig(), TC, evaluate=evaluate), small_data, s, start=st)
            for s, st in zip(SEEDS, starts)]
     assert_bitwise(fresh, one)
-    together = run_recipe_seeds(recipe, small_data, ModelConfig(), TC, SEEDS, evaluate=evaluate, starts=starts)
+    together = run_recipe_seeds(RunConfig(recipe, ModelConfig(), TC, evaluate=evaluate), small_data, SEEDS,
+                                starts=starts)
     assert_bitwise(fresh, together)
     # and the prefix computed in lockstep serves as well
-    lock_starts = run_recipe_seeds(prefix, small_data, ModelConfig(), TC, SEEDS, evaluate=evaluate)
+    lock_starts = run_recipe_seeds(RunConfig(prefix, ModelConfig(), TC, evaluate=evaluate), small_data, SEEDS)
     assert_bitwise(starts, lock_starts)
-    assert_bitwise(fresh, run_recipe_seeds(recipe, small_data, ModelConfig(), TC, SEEDS, evaluate=evaluate,
+    assert_bitwise(fresh, run_recipe_seeds(RunConfig(recipe, ModelConfig(), TC, evaluate=evaluate), small_data, SEEDS,
                                            starts=lock_starts))
 
 
@@ -49,19 +51,19 @@ def test_continued_run_is_bitwise_fresh_run(recipe, evaluate, small_data):
     (ModelConfig(pos="alibi"), replace(TC, optimizer="sgd", lr=0.05)),  # SGD momentum buffers
 ])
 def test_scratch_matched_continues_optimizer_state(model, tc, small_data):
-    fresh = [run_recipe("scratch_matched", small_data, model, tc, s) for s in SEEDS]
-    starts = run_recipe_seeds("scratch", small_data, model, tc, SEEDS)
-    assert_bitwise(fresh, run_recipe_seeds("scratch_matched", small_data, model, tc, SEEDS, starts=starts))
-    assert_bitwise(fresh, [run_recipe("scratch_matched", small_data, model, tc, s, start=st)
+    fresh = [run_recipe(RunConfig("scratch_matched", model, tc), small_data, s) for s in SEEDS]
+    starts = run_recipe_seeds(RunConfig("scratch", model, tc), small_data, SEEDS)
+    assert_bitwise(fresh, run_recipe_seeds(RunConfig("scratch_matched", model, tc), small_data, SEEDS, starts=starts))
+    assert_bitwise(fresh, [run_recipe(RunConfig("scratch_matched", model, tc), small_data, s, start=st)
                            for s, st in zip(SEEDS, starts)])
 
 
 def test_continuing_without_the_optimizer_state_would_differ(small_data):
     """The check above can fail: a fresh optimizer after scratch's epochs gives other weights."""
-    start = run_recipe("scratch", small_data, ModelConfig(), TC, 0)
+    start = run_recipe(RunConfig("scratch", ModelConfig(), TC), small_data, 0)
     bare = replace(start, states={**start.states, "resume": {"generator": start.states["resume"]["generator"]}})
-    fresh = run_recipe("scratch_matched", small_data, ModelConfig(), TC, 0)
-    other = run_recipe("scratch_matched", small_data, ModelConfig(), TC, 0, start=bare)
+    fresh = run_recipe(RunConfig("scratch_matched", ModelConfig(), TC), small_data, 0)
+    other = run_recipe(RunConfig("scratch_matched", ModelConfig(), TC), small_data, 0, start=bare)
     assert not torch.equal(fresh.states["final"]["blocks.0.attn.W_Q.weight"],
                            other.states["final"]["blocks.0.attn.W_Q.weight"])
 
@@ -69,9 +71,9 @@ def test_continuing_without_the_optimizer_state_would_differ(small_data):
 @pytest.mark.parametrize("recipe", ["scratch", "spt", "scratch_matched"])
 def test_peak_policy_measures_less_and_summarises_the_same(recipe, small_data):
     tc = replace(TC, epochs=6)
-    full = run_recipe(recipe, small_data, ModelConfig(), tc, 1)
-    peak = run_recipe(recipe, small_data, ModelConfig(), tc, 1, evaluate="peak")
-    lock = run_recipe_seeds(recipe, small_data, ModelConfig(), tc, [1], evaluate="peak")[0]
+    full = run_recipe(RunConfig(recipe, ModelConfig(), tc), small_data, 1)
+    peak = run_recipe(RunConfig(recipe, ModelConfig(), tc, evaluate="peak"), small_data, 1)
+    lock = run_recipe_seeds(RunConfig(recipe, ModelConfig(), tc, evaluate="peak"), small_data, [1])[0]
     assert_bitwise([peak], [lock])
     assert peak.summary == full.summary
     for w in full.states:
@@ -106,28 +108,28 @@ def test_extra_splits_rule():
     with pytest.raises(ValueError, match="evaluate: choose one of"):
         extra_splits("sometimes", 2, 10, 5, 0.1, 0.9)
     with pytest.raises(ValueError, match="evaluate: choose one of"):
-        run_recipe("scratch", None, evaluate="never")
+        run_recipe(RunConfig("scratch", evaluate="never"), None)
 
 
 def test_start_refused_with_reason(small_data):
-    spt_only = run_recipe("spt_only", small_data, ModelConfig(), TC, 0)
+    spt_only = run_recipe(RunConfig("spt_only", ModelConfig(), TC), small_data, 0)
     with pytest.raises(ValueError, match="starts from a spt_only run of seed 1, got a spt_only run of seed 0"):
-        run_recipe("spt", small_data, ModelConfig(), TC, 1, start=spt_only)
+        run_recipe(RunConfig("spt", ModelConfig(), TC), small_data, 1, start=spt_only)
     with pytest.raises(ValueError, match=r"other settings: \['train.mask_rate'\]"):
-        run_recipe("spt", small_data, ModelConfig(), replace(TC, mask_rate=0.3), 0, start=spt_only)
+        run_recipe(RunConfig("spt", ModelConfig(), replace(TC, mask_rate=0.3)), small_data, 0, start=spt_only)
     with pytest.raises(ValueError, match="does not start from another recipe"):
-        run_recipe("frozen_attention", small_data, ModelConfig(), TC, 0, start=spt_only)
+        run_recipe(RunConfig("frozen_attention", ModelConfig(), TC), small_data, 0, start=spt_only)
     with pytest.raises(ValueError, match="starts from a scratch run"):
-        run_recipe("scratch_matched", small_data, ModelConfig(), TC, 0, start=spt_only)
+        run_recipe(RunConfig("scratch_matched", ModelConfig(), TC), small_data, 0, start=spt_only)
     with pytest.raises(ValueError, match="takes no callbacks"):
-        run_recipe("spt", small_data, ModelConfig(), TC, 0, start=spt_only, callbacks=[object()])
-    scratch_all = run_recipe("scratch", small_data, ModelConfig(), TC, 0)
+        run_recipe(RunConfig("spt", ModelConfig(), TC), small_data, 0, start=spt_only, callbacks=[object()])
+    scratch_all = run_recipe(RunConfig("scratch", ModelConfig(), TC), small_data, 0)
     with pytest.raises(ValueError, match=r"other settings: \['evaluate'\]"):
-        run_recipe("scratch_matched", small_data, ModelConfig(), TC, 0, evaluate="peak", start=scratch_all)
+        run_recipe(RunConfig("scratch_matched", ModelConfig(), TC, evaluate="peak"), small_data, 0, start=scratch_all)
     # the SPT-only run evaluates nothing: any policy of the label phase may start from it
-    run_recipe("qk_transfer", small_data, ModelConfig(), TC, 0, evaluate="peak", start=spt_only)
+    run_recipe(RunConfig("qk_transfer", ModelConfig(), TC, evaluate="peak"), small_data, 0, start=spt_only)
     with pytest.raises(ValueError, match="one run per seed"):
-        run_recipe_seeds("spt", small_data, ModelConfig(), TC, [0, 1], starts=[spt_only])
+        run_recipe_seeds(RunConfig("spt", ModelConfig(), TC), small_data, [0, 1], starts=[spt_only])
 
 
 # --- through the run cache and the sweep ---------------------------------------------------

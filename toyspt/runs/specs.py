@@ -24,8 +24,7 @@ from toyspt.data.source import DataSource
 from toyspt.data.tasks import TaskConfig
 from toyspt.nn.model import ModelConfig
 from toyspt.runs.pricing import run_seconds
-from toyspt.train.compiled import check_numerics
-from toyspt.train.evaluation import check_policy
+from toyspt.train.config import RunConfig
 from toyspt.train.recipes import TrainConfig, get_recipe
 from toyspt.train.run import RunResult, run_recipe, run_recipe_seeds
 from toyspt.util.hashing import digest, jsonable
@@ -169,9 +168,7 @@ class RunSpec(Spec):
     def __post_init__(self):
         if not isinstance(self.data, DataSource):
             raise TypeError(f"data: expected a data source (toyspt.data.source), got {type(self.data).__name__}")
-        check_policy(self.evaluate)
-        check_numerics(self.numerics)
-        get_recipe(self.recipe).check_model(self.model)
+        self.run_config()  # refuses an unknown recipe, policy or numerics, a model the recipe cannot use
 
     kind: ClassVar[str] = "run"  # the spec kind, as every spec names its own (the data's kind is data.kind)
 
@@ -197,6 +194,10 @@ class RunSpec(Spec):
 
     def label(self) -> str:
         return f"{self.data.kind} run {self.key()} ({self.data.name}, {self.recipe}, seed {self.seed})"
+
+    def run_config(self) -> RunConfig:
+        """What its run trains, whatever the seed and data (what the train functions take)."""
+        return RunConfig(self.recipe, self.model, self.train, self.evaluate, self.numerics)
 
     def seconds(self) -> float:
         """Seconds of this run's own phases (a continued run: what it adds), its evaluations and
@@ -257,9 +258,8 @@ class RunSpec(Spec):
 
         def run():
             data, swap = first.load_data()
-            return run_recipe_seeds(first.recipe, data, first.model, first.train, [s.seed for s in specs],
-                                    pretrain_data=swap, evaluate=first.evaluate, starts=starts,
-                                    numerics=first.numerics)
+            return run_recipe_seeds(first.run_config(), data, [s.seed for s in specs], pretrain_data=swap,
+                                    starts=starts)
         return single_thread(run)
 
 
@@ -272,9 +272,8 @@ def train_spec(spec: RunSpec, data, swap, progress: bool = False, start: RunResu
     if spec.trackers:
         from toyspt.probe.tracking import make_trackers  # measurement modules load only when asked
         callbacks = make_trackers(spec.trackers, data, spec.train)
-    return run_recipe(spec.recipe, data, spec.model, spec.train, spec.seed, callbacks=callbacks,
-                      pretrain_data=swap, progress=progress, evaluate=spec.evaluate, start=start,
-                      numerics=spec.numerics)
+    return run_recipe(spec.run_config(), data, spec.seed, callbacks=callbacks, pretrain_data=swap,
+                      progress=progress, start=start)
 
 
 def spec_from_dict(d: dict[str, Any]) -> RunSpec:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
@@ -20,18 +20,8 @@ import torch.nn.functional as F
 
 from toyspt.data.tasks import Split, TaskData, recon_loss, sample_mask
 from toyspt.nn.model import ModelConfig, ToyTransformer, build_model
-from toyspt.train.compiled import check_numerics
-from toyspt.train.evaluation import (
-    EVAL_TOKENS,
-    best_loss,
-    best_val,
-    check_policy,
-    eval_rows,
-    extra_splits,
-    label_summary,
-    record,
-    scores,
-)
+from toyspt.train.config import RunConfig
+from toyspt.train.evaluation import best_loss, best_val, eval_rows, extra_splits, label_summary, record, scores
 from toyspt.train.loop import Lockstep, Objective, RunContext, clone_state
 from toyspt.train.recipes import Recipe, TrainConfig, get_recipe, make_optimizer
 
@@ -125,29 +115,29 @@ def pretrain(lock: Lockstep, data: TaskData, cfg: TrainConfig, gens: Sequence[to
     return histories
 
 
-def finetune(lock: Lockstep, data: TaskData, cfg: TrainConfig, epochs: int, gens: Sequence[torch.Generator],
-             histories: Sequence[list[dict]], evaluate: str = "all", done: int = 0,
-             opt_states: Sequence[dict[str, torch.Tensor]] | None = None, eval_tokens: int = EVAL_TOKENS,
-             progress: bool = False) -> None:
-    """Label phase: cross-entropy of the mean-pooled classifier, ``epochs`` epochs after
+def finetune(lock: Lockstep, data: TaskData, run: RunConfig, gens: Sequence[torch.Generator],
+             histories: Sequence[list[dict]], done: int = 0,
+             opt_states: Sequence[dict[str, torch.Tensor]] | None = None, progress: bool = False) -> None:
+    """Label phase: cross-entropy of the mean-pooled classifier, the recipe's label epochs after
     ``done`` earlier ones (those of a run this one continues, whose optimizer states are
-    ``opt_states``); appends to each seed's history. ``evaluate``: the evaluation policy
+    ``opt_states``); appends to each seed's history. ``run.evaluate``: the evaluation policy
     (:mod:`toyspt.train.evaluation`)."""
-    x, y = data.train.x, data.train.y
+    x, y, cfg, evaluate = data.train.x, data.train.y, run.train, run.evaluate
     lock.start_phase("finetune", lambda ps: make_optimizer(ps, cfg, cfg.lr, lock.template is not None), done,
                      opt_states)
-    best, low, last = [best_val(h) for h in histories], [best_loss(h) for h in histories], done + epochs
+    last = run.rec.label_epochs(cfg)
+    best, low = [best_val(h) for h in histories], [best_loss(h) for h in histories]
     loss = Objective(lambda rows, gen: (x[rows], y[rows]), label_objective)
 
-    for _ in lock.epochs(epochs, progress):
+    for _ in lock.epochs(last - done, progress):
         losses = lock.epoch(len(x), cfg.batch_size, gens, loss)
         recs = []
         for k, ctx in enumerate(lock.ctxs):
             ctx.model.eval()
             acc = {}
-            acc["val"], val_loss = _scores(ctx.model, data.val, eval_tokens)
+            acc["val"], val_loss = _scores(ctx.model, data.val, run.eval_tokens)
             for split in extra_splits(evaluate, ctx.epoch, last, cfg.epochs, acc["val"], best[k], val_loss, low[k]):
-                acc[split] = _scores(ctx.model, getattr(data, split), eval_tokens)[0]
+                acc[split] = _scores(ctx.model, getattr(data, split), run.eval_tokens)[0]
             best[k], low[k] = max(best[k], acc["val"]), min(low[k], val_loss)
             recs.append(record(ctx.epoch, ctx.step, sum(losses[k]) / len(losses[k]), acc, val_loss))
         for h, r in zip(histories, recs):
@@ -193,37 +183,28 @@ def transfer(target: ToyTransformer, source_state: dict[str, torch.Tensor], name
                 raise ValueError(f"transform: unknown {transform!r}")
 
 
-def run_recipe_seeds(recipe: str, data: TaskData, model_cfg: ModelConfig | None = None,
-                     train_cfg: TrainConfig | None = None, seeds: Sequence[int] = (0,),
-                     pretrain_data: TaskData | None = None, progress: bool = False,
-                     eval_tokens: int = EVAL_TOKENS, evaluate: str = "all",
-                     starts: Sequence[RunResult] | None = None,
-                     callbacks: Sequence[Sequence] | None = None, numerics: str = "eager") -> list[RunResult]:
-    """Train one recipe on each of ``seeds`` (together, step for step). ``pretrain_data``:
-    the data SPT runs on for recipes that need it (``data_swap``); ``evaluate``: what the
-    label phase measures (:mod:`toyspt.train.evaluation`); ``starts``: per seed, a finished
-    run of the recipe this one starts from (``Recipe.starts_from``, same seed and configs),
-    continued from its stored end state instead of recomputing it (bitwise the same result);
-    ``callbacks``: per seed, the trackers that see its live model; ``numerics``: "eager"
-    (bitwise today's arithmetic) or "compiled" (:mod:`toyspt.train.compiled`; eager, with
-    one line on stderr, where inductor cannot compile; the result's config names the path
-    that ran)."""
-    rec = get_recipe(recipe)
+def run_recipe_seeds(run: RunConfig | str, data: TaskData, seeds: Sequence[int] = (0,), *,
+                     pretrain_data: TaskData | None = None, starts: Sequence[RunResult] | None = None,
+                     callbacks: Sequence[Sequence] | None = None, progress: bool = False) -> list[RunResult]:
+    """Train one run configuration (:class:`toyspt.train.config.RunConfig`, or a recipe name with
+    every default) on each of ``seeds`` (together, step for step). ``pretrain_data``: the data SPT
+    runs on for recipes that need it (``data_swap``); ``starts``: per seed, a finished run of the
+    recipe this one starts from (``Recipe.starts_from``, same seed and configs), continued from its
+    stored end state instead of recomputing it (bitwise the same result); ``callbacks``: per seed,
+    the trackers that see its live model. ``run.numerics`` "compiled" runs eager, with one line on
+    stderr, where inductor cannot compile; the result's config names the path that ran."""
+    run = RunConfig.of(run)
+    rec, model_cfg, train_cfg = run.rec, run.model, run.train
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("seeds: need at least one seed")
-    eval_rows(1, eval_tokens)  # refuses a non-positive budget before any training
-    check_policy(evaluate)
-    model_cfg, train_cfg = model_cfg or ModelConfig(), train_cfg or TrainConfig()
     spt_data = check_inputs(rec, data, model_cfg, pretrain_data)
-    rec.check_model(model_cfg)
-    config = dict(model=asdict(model_cfg), train=asdict(train_cfg), evaluate=evaluate)
-    if check_numerics(numerics) == "compiled":
+    numerics = run.numerics
+    if numerics == "compiled":
         from toyspt.train.compiled import available
 
         numerics = "compiled" if available() else "eager"
-    if numerics == "compiled":  # eager runs keep today's config (and the runs they continue)
-        config["numerics"] = numerics
+    config = run.stored(numerics)
     callbacks = [list(c) for c in callbacks] if callbacks is not None else [[] for _ in seeds]
     if starts is not None:
         if len(starts) != len(seeds):
@@ -233,7 +214,7 @@ def run_recipe_seeds(recipe: str, data: TaskData, model_cfg: ModelConfig | None 
     ctxs = []
     for s in seeds:
         model = build_model(model_cfg, s)
-        ctxs.append(RunContext(model, recipe, s, init_state=clone_state(model)))
+        ctxs.append(RunContext(model, run.recipe, s, init_state=clone_state(model)))
     lock = Lockstep(ctxs, callbacks, template(model_cfg) if numerics == "compiled" else None)
     gens = [torch.Generator().manual_seed(seed_stream(s)) for s in seeds]
     histories, pretrained, done, opt_states = [[] for _ in seeds], None, 0, None
@@ -250,8 +231,7 @@ def run_recipe_seeds(recipe: str, data: TaskData, model_cfg: ModelConfig | None 
                 transfer(ctx.model, pretrained[k], rec.transferred(ctx.model), rec.transform, ctx.seed)
             for n, p in ctx.model.named_parameters():
                 p.requires_grad_(n not in frozen)
-        finetune(lock, data, train_cfg, rec.label_epochs(train_cfg) - done, gens, histories, evaluate, done,
-                 opt_states, eval_tokens, progress)
+        finetune(lock, data, run, gens, histories, done, opt_states, progress)
         for ctx in ctxs:
             ctx.model.requires_grad_(True)
     out = []
@@ -261,18 +241,16 @@ def run_recipe_seeds(recipe: str, data: TaskData, model_cfg: ModelConfig | None 
             states["pretrained"] = pretrained[k]
         states["final"] = clone_state(ctx.model)
         states["resume"] = {"generator": gen.get_state(), **(lock.opt_state(k) if rec.label_phase else {})}
-        out.append(RunResult(recipe, ctx.seed, h, summarize(h), ctx.records, states, config))
+        out.append(RunResult(run.recipe, ctx.seed, h, summarize(h), ctx.records, states, config))
     return out
 
 
-def run_recipe(recipe: str, data: TaskData, model_cfg: ModelConfig | None = None,
-               train_cfg: TrainConfig | None = None, seed: int = 0, callbacks: Sequence = (),
-               pretrain_data: TaskData | None = None, progress: bool = False, evaluate: str = "all",
-               start: RunResult | None = None, numerics: str = "eager") -> RunResult:
-    """One recipe, one seed: :func:`run_recipe_seeds` with K = 1 (``start``: the run it
-    continues; ``callbacks``: its trackers)."""
-    return run_recipe_seeds(recipe, data, model_cfg, train_cfg, [seed], pretrain_data, progress, evaluate=evaluate,
-                            starts=None if start is None else [start], callbacks=[callbacks], numerics=numerics)[0]
+def run_recipe(run: RunConfig | str, data: TaskData, seed: int = 0, *, start: RunResult | None = None,
+               callbacks: Sequence = (), pretrain_data: TaskData | None = None, progress: bool = False) -> RunResult:
+    """One run configuration (or recipe name), one seed: :func:`run_recipe_seeds` with K = 1
+    (``start``: the run it continues; ``callbacks``: its trackers)."""
+    return run_recipe_seeds(run, data, [seed], pretrain_data=pretrain_data, starts=None if start is None else [start],
+                            callbacks=[callbacks], progress=progress)[0]
 
 
 def resume(rec: Recipe, ctxs: Sequence[RunContext], gens: Sequence[torch.Generator], starts: Sequence[RunResult]):
@@ -361,6 +339,6 @@ def load_model(result: RunResult, which: str = "final", cfg: ModelConfig | None 
     return model.eval()
 
 
-__all__ = ["RunResult", "run_recipe", "run_recipe_seeds", "pretrain", "finetune", "resume",
+__all__ = ["RunConfig", "RunResult", "run_recipe", "run_recipe_seeds", "pretrain", "finetune", "resume",
            "summarize", "transfer", "load_model", "check_start", "check_inputs", "seed_stream",
            "transform_stream"]

@@ -39,7 +39,7 @@ from toyspt.runs.arms import arm_spec
 from toyspt.runs.specs import RunSpec
 from toyspt.train.recipes import TrainConfig
 from toyspt.ucr.data import UCRData
-from toyspt.ucr.runs import ucr_spec, ucr_train_config
+from toyspt.ucr.runs import ucr_run, ucr_spec, ucr_train_config
 
 POWER_ARMS = ("scratch", "spt")
 DECOMPOSITION = ("qk_transfer", "vo_transfer", "embed_transfer", "mlp_transfer", "norm_transfer",
@@ -122,7 +122,7 @@ def arm_seeds(t: Tier, arm: str) -> tuple[int, ...]:
 
 def _arm(data: UCRData, arm: str, seed: int, t: Tier) -> RunSpec:
     ev = "all" if arm in EVERY_EPOCH else "peak"
-    base = ucr_spec("scratch", data, seed=seed, train=t.train, evaluate=ev, numerics=t.numerics)
+    base = ucr_spec(ucr_run("scratch", train=t.train, evaluate=ev, numerics=t.numerics), data, seed=seed)
     return arm_spec(arm, base)
 
 
@@ -149,15 +149,15 @@ def basin_trackers(train: TrainConfig) -> tuple[str, ...]:
 def basin_specs(datasets: Sequence[UCRData], t: Tier) -> list[tuple[UCRData, RunSpec]]:
     """(data set, tracked SPT-only spec) per data set and basin seed; each answers for the
     untracked SPT-only run that its seed's spt and transfer runs continue (its twin)."""
-    return [(d, ucr_spec("spt_only", d, seed=s, train=t.train, trackers=basin_trackers(t.train), evaluate="peak",
-                         numerics=t.numerics)) for d in datasets for s in t.basin_seeds]
+    run = ucr_run("spt_only", train=t.train, evaluate="peak", numerics=t.numerics)
+    return [(d, ucr_spec(run, d, seed=s, trackers=basin_trackers(t.train))) for d in datasets for s in t.basin_seeds]
 
 
 def archive_specs(datasets: Sequence[UCRData], t: Tier) -> list[tuple[UCRData, str, RunSpec]]:
     """(data set, arm, spec) of the archive scan; test is measured where the ``peak`` policy says
     (the archive's test splits are up to 40x the training split)."""
-    return [(d, a, arm_spec(a, ucr_spec("scratch", d, seed=s, train=t.train, evaluate="peak",
-                                        numerics=t.numerics)))
+    run = ucr_run("scratch", train=t.train, evaluate="peak", numerics=t.numerics)
+    return [(d, a, arm_spec(a, ucr_spec(run, d, seed=s)))
             for d in datasets for a in ARCHIVE_ARMS for s in t.archive_seeds]
 
 

@@ -1,6 +1,7 @@
 """UCR runs: the toy recipes on real time series. A UCR run is the one
 :class:`toyspt.runs.specs.RunSpec` with a :class:`toyspt.ucr.data.UCRSource` as its data; this
-module holds only what is particular to UCR sets: their training defaults and a builder.
+module holds only what is particular to UCR sets: their training defaults (:func:`ucr_run`) and
+a builder (:func:`ucr_spec`).
 
 The model and recipes are the toy's: one token per time step, a 1-D value plus the mask
 channel (``ModelConfig(d_in=1)``), sinusoidal PE unless an arm says otherwise. The run's key
@@ -15,6 +16,7 @@ from typing import Sequence
 
 from toyspt.nn.model import ModelConfig
 from toyspt.runs.specs import RunSpec
+from toyspt.train.config import RunConfig
 from toyspt.train.recipes import TrainConfig
 from toyspt.ucr.data import UCRData, UCRSource
 
@@ -29,14 +31,21 @@ def ucr_train_config(**overrides) -> TrainConfig:
     return TrainConfig(**{**UCR_TRAIN_DEFAULTS, **overrides})
 
 
-def ucr_spec(recipe: str, data: UCRData | UCRSource, seed: int = 0, model: ModelConfig | None = None,
-             train: TrainConfig | None = None, swap: UCRData | UCRSource | None = None,
-             trackers: Sequence[str] = (), evaluate: str = "all", numerics: str = "eager") -> RunSpec:
-    """The spec of one run on a UCR set (UCR defaults; the class count set from the data)."""
+def ucr_run(recipe: str, **fields) -> RunConfig:
+    """A run configuration with the UCR defaults (``fields``: other RunConfig fields, e.g.
+    ``train``, ``evaluate``; the model's class count is set from the data by :func:`ucr_spec`)."""
+    return RunConfig(recipe, **{"model": ModelConfig(**UCR_MODEL_DEFAULTS), "train": ucr_train_config(), **fields})
+
+
+def ucr_spec(run: RunConfig | str, data: UCRData | UCRSource, seed: int = 0,
+             swap: UCRData | UCRSource | None = None, trackers: Sequence[str] = ()) -> RunSpec:
+    """The spec of one run on a UCR set: ``run`` (a recipe name: :func:`ucr_run`'s UCR defaults)
+    on ``data`` at ``seed``, the model's class count set from the data."""
+    run = run if isinstance(run, RunConfig) else ucr_run(run)
     src = data if isinstance(data, UCRSource) else UCRSource.of(data)
     sw = swap if swap is None or isinstance(swap, UCRSource) else UCRSource.of(swap)
-    return RunSpec(recipe, seed, src, src.fit(model or ModelConfig(**UCR_MODEL_DEFAULTS)),
-                   train or ucr_train_config(), sw, tuple(trackers), evaluate, numerics)
+    return RunSpec(run.recipe, seed, src, src.fit(run.model), run.train, sw, tuple(trackers), run.evaluate,
+                   run.numerics)
 
 
-__all__ = ["UCR_TRAIN_DEFAULTS", "UCR_MODEL_DEFAULTS", "ucr_train_config", "ucr_spec"]
+__all__ = ["UCR_TRAIN_DEFAULTS", "UCR_MODEL_DEFAULTS", "ucr_train_config", "ucr_run", "ucr_spec"]

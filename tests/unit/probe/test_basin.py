@@ -8,6 +8,7 @@ from torch import nn
 from toyspt.data.tasks import TaskConfig, make_task, sample_mask
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.probe.basin import BetaTracker, beta_unif, mask_moments, model_beta, peak_offset, uniform_moments
+from toyspt.train.config import RunConfig
 from toyspt.train.loop import RunContext, clone_state
 from toyspt.train.recipes import TrainConfig
 from toyspt.train.run import load_model, run_recipe
@@ -143,7 +144,7 @@ def test_peak_offset():
 def test_beta_tracker_records_spt_epochs_only():
     data = make_task(TaskConfig(T=16, n_train=128, n_val=64, n_test=1, seed=3))
     tr = BetaTracker(data, n=64)
-    res = run_recipe("spt_only", data, train_cfg=TrainConfig(pre_epochs=2), callbacks=[tr])
+    res = run_recipe(RunConfig("spt_only", train=TrainConfig(pre_epochs=2)), data, callbacks=[tr])
     model = load_model(res)
     ctx = RunContext(model, "spt_only", 0, records=list(res.records))  # to call the tracker after the run
     betas = [r for r in ctx.records if r["metric"] == "beta"]

@@ -8,6 +8,7 @@ import torch
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.probe import tracking
 from toyspt.runs import RunSpec
+from toyspt.train.config import RunConfig
 from toyspt.train.recipes import TrainConfig
 from toyspt.train.run import run_recipe
 
@@ -18,7 +19,7 @@ TINY_TRAIN = TrainConfig(epochs=2, pre_epochs=1, batch_size=64)
 @pytest.fixture(scope="module")
 def spt_run(small_data):
     cbs = tracking.make_trackers(("displacement", "profile:every=1", "probes:every=2,n=32"), small_data)
-    return run_recipe("spt", small_data, ModelConfig(**SMALL), TINY_TRAIN, seed=1, callbacks=cbs)
+    return run_recipe(RunConfig("spt", ModelConfig(**SMALL), TINY_TRAIN), small_data, 1, callbacks=cbs)
 
 
 def test_displacement_records_equal_a_direct_computation(spt_run):

@@ -12,7 +12,7 @@ from toyspt.runs.specs import Table, spec_from_dict
 from toyspt.train.recipes import TrainConfig
 from toyspt.ucr.data import UCRSource, is_available, load_ucr
 from toyspt.ucr.design import TIERS, _arm
-from toyspt.ucr.runs import ucr_spec
+from toyspt.ucr.runs import ucr_run, ucr_spec
 
 # keys computed by the classes this spec replaced (RunSpec with a task field, UCRRunSpec) at
 # format 3, before the two were one: a key that moves would orphan every cached run
@@ -48,11 +48,12 @@ def test_toy_keys_hold():
 @needs_ucr
 def test_ucr_keys_hold_and_ignore_where_the_files_are():
     gp, e200 = load_ucr("GunPoint"), load_ucr("ECG200")
-    specs = {"ucr GunPoint spt seed 3": ucr_spec("spt", gp, seed=3),
+    specs = {"ucr GunPoint spt seed 3": ucr_spec("spt", gp, 3),
              "ucr study ECG200 vo_transfer seed 7": _arm(e200, "vo_transfer", 7, TIERS["study"]),
              "ucr study GunPoint scratch seed 0": _arm(gp, "scratch", 0, TIERS["study"]),
-             "ucr data_swap": ucr_spec("data_swap", gp, seed=1, swap=e200),
-             "ucr tracked": ucr_spec("spt_only", gp, seed=4, trackers=("beta", "profile:every=1000"), evaluate="peak")}
+             "ucr data_swap": ucr_spec("data_swap", gp, 1, swap=e200),
+             "ucr tracked": ucr_spec(ucr_run("spt_only", evaluate="peak"), gp, 4,
+                                     trackers=("beta", "profile:every=1000"))}
     for name, spec in specs.items():
         assert spec.key() == GOLDEN[name], name
         assert spec.kind == "run" and spec.data.kind == "ucr" and spec_from_dict(spec.to_dict()).key() == spec.key()

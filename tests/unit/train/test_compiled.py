@@ -14,6 +14,7 @@ from toyspt.nn.model import ModelConfig, build_model
 from toyspt.runs import RunSpec
 from toyspt.runs.specs import digest
 from toyspt.train.compiled import available, check_numerics
+from toyspt.train.config import RunConfig
 from toyspt.train.loop import Lockstep, Objective, RunContext
 from toyspt.train.recipes import TrainConfig, make_optimizer
 from toyspt.train.run import label_objective, recon_objective, run_recipe, run_recipe_seeds, template
@@ -73,18 +74,18 @@ def test_compiled_step_matches_eager_within_reordering_error(which, small_data):
 
 @needs_inductor
 def test_compiled_runs_are_deterministic_and_the_same_beside_other_seeds(small_data):
-    alone = [run_recipe("scratch", small_data, ModelConfig(), TC, s, numerics="compiled") for s in (0, 5)]
-    together = run_recipe_seeds("scratch", small_data, ModelConfig(), TC, (0, 5), numerics="compiled")
+    alone = [run_recipe(RunConfig("scratch", ModelConfig(), TC, numerics="compiled"), small_data, s) for s in (0, 5)]
+    together = run_recipe_seeds(RunConfig("scratch", ModelConfig(), TC, numerics="compiled"), small_data, (0, 5))
     assert_bitwise(alone, together)
     assert together[0].config["numerics"] == "compiled"
-    eager = run_recipe("scratch", small_data, ModelConfig(), TC, 0)
+    eager = run_recipe(RunConfig("scratch", ModelConfig(), TC), small_data, 0)
     assert "numerics" not in eager.config  # eager results are what they were
     # a continued compiled run is the compiled run afresh; an eager start is refused
-    matched = run_recipe("scratch_matched", small_data, ModelConfig(), TC, 0, numerics="compiled")
-    assert_bitwise([matched], [run_recipe("scratch_matched", small_data, ModelConfig(), TC, 0,
-                                          numerics="compiled", start=alone[0])])
+    matched = run_recipe(RunConfig("scratch_matched", ModelConfig(), TC, numerics="compiled"), small_data, 0)
+    assert_bitwise([matched], [run_recipe(RunConfig("scratch_matched", ModelConfig(), TC, numerics="compiled"),
+                                          small_data, 0, start=alone[0])])
     with pytest.raises(ValueError, match="numerics"):
-        run_recipe("scratch_matched", small_data, ModelConfig(), TC, 0, numerics="compiled", start=eager)
+        run_recipe(RunConfig("scratch_matched", ModelConfig(), TC, numerics="compiled"), small_data, 0, start=eager)
 
 
 def test_fused_optimizer_is_elementwise_close_to_the_default():

@@ -8,6 +8,7 @@ from conftest import SMALL_TASK
 from toyspt.data.tasks import Split, TaskConfig, make_task
 from toyspt.nn.model import ModelConfig
 from toyspt.runs import RunSpec
+from toyspt.train.config import RunConfig
 from toyspt.train.recipes import RECIPES, TrainConfig
 from toyspt.train.run import run_recipe, run_recipe_seeds
 
@@ -23,15 +24,15 @@ def swap_data():
 
 
 def reference(recipe, data, swap, model=ModelConfig(), tc=TC, seeds=SEEDS):
-    return [run_recipe(recipe, data, model, tc, s, pretrain_data=swap) for s in seeds]
+    return [run_recipe(RunConfig(recipe, model, tc), data, s, pretrain_data=swap) for s in seeds]
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_lockstep_is_bitwise_run_recipe(recipe, small_data, swap_data):
     # 48 rows of 16 tokens per evaluation forward split the 64/128-sequence evaluations unevenly:
     # rows of a matrix product do not depend on the rows beside them, so the scores stay exact
-    out = run_recipe_seeds(recipe, small_data, ModelConfig(), TC, SEEDS, pretrain_data=swap_data,
-                           eval_tokens=48 * SMALL_TASK.T)
+    out = run_recipe_seeds(RunConfig(recipe, ModelConfig(), TC, eval_tokens=48 * SMALL_TASK.T), small_data, SEEDS,
+                           pretrain_data=swap_data)
     assert_bitwise(reference(recipe, small_data, swap_data), out)
 
 
@@ -41,7 +42,7 @@ def test_lockstep_is_bitwise_run_recipe(recipe, small_data, swap_data):
     (ModelConfig(pos="rope", d_mlp=0), replace(TC, spt_attention="no_masked_keys", recon="mse")),
 ])
 def test_lockstep_bitwise_other_settings(model, tc, small_data, swap_data):
-    out = run_recipe_seeds("spt", small_data, model, tc, SEEDS, pretrain_data=swap_data)
+    out = run_recipe_seeds(RunConfig("spt", model, tc), small_data, SEEDS, pretrain_data=swap_data)
     assert_bitwise(reference("spt", small_data, swap_data, model, tc), out)
 
 
@@ -69,7 +70,7 @@ def _textbook(data, tc, seed, model_cfg=ModelConfig()):
 
 @pytest.mark.parametrize("tc", [TC, replace(TC, optimizer="sgd", lr=0.05)])
 def test_flat_optimizer_is_bitwise_the_per_parameter_optimizer(tc, small_data):
-    for got in run_recipe_seeds("scratch", small_data, ModelConfig(pos="fire"), tc, SEEDS):
+    for got in run_recipe_seeds(RunConfig("scratch", ModelConfig(pos="fire"), tc), small_data, SEEDS):
         want = _textbook(small_data, tc, got.seed, ModelConfig(pos="fire"))
         for n, v in want.items():
             assert torch.equal(v, got.states["final"][n]), n
@@ -87,8 +88,8 @@ def test_callbacks_beside_other_seeds_see_their_own_run(small_data):
         def on_epoch(self, ctx, rec):
             ctx.record("w", "sum", ctx.model.embed.weight.sum().item())
 
-    together = run_recipe_seeds("spt", small_data, ModelConfig(), TC, SEEDS, callbacks=[[Log()], [Log()]])
-    alone = [run_recipe("spt", small_data, ModelConfig(), TC, s, callbacks=[Log()]) for s in SEEDS]
+    together = run_recipe_seeds(RunConfig("spt", ModelConfig(), TC), small_data, SEEDS, callbacks=[[Log()], [Log()]])
+    alone = [run_recipe(RunConfig("spt", ModelConfig(), TC), small_data, s, callbacks=[Log()]) for s in SEEDS]
     assert_bitwise(alone, together)
     assert len(together[0].records) == 2 + 4 * 4 + 4 and together[0].records != together[1].records
 
@@ -115,13 +116,13 @@ def test_bad_arguments(small_data):
     with pytest.raises(ValueError, match="recipe"):
         run_recipe_seeds("pretrain", small_data)
     with pytest.raises(ValueError, match="at least one seed"):
-        run_recipe_seeds("scratch", small_data, seeds=())
+        run_recipe_seeds("scratch", small_data, ())
     with pytest.raises(ValueError, match="pretrain_data"):
         run_recipe_seeds("data_swap", small_data)
     with pytest.raises(ValueError, match="features per token"):
-        run_recipe_seeds("scratch", small_data, ModelConfig(d_in=3))
+        run_recipe_seeds(RunConfig("scratch", ModelConfig(d_in=3)), small_data)
     with pytest.raises(ValueError, match="eval_tokens"):
-        run_recipe_seeds("scratch", small_data, eval_tokens=0)
+        run_recipe_seeds(RunConfig("scratch", eval_tokens=0), small_data)
 
 
 def test_non_finite_loss_names_the_seed():
@@ -130,4 +131,4 @@ def test_non_finite_loss_names_the_seed():
     x[:] = float("nan")
     bad = replace(data, train=Split(x, data.train.y))
     with pytest.raises(FloatingPointError, match=r"seed 4, phase finetune, epoch 1, step 0"):
-        run_recipe_seeds("scratch", bad, seeds=(4, 2), train_cfg=TrainConfig(epochs=1))
+        run_recipe_seeds(RunConfig("scratch", train=TrainConfig(epochs=1)), bad, (4, 2))

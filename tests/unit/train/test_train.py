@@ -3,6 +3,7 @@ import torch
 
 from toyspt.data.tasks import Split, TaskConfig, TaskData, make_task
 from toyspt.nn.model import ModelConfig, build_model, group_param_names, head_param_names, qk_param_names
+from toyspt.train.config import RunConfig
 from toyspt.train.recipes import RECIPES, TrainConfig, get_recipe
 from toyspt.train.run import run_recipe
 
@@ -14,12 +15,12 @@ def _params(state):
 
 
 def test_same_seed_same_history(small_data):
-    a = run_recipe("spt", small_data, train_cfg=TINY, seed=1)
-    b = run_recipe("spt", small_data, train_cfg=TINY, seed=1)
+    a = run_recipe(RunConfig("spt", train=TINY), small_data, 1)
+    b = run_recipe(RunConfig("spt", train=TINY), small_data, 1)
     assert a.history == b.history
     for k in a.states["final"]:
         assert torch.equal(a.states["final"][k], b.states["final"][k])
-    c = run_recipe("spt", small_data, train_cfg=TINY, seed=2)
+    c = run_recipe(RunConfig("spt", train=TINY), small_data, 2)
     assert c.history != a.history
 
 
@@ -31,7 +32,7 @@ GROUP_RECIPES = {"qk_transfer": "qk", "vo_transfer": "vo", "embed_transfer": "em
 def test_transfer_recipes_take_exactly_what_they_claim(small_data, recipe):
     """Right after the transfer (0 label epochs are not allowed, so check the transfer map
     and reproduce it): every tensor equals the SPT weights or the seed's init, as claimed."""
-    res = run_recipe(recipe, small_data, train_cfg=TINY, seed=0)
+    res = run_recipe(RunConfig(recipe, train=TINY), small_data, 0)
     model = build_model(ModelConfig(), 0)
     names = get_recipe(recipe).transferred(model)
     qk, heads = set(qk_param_names(model)), set(head_param_names(model))
@@ -63,7 +64,7 @@ def test_transfer_state_is_exact(small_data, monkeypatch):
 
     monkeypatch.setattr(tr, "finetune", spy)
     for recipe in ("spt", "all_but_qk_transfer", *GROUP_RECIPES):
-        res = tr.run_recipe(recipe, small_data, train_cfg=TINY, seed=0)
+        res = tr.run_recipe(RunConfig(recipe, train=TINY), small_data, 0)
         init, pre, start = res.states["init"], res.states["pretrained"], seen["state"]
         names = set(get_recipe(recipe).transferred(tr.build_model(ModelConfig(), 0)))
         for n, v in start.items():
@@ -95,7 +96,7 @@ def test_a_group_the_model_lacks_is_refused_by_name(small_data, recipe, model, w
     from toyspt.runs import RunSpec
 
     with pytest.raises(ValueError, match=f"{recipe} transfers weight group .*{why}"):
-        run_recipe(recipe, small_data, model, TINY, 0)
+        run_recipe(RunConfig(recipe, model, TINY), small_data, 0)
     with pytest.raises(ValueError, match=f"{recipe} transfers weight group .*{why}"):
         RunSpec(recipe, model=model)  # refused when the spec is made, before any training
 
@@ -111,7 +112,7 @@ def _label_start(small_data, monkeypatch, recipe, seed=0):
         return real(lock, *a, **k)
 
     monkeypatch.setattr(tr, "finetune", spy)
-    return tr.run_recipe(recipe, small_data, train_cfg=TINY, seed=seed), seen["state"]
+    return tr.run_recipe(RunConfig(recipe, train=TINY), small_data, seed), seen["state"]
 
 
 def test_spt_norms_has_spt_scale_and_init_directions(small_data, monkeypatch):
@@ -148,13 +149,13 @@ def test_spt_permuted_has_spt_values_in_another_order(small_data, monkeypatch):
         if pre[n].unique().numel() > 1:
             assert not torch.equal(v, pre[n]), n
     # the permutation draws from a generator of its own: the SPT phase is spt's, batch for batch
-    spt = run_recipe("spt", small_data, train_cfg=TINY, seed=0)
+    spt = run_recipe(RunConfig("spt", train=TINY), small_data, 0)
     assert [h for h in spt.history if h["phase"] == "pretrain"] == \
         [h for h in res.history if h["phase"] == "pretrain"]
 
 
 def test_frozen_attention_keeps_qk_at_init(small_data):
-    res = run_recipe("frozen_attention", small_data, train_cfg=TINY, seed=0)
+    res = run_recipe(RunConfig("frozen_attention", train=TINY), small_data, 0)
     init, final = res.states["init"], res.states["final"]
     for n in init:
         if ".attn.W_Q." in n or ".attn.W_K." in n:
@@ -163,7 +164,7 @@ def test_frozen_attention_keeps_qk_at_init(small_data):
 
 
 def test_scratch_matched_trains_longer(small_data):
-    res = run_recipe("scratch_matched", small_data, train_cfg=TINY, seed=0)
+    res = run_recipe(RunConfig("scratch_matched", train=TINY), small_data, 0)
     assert [h["epoch"] for h in res.history] == [1, 2, 3, 4]
     assert "pretrained" not in res.states
 
@@ -171,9 +172,9 @@ def test_scratch_matched_trains_longer(small_data):
 def test_data_swap_pretrains_on_the_other_data(small_data):
     other = make_task(TaskConfig(family="freq_band", T=16, n_train=64, n_val=16, n_test=16, seed=9))
     with pytest.raises(ValueError, match="pretrain_data"):
-        run_recipe("data_swap", small_data, train_cfg=TINY)
-    res = run_recipe("data_swap", small_data, train_cfg=TINY, pretrain_data=other)
-    ref = run_recipe("spt", small_data, train_cfg=TINY)
+        run_recipe(RunConfig("data_swap", train=TINY), small_data)
+    res = run_recipe(RunConfig("data_swap", train=TINY), small_data, pretrain_data=other)
+    ref = run_recipe(RunConfig("spt", train=TINY), small_data)
     assert not torch.equal(res.states["pretrained"]["embed.weight"], ref.states["pretrained"]["embed.weight"])
 
 
@@ -187,14 +188,14 @@ def _content_task(n, seed):
 def test_short_training_learns():
     tr, va, te = (_content_task(n, s) for n, s in ((256, 0), (64, 1), (64, 2)))
     data = TaskData(TaskConfig(T=16), tr, va, te, torch.zeros(2), torch.ones(2))
-    res = run_recipe("scratch", data, train_cfg=TrainConfig(epochs=6, batch_size=32, lr=3e-3))
+    res = run_recipe(RunConfig("scratch", train=TrainConfig(epochs=6, batch_size=32, lr=3e-3)), data)
     losses = [h["train_loss"] for h in res.history]
     assert losses[-1] < 0.8 * losses[0]
     assert res.summary["final_train_acc"] > 0.7
 
 
 def test_spt_phase_reduces_reconstruction_loss(small_data):
-    res = run_recipe("spt", small_data, train_cfg=TrainConfig(epochs=1, pre_epochs=4, batch_size=32, lr=3e-3))
+    res = run_recipe(RunConfig("spt", train=TrainConfig(epochs=1, pre_epochs=4, batch_size=32, lr=3e-3)), small_data)
     pre = [h["train_loss"] for h in res.history if h["phase"] == "pretrain"]
     assert pre[-1] < pre[0]
 
@@ -215,7 +216,7 @@ def test_callbacks_see_every_step_and_epoch(small_data):
             self.epochs.append((ctx.phase, ctx.epoch))
 
     cb = Count()
-    res = run_recipe("spt", small_data, train_cfg=TINY, callbacks=[cb])
+    res = run_recipe(RunConfig("spt", train=TINY), small_data, callbacks=[cb])
     assert cb.phases == ["pretrain", "finetune"]
     assert cb.epochs == [("pretrain", 1), ("pretrain", 2), ("finetune", 1), ("finetune", 2)]
     assert cb.steps == 4 * 4 == len(res.records)  # 128 / 32 = 4 steps per epoch
@@ -223,7 +224,7 @@ def test_callbacks_see_every_step_and_epoch(small_data):
 
 
 def test_sgd_option_and_summary(small_data):
-    res = run_recipe("scratch", small_data, train_cfg=TrainConfig(epochs=2, optimizer="sgd", lr=0.05))
+    res = run_recipe(RunConfig("scratch", train=TrainConfig(epochs=2, optimizer="sgd", lr=0.05)), small_data)
     s = res.summary
     assert 0 <= s["test_at_peak"] <= 1 and s["peak_epoch"] in (1, 2)
     best = max(res.history, key=lambda h: h["val_acc"])
@@ -244,7 +245,7 @@ def test_unknown_recipe_and_feature_mismatch(small_data):
     with pytest.raises(ValueError, match="recipe"):
         run_recipe("finetune_only", small_data)
     with pytest.raises(ValueError, match="d_in"):
-        run_recipe("scratch", small_data, model_cfg=ModelConfig(d_in=3), train_cfg=TINY)
+        run_recipe(RunConfig("scratch", ModelConfig(d_in=3), TINY), small_data)
 
 
 def test_all_recipes_listed():
@@ -259,8 +260,8 @@ def _same_states(a, b):
 
 
 def test_spt_only_is_exactly_the_spt_phase_of_spt(small_data):
-    only = run_recipe("spt_only", small_data, train_cfg=TINY, seed=3)
-    full = run_recipe("spt", small_data, train_cfg=TINY, seed=3)
+    only = run_recipe(RunConfig("spt_only", train=TINY), small_data, 3)
+    full = run_recipe(RunConfig("spt", train=TINY), small_data, 3)
     assert [h["phase"] for h in only.history] == ["pretrain"] * TINY.pre_epochs
     assert only.history == [h for h in full.history if h["phase"] == "pretrain"]
     assert _same_states(only.states["pretrained"], full.states["pretrained"])
@@ -273,14 +274,14 @@ def test_spt_swap_start(small_data):
 
     other = make_task(replace(small_data.config, offset=small_data.config.offset + 0.5))  # other data
     with pytest.raises(ValueError, match="pretrain_data"):
-        run_recipe("spt_swap_start", small_data, train_cfg=TINY)
+        run_recipe(RunConfig("spt_swap_start", train=TINY), small_data)
     with pytest.raises(ValueError, match="swap_epochs=3 exceeds pre_epochs=2"):
-        run_recipe("spt_swap_start", small_data, train_cfg=replace(TINY, swap_epochs=3), pretrain_data=other)
+        run_recipe(RunConfig("spt_swap_start", train=replace(TINY, swap_epochs=3)), small_data, pretrain_data=other)
     # no swap epochs: exactly spt (the other data set is never touched)
-    zero = run_recipe("spt_swap_start", small_data, train_cfg=replace(TINY, swap_epochs=0), pretrain_data=other)
-    spt = run_recipe("spt", small_data, train_cfg=TINY)
+    zero = run_recipe(RunConfig("spt_swap_start", train=replace(TINY, swap_epochs=0)), small_data, pretrain_data=other)
+    spt = run_recipe(RunConfig("spt", train=TINY), small_data)
     assert zero.history == spt.history and _same_states(zero.states["final"], spt.states["final"])
     # one swap epoch: the first SPT epoch saw the other data, so the weights differ from spt's
-    one = run_recipe("spt_swap_start", small_data, train_cfg=TINY, pretrain_data=other)
+    one = run_recipe(RunConfig("spt_swap_start", train=TINY), small_data, pretrain_data=other)
     assert not _same_states(one.states["pretrained"], spt.states["pretrained"])
     assert len([h for h in one.history if h["phase"] == "pretrain"]) == TINY.pre_epochs

