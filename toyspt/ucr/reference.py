@@ -96,6 +96,7 @@ def _require(version: str | None = None) -> None:
 
 
 def check_classifier(name: str) -> str:
+    """``name``, or refused by name when it is not a reference classifier."""
     if name not in SETTINGS:
         raise ValueError(f"reference classifier: one of {REFERENCE_CLASSIFIERS}, got {name!r}")
     return name
@@ -165,6 +166,7 @@ def _set_fields(data: UCRSource) -> dict[str, Any]:
 
 
 def _check(spec) -> None:
+    """Refuse a spec of another data kind, a bad seed or an unknown classifier."""
     if not isinstance(spec.data, UCRSource):
         raise ValueError(f"data: a UCRSource, got {type(spec.data).__name__}")
     if isinstance(spec.seed, bool) or not isinstance(spec.seed, int) or spec.seed < 0:
