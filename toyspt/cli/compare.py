@@ -18,6 +18,7 @@ from toyspt.cli.flags import (
     add_arms_flag,
     add_config_flags,
     add_evaluate_flag,
+    add_ledger_flag,
     add_numerics_flag,
     add_seeds,
     add_sweep_flags,
@@ -90,7 +91,8 @@ def cmd_compare(args) -> int:
     import torch
 
     from toyspt.analysis.tables import compare, default_columns, write_tables
-    from toyspt.runs import RunCache, executor_scope
+    from toyspt.cli.flags import open_ledger, store_of
+    from toyspt.runs import executor_scope
     from toyspt.runs.sweeps import SweepOptions
 
     torch.set_num_threads(1)
@@ -104,9 +106,12 @@ def cmd_compare(args) -> int:
     distinct_arms(arms, base)  # two arms that are one run, or a run too large to store: refused before training
     print(f"train config: {json.dumps(asdict(base.train))}")
     columns = {} if args.no_probes else default_columns(blindness=args.blindness)
+    # the runs' data kinds are what the ledger covers; with probe columns (they read weights) it only records
+    kinds = tuple(dict.fromkeys(d.kind for d in data)) if data else (base.data.kind,)
+    ledger = open_ledger(args.ledger, kinds, answers=not columns)
     with executor_scope(args.workers, args.dask) as ex:
         options = SweepOptions(workers=args.workers, executor=ex, lockstep=not args.no_lockstep, desc="compare")
-        table, per_seed = compare(arms, args.seeds, base, RunCache(args.cache), data, options=options,
+        table, per_seed = compare(arms, args.seeds, base, store_of(args.cache, ledger), data, options=options,
                                   recompute=args.recompute, columns=columns)
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(table.to_string(index=False))
@@ -121,6 +126,7 @@ def add_compare_flags(p, arms: str, data: str = "toy", blindness: bool = False) 
     add_seeds(p)
     add_data_flags(p, data)
     add_sweep_flags(p)
+    add_ledger_flag(p)
     add_evaluate_flag(p, "peak")
     add_numerics_flag(p)
     p.add_argument("--no-probes", action="store_true",

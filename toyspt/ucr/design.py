@@ -31,10 +31,12 @@ every epoch).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Sequence
 
 from toyspt.analysis.basin import EARLY_EPOCHS
 from toyspt.runs.arms import arm_spec
+from toyspt.runs.ledger import StudyLedger
 from toyspt.runs.specs import RunSpec
 from toyspt.train.recipes import TrainConfig
 from toyspt.ucr.data import UCRData
@@ -47,6 +49,10 @@ CONTROLS = ("spt_norms", "spt_permuted", "scratch_matched")
 BASELINES = ("alibi", "fire", "rope")
 ARCHIVE_ARMS = ("scratch", "spt", "qk_transfer")
 EVERY_EPOCH = ("scratch", "spt", "scratch_matched")  # evaluated every epoch (peak held-out; parents)
+# the study's results ledger (docs/ledger.md): every entry of UCR data (its runs, their probes, the
+# init probes, the reference classifiers), relative to the repository root
+KINDS = ("ucr",)  # the data kinds of the study's entries (toyspt.ucr.kind)
+LEDGER = StudyLedger(Path("figures/ledger/ucr.jsonl"), kinds=KINDS)
 PRIMARY = "mean_test_last20"
 STUDY_METRICS = (PRIMARY, "test_at_min_val_loss", "final_test_acc", "peak_held_out")  # compared, primary first
 
@@ -160,7 +166,7 @@ def archive_specs(datasets: Sequence[UCRData], t: Tier) -> list[tuple[UCRData, s
             for d in datasets for a in ARCHIVE_ARMS for s in t.archive_seeds]
 
 
-__all__ = ["PHASES", "phase_of", "CONFIRMATORY_SEEDS",
+__all__ = ["KINDS", "LEDGER", "PHASES", "phase_of", "CONFIRMATORY_SEEDS",
            "POWER_ARMS", "DECOMPOSITION", "CONTROLS", "BASELINES", "ARCHIVE_ARMS", "EVERY_EPOCH", "PRIMARY",
            "STUDY_METRICS", "basin_trackers", "Tier", "TIERS", "tier", "arm_seeds", "paper_specs", "basin_specs",
            "archive_specs"]
