@@ -29,11 +29,24 @@ from toyspt.cli.flags import (
     split_unique,
 )
 
+# the modules above the data layer that register a kind of data (toyspt.data.source.register):
+# --data kind:NAME offers every kind they and toyspt.data register
+DATA_KINDS = ("toyspt.ucr.kind",)
+
+
+def kinds() -> dict:
+    """Every kind of data ``--data`` takes (:func:`toyspt.data.source.kinds`, :data:`DATA_KINDS` loaded first)."""
+    import importlib
+
+    from toyspt.data.source import kinds as registered
+
+    for module in DATA_KINDS:
+        importlib.import_module(module)
+    return registered()
+
 
 def add_data_flags(p, default: str = "toy") -> None:
-    """``--data`` and every registered kind's own flags (:func:`toyspt.data.source.kinds`)."""
-    from toyspt.data.source import kinds
-
+    """``--data`` and every registered kind's own flags (:func:`kinds`)."""
     known = kinds()
     usage = ", or ".join(k.usage or f"{k.kind}:NAME" for k in known.values())
     p.add_argument("--data", default=default, help=f"{usage} (default {default})")
@@ -45,8 +58,6 @@ def add_data_flags(p, default: str = "toy") -> None:
 def parse_data(text: str) -> tuple[str, list[str]]:
     """(kind, names) of ``--data``: ``toy`` -> ("toy", []), ``ucr:A,ucr:B`` -> ("ucr", ["A", "B"]);
     an unknown kind, or two kinds at once, refused by name."""
-    from toyspt.data.source import kinds
-
     items = split_unique(text.strip(), "--data", "data set")
     parts = [i.partition(":") for i in items]
     kind = parts[0][0]
@@ -66,7 +77,7 @@ def base_of(args):
     parses its names and flags, its model/training defaults under the ``--model.*``/``--train.*``
     flags; another kind's flags are refused."""
     from toyspt.cli.flags import CONFIGS, check_storable, make_config, numerics_of
-    from toyspt.data.source import kind_of, kinds
+    from toyspt.data.source import kind_of
     from toyspt.runs.specs import RunSpec
 
     kind, names = parse_data(args.data)
@@ -146,4 +157,5 @@ def register(sub) -> None:
     c.set_defaults(func=cmd_compare)
 
 
-__all__ = ["register", "cmd_compare", "add_compare_flags", "add_data_flags", "parse_data", "base_of"]
+__all__ = ["register", "cmd_compare", "add_compare_flags", "add_data_flags", "parse_data", "base_of", "kinds",
+           "DATA_KINDS"]
