@@ -116,7 +116,7 @@ def get_run(spec: Spec, store: Store | None = None, recompute: bool = False,
             progress: bool = False, weights: bool = False) -> Entry:
     """One run through the store (default: the run cache; its parent run first, if it has one;
     ``weights``: answered only by an entry with its weights, as a parent's must be)."""
-    store = store or RunCache()
+    store = store if store is not None else RunCache()  # (an empty ledger is falsy: it has a length)
     if recompute:
         for s in (spec, *spec.alternatives(), *spec.twins()):
             store.remove(s)
@@ -200,7 +200,7 @@ def sweep(specs: Sequence[Spec], store: Store | None = None, options: SweepOptio
     workers, executor, dask, lockstep, progress, desc, priority = (o.workers, o.executor, o.dask, o.lockstep,
                                                                     o.progress, o.desc, o.priority)
     _check_specs(specs)
-    store = store or RunCache()
+    store = store if store is not None else RunCache()  # (an empty ledger is falsy: it has a length)
     pl = plan if plan is not None else make_plan(specs, store, recompute)
     answer, done, todo = pl.answer, pl.done, pl.todo
     if watch is not None:
