@@ -20,7 +20,8 @@ source (``from_fields(d) -> (data, swap)``) and, for the command line, how ``--d
 names it, its flags and its model/training defaults. A kind registers itself (:func:`register`)
 in the module that defines it, in the layer that owns it, and is known once that module is
 imported: the toy tasks' by this package (``toyspt.data``), the UCR kind (``toyspt.ucr.kind``) by
-``toyspt compare``'s list of kinds (``toyspt.cli.compare.DATA_KINDS``).
+its package (``toyspt.ucr``: any UCR source or spec registers it), and ``toyspt compare`` loads
+those of the layers above that it offers (``toyspt.cli.compare.DATA_KINDS``).
 """
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ from toyspt.ucr import design
 from toyspt.ucr.archive import DEFAULT_RULE, RELATED_SETS, take, unit_of
 from toyspt.ucr.baselines import BASELINES, PROTOCOLS, BaselineSpec
 from toyspt.ucr.baselines import COLUMNS as BASELINE_COLUMNS
-from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available, load_ucr
+from toyspt.ucr.data import PAPER_DATASETS, UCRSource, load_ucr
 
 NAME = "archive_scan"
 TITLE = "SPT beyond the paper's sets: its gain per UCR set, and how much of it Q/K-only transfer keeps"
@@ -41,10 +41,10 @@ def specs(ctx):
     """``(group, source, arm, seed)``: the archive sets' runs (group "archive") and the paper
     sets' scratch, spt and qk_transfer (group "paper", the same runs as the other figures');
     ``("baselines", source)``: 1-NN DTW and ROCKET on each of those sets (not in quick mode)."""
-    t = ctx.real_tier
+    t = ctx.study.tier
     arch = [load_ucr(n) for n in take(DEFAULT_RULE, t.archive_sets)] if t.archive_sets else []
     out = {("archive", UCRSource.of(d), a, s.seed): s for d, a, s in design.archive_specs(arch, t)}
-    paper, _ = available(PAPER_DATASETS)
+    paper = list(ctx.study.datasets)
     out.update({("paper", UCRSource.of(d), a, s.seed): s
                 for d, a, s in design.paper_specs(paper, t, design.ARCHIVE_ARMS)})
     baselines = {} if ctx.quick else {("baselines", UCRSource.of(d)): BaselineSpec(UCRSource.of(d))
@@ -65,7 +65,7 @@ def baseline_frame(runs) -> pd.DataFrame:
 
 
 def draw(ctx, runs):
-    t = ctx.real_tier
+    t = ctx.study.tier
     base = baseline_frame(runs)
     runs = {label: r for label, r in runs.items() if label[0] != "baselines"}
     arch = label_frame(runs, group="archive")

@@ -27,11 +27,11 @@ from toyspt.figs import CONTRAST, HEADLINE, FigContext, load, render
 from toyspt.figs.metadata import Metadata, compute_by_figure, from_ledger, owners
 from toyspt.figs.schedule import Drawer, Schedule, clock
 from toyspt.runs import RunCache, RunSpec, sweep
-from toyspt.runs.ledger import Ledger, data_kind
+from toyspt.runs.ledger import Ledger
 from toyspt.runs.planning import make_plan
 from toyspt.runs.store import LayeredStore
 from toyspt.runs.sweeps import Stopped, SweepOptions
-from toyspt.ucr.design import KINDS, phase_of
+from toyspt.ucr.design import Study
 from toyspt.util import plots
 from toyspt.util.atomic import uninterrupted
 
@@ -92,12 +92,12 @@ def run_job(job: FigureJob) -> int:
     every = [s for label in drawing for s in planned[label].values()]
     ledger = job.ledger
     store = cache if ledger is None else LayeredStore((cache, ledger))  # entries recorded where the ledger covers them
-    # the real-data study's order: whole comparisons first (toyspt.ucr.design.phase_of), other runs as they come
+    # the real-data study's order: whole comparisons first (toyspt.ucr.design.Study.phase), other runs as they come
     phase: dict[str, int] = {}
     for label in drawing:
         for facts, s in planned[label].items():
-            if data_kind(s) in KINDS:
-                phase[s.key()] = min(phase.get(s.key(), 9), phase_of(facts if isinstance(facts, tuple) else (facts,)))
+            if (ph := Study.phase(s, facts)) is not None:
+                phase[s.key()] = min(phase.get(s.key(), 9), ph)
     with main_threads(1 if job.workers > 1 or job.dask else None):
         pl = make_plan(every, store, job.recompute)
         schedule = Schedule(planned, pl, job.workers, phase=phase)

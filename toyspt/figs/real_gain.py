@@ -26,10 +26,9 @@ from matplotlib.ticker import MaxNLocator
 
 from toyspt.analysis import gains
 from toyspt.analysis.basin import basin_accuracy
-from toyspt.analysis.rows import label_frame, probe_specs
+from toyspt.analysis.rows import label_frame
 from toyspt.analysis.seed_blocks import block_table
 from toyspt.ucr import design
-from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available
 from toyspt.util.plots import color
 
 NAME = "real_gain"
@@ -47,14 +46,11 @@ SHARE_LIMITS = (-1.0, 2.0)  # shares drawn within these; an interval beyond is d
 
 def specs(ctx):
     """``(source, arm, seed)``: every arm of the study on every available paper set."""
-    datasets, _ = available(PAPER_DATASETS)
-    runs = {(UCRSource.of(d), arm, s.seed): s for d, arm, s in design.paper_specs(datasets, ctx.real_tier, ARMS)}
-    return runs | probe_specs(runs)
+    return ctx.study.label_specs(ARMS)
 
 
 def draw(ctx, runs):
-    datasets, skipped = available(PAPER_DATASETS)
-    t = ctx.real_tier
+    datasets, skipped, t = ctx.study.datasets, ctx.study.skipped, ctx.study.tier
     default_seeds = design.tier("default").power_seeds
     runs_frame = label_frame(runs)
     compared = [a for a in ARMS if a != "scratch"]

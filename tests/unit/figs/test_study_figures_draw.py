@@ -54,9 +54,8 @@ def _draw_real_gain(monkeypatch, planted: list[dict]):
     src = {d: _Src(d) for d in sets}
     rows = {(src[r["dataset"]], r["arm"], r["seed"]): r for r in planted}
     _patch(monkeypatch, real_gain, rows)
-    monkeypatch.setattr(real_gain, "available", lambda names: ([SimpleNamespace(config=SimpleNamespace(name=d))
-                                                                 for d in sets], {}))
-    ctx = SimpleNamespace(real_tier=TIER, meta={})
+    ctx = SimpleNamespace(study=design.Study(TIER, tuple(SimpleNamespace(config=SimpleNamespace(name=d)) for d in sets),
+                                             {}), meta={})
     _, frames = real_gain.draw(ctx, rows)
     return ctx.meta, frames
 
@@ -106,7 +105,7 @@ def test_archive_scan_marks_related_sets_and_tests_across_units(monkeypatch):
                for p in ("train", "train+val")]
     runs |= {("baselines", src[d]): SimpleNamespace(rows=[r for r in planted if r["dataset"] == d])
              for d in arch_sets + paper_sets}
-    ctx = SimpleNamespace(real_tier=TIER, meta={})
+    ctx = SimpleNamespace(study=design.Study(TIER, (), {}), meta={})
     fig, out = archive_scan.draw(ctx, runs)
     assert out["archive_scan_baselines"].to_dict("records") == planted  # every set's baselines, as computed
     standing = fig.axes[2]
