@@ -42,13 +42,23 @@ def headline(ctx, runs) -> dict:
                share_proximity=sum(basin_of(p) == PROXIMITY for p in pis) / len(pis))
     for m in ("test_at_peak", "final_train_acc"):
         per_seed = {a: [r[m] for r in summ[a]] for a in HEADLINE_ARMS}
-        g = gain_and_share(per_seed, "qk_transfer")
         out[m] = dict(mean={a: sum(v) / len(seeds) for a, v in per_seed.items()},
                       per_seed_spt_minus_scratch=[a - b for a, b in zip(per_seed["spt"], per_seed["scratch"])],
-                      # gain -> spt_minus_scratch, gain_low -> spt_minus_scratch_low, share -> qk_share_of_gain, ...
-                      **{k.replace("gain", "spt_minus_scratch").replace("share", "qk_share_of_gain"): v
-                         for k, v in g.items()})
+                      **_gain_entry(gain_and_share(per_seed, "qk_transfer")))
     return out
+
+
+def _gain_entry(g: dict) -> dict:
+    """The headline's keys (the docs quote them): SPT's gain, the mean with its t interval
+    (``spt_minus_scratch``, ``_low``, ``_high``), the signed-rank test's p and Hodges-Lehmann
+    estimate (``_p``, ``_hl``), and Q/K-only's share of it (``qk_share_of_gain``, Fieller)."""
+    gain, share = g["gain"], g["share"]
+    if not isinstance(share, dict):  # one seed: the bare means
+        return dict(spt_minus_scratch=gain, qk_share_of_gain=share)
+    return dict(spt_minus_scratch=gain.t.estimate, spt_minus_scratch_low=gain.t.low, spt_minus_scratch_high=gain.t.high,
+                spt_minus_scratch_p=gain.rank.p, spt_minus_scratch_hl=gain.rank.estimate,
+                qk_share_of_gain=share["share"], qk_share_of_gain_low=share["ci_low"],
+                qk_share_of_gain_high=share["ci_high"], qk_share_of_gain_interval=share["interval"])
 
 
 def history_frame(ctx, runs, arms) -> pd.DataFrame:
