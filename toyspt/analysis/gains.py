@@ -52,6 +52,7 @@ T_COLUMNS = dict(estimate="mean_diff", low="ci_low", high="ci_high", p="p_t")  #
 RANK_COLUMNS = dict(estimate="hl", low="hl_low", high="hl_high", p="p_wilcoxon", method="wilcoxon_method")
 ARCHIVE_T = dict(estimate="gain", low="ci_low", high="ci_high")  # archive_table: the mean and its t interval
 ARCHIVE_RANK = dict(estimate="hl", low="hl_low", high="hl_high", p="p_wilcoxon")
+GAIN_T = dict(estimate="gain", low="gain_low", high="gain_high")  # gain_and_share: the mean and its t interval
 ALPHA = 0.05  # family-wise error rate of the Holm-adjusted verdicts
 CONFIRMATORY_ARM = "spt"  # the confirmatory comparison: spt vs scratch on the primary metric
 # Equivalence margin of the weight-group contrasts (TOST), stated before the study: a gain
@@ -71,15 +72,18 @@ def gain_and_share(per_seed: Mapping[str, Sequence[float]], arm: str, base: str 
                    spt: str = "spt") -> dict:
     """SPT's gain over ``base`` and ``arm``'s share of it, from one value per seed and arm
     (``per_seed``: {arm: values in seed order}, paired by position), as :func:`gain_table`
-    computes them: ``gain``, the differences spt - base as a :class:`toyspt.analysis.paired.Paired`
-    (``.t``: mean, 95% t interval, t p; ``.rank``: Hodges-Lehmann, its interval, signed-rank p),
-    and ``share``, :func:`toyspt.analysis.shares.share_of_gain` of ``arm`` (Fieller's 95%
-    interval). With fewer than 2 seeds: ``gain`` and ``share`` are the bare means' values."""
+    computes them, flat (``toyspt.theory``'s T5.3 reads these keys): ``gain``, ``gain_low``,
+    ``gain_high`` (the :class:`toyspt.analysis.paired.PairedTest` of the paired t test: estimate,
+    interval), ``gain_p`` and ``gain_hl`` (the signed-rank test's p and Hodges-Lehmann estimate),
+    and ``share``, ``share_low``, ``share_high``, ``share_interval`` (Fieller,
+    :func:`toyspt.analysis.shares.share_of_gain`). With fewer than 2 seeds: the means alone."""
     d_spt, d_arm = (np.subtract(per_seed[a], per_seed[base]) for a in (spt, arm))
     if len(d_spt) < 2:
         m_spt, m_arm = float(np.mean(d_spt)), float(np.mean(d_arm))
         return dict(gain=m_spt, share=m_arm / m_spt if m_spt else math.nan)
-    return dict(gain=paired(d_spt), share=share_of_gain(d_arm, d_spt))
+    p, sh = paired(d_spt), share_of_gain(d_arm, d_spt)
+    return dict(columns(p.t, GAIN_T), gain_p=p.rank.p, gain_hl=p.rank.estimate, share=sh["share"],
+                share_low=sh["ci_low"], share_high=sh["ci_high"], share_interval=sh["interval"])
 
 
 def columns(test: PairedTest, names: Mapping[str, str]) -> dict:
@@ -287,7 +291,8 @@ def saturation(frame: pd.DataFrame) -> pd.DataFrame:
                              median_epochs_at_peak=g.epochs_at_peak_val.median())).reset_index()
 
 
-__all__ = ["GAIN_COLUMNS", "ARCHIVE_COLUMNS", "T_COLUMNS", "RANK_COLUMNS", "ARCHIVE_T", "ARCHIVE_RANK", "ALPHA",
+__all__ = ["GAIN_COLUMNS", "ARCHIVE_COLUMNS", "T_COLUMNS", "RANK_COLUMNS", "ARCHIVE_T", "ARCHIVE_RANK", "GAIN_T",
+           "ALPHA",
            "CONFIRMATORY_ARM", "EQUIVALENCE_MARGIN", "diffs", "gain_and_share", "columns", "gain_table", "verdicts",
            "equivalences", "arm_family", "archive_table", "archive_counts", "across_sets", "pooled_gain",
            "saturation"]

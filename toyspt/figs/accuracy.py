@@ -49,16 +49,13 @@ def headline(ctx, runs) -> dict:
 
 
 def _gain_entry(g: dict) -> dict:
-    """The headline's keys (the docs quote them): SPT's gain, the mean with its t interval
-    (``spt_minus_scratch``, ``_low``, ``_high``), the signed-rank test's p and Hodges-Lehmann
-    estimate (``_p``, ``_hl``), and Q/K-only's share of it (``qk_share_of_gain``, Fieller)."""
-    gain, share = g["gain"], g["share"]
-    if not isinstance(share, dict):  # one seed: the bare means
-        return dict(spt_minus_scratch=gain, qk_share_of_gain=share)
-    return dict(spt_minus_scratch=gain.t.estimate, spt_minus_scratch_low=gain.t.low, spt_minus_scratch_high=gain.t.high,
-                spt_minus_scratch_p=gain.rank.p, spt_minus_scratch_hl=gain.rank.estimate,
-                qk_share_of_gain=share["share"], qk_share_of_gain_low=share["ci_low"],
-                qk_share_of_gain_high=share["ci_high"], qk_share_of_gain_interval=share["interval"])
+    """The headline's keys (the docs quote them) from :func:`toyspt.analysis.gains.gain_and_share`:
+    SPT's gain over scratch as ``spt_minus_scratch*``, Q/K-only's share as ``qk_share_of_gain*``."""
+    names = dict(gain="spt_minus_scratch", gain_low="spt_minus_scratch_low", gain_high="spt_minus_scratch_high",
+                 gain_p="spt_minus_scratch_p", gain_hl="spt_minus_scratch_hl", share="qk_share_of_gain",
+                 share_low="qk_share_of_gain_low", share_high="qk_share_of_gain_high",
+                 share_interval="qk_share_of_gain_interval")
+    return {names[k]: v for k, v in g.items()}
 
 
 def history_frame(ctx, runs, arms) -> pd.DataFrame:

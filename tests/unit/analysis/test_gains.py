@@ -218,9 +218,9 @@ def test_the_toy_headline_gain_and_share_are_the_gain_tables():
     h = gains.gain_and_share(per_seed, "qk_transfer")
     g = gains.gain_table(f, ["spt", "qk_transfer"], [PRIMARY], PRIMARY).set_index("arm")
     spt, qk = g.loc["spt"], g.loc["qk_transfer"]
-    assert gains.columns(h["gain"].t, gains.T_COLUMNS) == {c: spt[c] for c in gains.T_COLUMNS.values()}
-    assert gains.columns(h["gain"].rank, gains.RANK_COLUMNS) == {c: spt[c] for c in gains.RANK_COLUMNS.values()}
-    assert (h["share"]["share"], h["share"]["ci_low"], h["share"]["ci_high"]) == (qk.share, qk.share_low, qk.share_high)
+    assert (h["gain"], h["gain_low"], h["gain_high"]) == (spt.mean_diff, spt.ci_low, spt.ci_high)
+    assert (h["gain_p"], h["gain_hl"]) == (spt.p_wilcoxon, spt.hl)
+    assert (h["share"], h["share_low"], h["share_high"]) == (qk.share, qk.share_low, qk.share_high)
     one = gains.gain_and_share({a: v[:1] for a, v in per_seed.items()}, "qk_transfer")
     assert set(one) == {"gain", "share"}  # one seed: the means, no interval
 
