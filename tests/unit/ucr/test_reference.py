@@ -12,12 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toyspt.runs.ledger import Ledger, data_kind
+from toyspt.runs import RunCache, sweep
+from toyspt.runs.ledger import data_kind
 from toyspt.runs.specs import Table
+from toyspt.runs.store import LayeredStore
+from toyspt.ucr import design
 from toyspt.ucr import reference as bl
 from toyspt.ucr.data import UCRConfig, UCRSource, available, load_ucr, ucr_source
 
-LEDGER = Path(__file__).resolve().parents[3] / "figures/ledger/ucr.jsonl"
+COMMITTED = Path(__file__).resolve().parents[3] / "figures/ledger/ucr.jsonl"
 
 # Tests that run the library: skipped without it, and slow (run with `pytest -m slow`): importing
 # pyts compiles its numba kernels, about a minute of CPU per process before any series is read,
@@ -120,8 +123,8 @@ def test_spec_table_layout_with_a_fake_classifier(tmp_path, monkeypatch):
     # the results ledger records it and gives the same table back, with no library installed
     spec, path = bl.ReferenceSpec(src, "1nn_dtw"), tmp_path / "ledger.jsonl"
     table = spec.execute()
-    assert Ledger(path, warn=pytest.fail).add(spec, table)
-    again = Ledger(path, warn=pytest.fail).answer(spec)
+    assert design.LEDGER.open(path, warn=pytest.fail).add(spec, table)
+    again = design.LEDGER.open(path, warn=pytest.fail).load(spec)
     assert again.rows == table.rows and again.details == table.details
 
 
@@ -156,7 +159,7 @@ def _combined_record(tmp_path, src, spec):
     whole = Table(rows, dict(library=bl.LIBRARY, version=bl.PINNED, dtw_window=bl.DTW_WINDOW,
                              n_kernels=bl.N_KERNELS), seconds=9.0)
     path = tmp_path / "ledger.jsonl"
-    Ledger(path, warn=pytest.fail).add(spec, whole)
+    design.LEDGER.open(path, warn=pytest.fail).add(spec, whole)
     return path, rows
 
 
@@ -164,36 +167,49 @@ def test_a_combined_record_answers_each_classifier_with_its_rows(tmp_path):
     src = ucr_source(_write_toy(tmp_path))
     combined = bl.CombinedRecord(src, "rocket")
     path, rows = _combined_record(tmp_path, src, combined)
-    led = Ledger(path, warn=pytest.fail)
+    led = design.LEDGER.open(path, warn=pytest.fail)
     for c in bl.COMBINED:
         spec = bl.ReferenceSpec(src, c)
-        got = led.answer(spec)
+        got = led.load(spec)
         assert got.rows == [r for r in rows if r["baseline"] == c]  # the record's own numbers, this classifier's
         assert got.details == bl.details(c, bl.PINNED)  # as a fresh entry of the classifier gives them
         assert got.seconds == sum(r["seconds"] for r in got.rows)
         assert not led.add(spec, got)  # read from a record: not recorded again under the new key
-    assert len(Ledger(path).lines()) == 1
+    assert len(design.LEDGER.open(path).lines()) == 1
     with pytest.raises(ValueError, match="only read"):
         combined.execute()
+
+
+def test_a_sweep_through_cache_and_ledger_reads_the_combined_record(tmp_path, monkeypatch):
+    """Planning and the sweep find the combined record through the per-classifier specs'
+    alternatives: nothing is computed, and the ledger gains no line (the rows read from a record
+    are not recorded again under the new keys)."""
+    src = ucr_source(_write_toy(tmp_path))
+    path, rows = _combined_record(tmp_path, src, bl.CombinedRecord(src, "1nn_dtw"))
+    before = path.read_bytes()
+    monkeypatch.setattr(bl, "make_classifier", lambda *a, **k: pytest.fail("computed instead of read"))
+    store = LayeredStore([RunCache(tmp_path / "cache"), design.LEDGER.open(path, warn=pytest.fail)])
+    got = sweep([bl.ReferenceSpec(src, c) for c in bl.COMBINED], store)
+    assert [r for t in got for r in t.rows] == rows and path.read_bytes() == before
 
 
 def test_the_committed_combined_records_answer_the_per_classifier_specs():
     """Each of the committed ledger's records of both classifiers (kind ``ucr_baselines``) answers
     the per-classifier specs of its set with its own numbers, row for row."""
-    records = [r for r in map(json.loads, LEDGER.read_text().splitlines()) if r["kind"] == "ucr_baselines"]
+    records = [r for r in map(json.loads, COMMITTED.read_text().splitlines()) if r["kind"] == "ucr_baselines"]
     assert len(records) == 16
     found, skipped = available([r["spec"]["dataset"] for r in records])
     if skipped:
         pytest.skip(f"needs the ucr-all extra: {sorted(skipped)}")
-    led, by_set = Ledger(LEDGER, warn=pytest.fail), {d.config.name: UCRSource.of(d) for d in found}
+    led, by_set = design.LEDGER.open(COMMITTED, warn=pytest.fail), {d.config.name: UCRSource.of(d) for d in found}
     for rec in records:
         src = by_set[rec["spec"]["dataset"]]
-        whole = led.answer(_Whole(src, "rocket", seed=rec["spec"]["seed"]))  # the record as one table
+        whole = led.load(_Whole(src, "rocket", seed=rec["spec"]["seed"]))  # the record as one table
         assert _Whole(src, "rocket").key() == rec["key"]  # the old key, computed as it always was
         assert [(r["baseline"], r["protocol"]) for r in whole.rows] == [(c, p) for c in bl.COMBINED
                                                                         for p in bl.PROTOCOLS]
         for c in bl.COMBINED:
-            got = led.answer(bl.ReferenceSpec(src, c, seed=rec["spec"]["seed"]))
+            got = led.load(bl.ReferenceSpec(src, c, seed=rec["spec"]["seed"]))
             assert got is not None and len(got.rows) == len(bl.PROTOCOLS), (src.name, c)
             assert json.dumps(got.rows) == json.dumps([r for r in whole.rows if r["baseline"] == c])
 
@@ -213,10 +229,10 @@ def test_a_classifier_computed_alone_gives_the_combined_records_numbers():
     if skipped:
         pytest.skip(f"needs the ucr-all extra: {skipped}")
     src = UCRSource.of(found[0])
-    led = Ledger(LEDGER, warn=pytest.fail)
+    led = design.LEDGER.open(COMMITTED, warn=pytest.fail)
     for c in bl.COMBINED:
         spec = bl.ReferenceSpec(src, c)
-        fresh, recorded = spec.execute(), led.answer(spec)
+        fresh, recorded = spec.execute(), led.load(spec)
         strip = lambda rows: [{k: v for k, v in r.items() if k != "seconds"} for r in rows]  # noqa: E731
         assert strip(fresh.rows) == strip(recorded.rows) and fresh.details == recorded.details
 
