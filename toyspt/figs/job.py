@@ -15,6 +15,7 @@ with a reference folder's (:mod:`toyspt.figs.check`).
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,7 +95,8 @@ def run_job(job: FigureJob) -> int:
     for label in drawing:
         for facts, s in planned[label].items():
             if data_kind(s) == "ucr":
-                phase[s.key()] = min(phase.get(s.key(), 9), phase_of(facts if isinstance(facts, tuple) else (facts,)))
+                ph = phase_of(facts if isinstance(facts, tuple) else (facts,))
+                phase[s.key()] = min(phase.get(s.key(), math.inf), ph)
     with main_threads(1 if job.workers > 1 or job.dask else None):
         pl = make_plan(every, cache, job.recompute, ledger)
         schedule = Schedule(planned, pl, job.workers, phase=phase)

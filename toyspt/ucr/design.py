@@ -16,7 +16,13 @@ Arms (recipes of :mod:`toyspt.train.recipes`, aliases of :mod:`toyspt.runs.arms`
   :attr:`Tier.baseline_seeds`;
 * beyond the paper's sets: ``scratch``, ``spt``, ``qk_transfer`` at :attr:`Tier.archive_seeds` on
   the first :attr:`Tier.archive_sets` sets the archive rule admits, in its stated order
-  (:mod:`toyspt.ucr.archive`).
+  (:mod:`toyspt.ucr.archive`);
+* resampled splits: ``scratch`` and ``spt`` on the paper's sets at each of :attr:`Tier.resamples`
+  (stratified resamples of the pooled train+test series, class counts kept:
+  :mod:`toyspt.ucr.resample`; 0 is the archive's split), one seed per resample,
+  :func:`resample_seed` (1000 + r: none of the one-split study's seeds 0-39, so no resample's
+  runs share an initialisation or data order with a one-split run), test measured as the
+  ``peak`` policy says (the summaries, the primary metric among them, are those of ``all``).
 
 Metrics the study compares (:data:`STUDY_METRICS`, columns of :func:`toyspt.analysis.rows.label_row`):
 the **primary** metric, chosen before any run of the study was looked at, is ``mean_test_last20``,
@@ -37,7 +43,7 @@ from toyspt.analysis.basin import EARLY_EPOCHS
 from toyspt.runs.arms import arm_spec
 from toyspt.runs.specs import RunSpec
 from toyspt.train.recipes import TrainConfig
-from toyspt.ucr.data import UCRData
+from toyspt.ucr.data import UCRData, UCRSource, load_ucr
 from toyspt.ucr.runs import ucr_spec, ucr_train_config
 
 POWER_ARMS = ("scratch", "spt")
@@ -65,6 +71,7 @@ class Tier:
     archive_sets: int  # how many admitted archive sets, in the archive rule's order
     train: TrainConfig  # epochs, SPT epochs, batch size
     numerics: str = "eager"  # eager | compiled (toyspt.train.compiled)
+    resamples: tuple[int, ...] = ()  # scratch and spt on the paper's sets at these resampled splits
 
 
 SEEDS_5, SEEDS_10, SEEDS_40 = tuple(range(5)), tuple(range(10)), tuple(range(40))
@@ -74,8 +81,10 @@ TIERS = {
     # before the study: scratch, spt and qk_transfer at 5 seeds (the baselines only at the study's 10)
     "default": Tier("default", SEEDS_5, SEEDS_5, (), (), SEEDS_10, (), 0, ucr_train_config()),
     # python paper_figs.py --tier study: the powered study (adds the real_gain and archive_scan figures)
-    "study": Tier("study", SEEDS_40, SEEDS_10, SEEDS_10, SEEDS_10, SEEDS_10, SEEDS_10, 12, ucr_train_config()),
+    "study": Tier("study", SEEDS_40, SEEDS_10, SEEDS_10, SEEDS_10, SEEDS_10, SEEDS_10, 12, ucr_train_config(),
+                  resamples=tuple(range(20))),
 }
+RESAMPLE_SEED_BASE = 1000  # resample r trains at seed 1000 + r: apart from every seed of the one-split study
 QUICK_TRAIN = TrainConfig(epochs=5, pre_epochs=3, batch_size=8)  # smoke test only
 
 
@@ -91,17 +100,21 @@ def tier(name: str, quick: bool = False, seeds: Sequence[int] = (0, 1), numerics
     return replace(t, power_seeds=s, qk_seeds=s, arm_seeds=s if t.arm_seeds else (),
                    baseline_seeds=s if t.baseline_seeds else (),
                    basin_seeds=s, archive_seeds=s if t.archive_sets else (), archive_sets=min(t.archive_sets, 2),
-                   train=QUICK_TRAIN)
+                   train=QUICK_TRAIN, resamples=(0, 1) if t.resamples else ())
 
 
-PHASES = ("power", "decomposition", "baselines", "archive")  # the study's order: whole comparisons first
+PHASES = ("power", "decomposition", "baselines", "archive", "resamples")  # the study's order
 
 
 def phase_of(facts: tuple) -> int:
     """Which phase of :data:`PHASES` an entry of the study belongs to, from its label's facts
     (``(source, arm, seed)``, ``("archive", source, arm, seed)``, ``("basin", source, seed)``,
-    ...): scratch, spt and what they read (basin runs, probes) first, then the decomposition and
-    controls (with ``qk_transfer``), then the baselines, then the archive scan."""
+    ``("resample", r, source, arm)``, ...): scratch, spt and what they read (basin runs, probes)
+    first, then the decomposition and controls (with ``qk_transfer``), then the baselines, then
+    the archive scan, then the resampled splits, one resample after another (phase 4 + r: a
+    budget that stops early leaves whole resamples, every set's pair)."""
+    if facts and facts[0] == "resample":
+        return len(PHASES) - 1 + int(facts[1])
     words = {x for x in facts if isinstance(x, str)}
     if "archive" in words:
         return 3
@@ -160,7 +173,25 @@ def archive_specs(datasets: Sequence[UCRData], t: Tier) -> list[tuple[UCRData, s
             for d in datasets for a in ARCHIVE_ARMS for s in t.archive_seeds]
 
 
-__all__ = ["PHASES", "phase_of", "CONFIRMATORY_SEEDS",
+def resample_seed(resample: int) -> int:
+    """The seed of the runs on resampled split ``resample`` (:data:`RESAMPLE_SEED_BASE` + r)."""
+    return RESAMPLE_SEED_BASE + resample
+
+
+def resample_specs(datasets: Sequence[UCRData], t: Tier) -> list[tuple[UCRData, str, int, RunSpec]]:
+    """(data set on the archive's split, arm, resample, spec): scratch and spt on every set at
+    every resample of the tier, resample by resample, at :func:`resample_seed`."""
+    out = []
+    for r in t.resamples:
+        for d in datasets:
+            src = UCRSource.of(d) if r == 0 else UCRSource.of(load_ucr(replace(d.config, resample=r)))
+            base = ucr_spec("scratch", src, seed=resample_seed(r), train=t.train, evaluate="peak",
+                            numerics=t.numerics)
+            out += [(d, a, r, arm_spec(a, base)) for a in POWER_ARMS]
+    return out
+
+
+__all__ = ["PHASES", "RESAMPLE_SEED_BASE", "resample_seed", "resample_specs", "phase_of", "CONFIRMATORY_SEEDS",
            "POWER_ARMS", "DECOMPOSITION", "CONTROLS", "BASELINES", "ARCHIVE_ARMS", "EVERY_EPOCH", "PRIMARY",
            "STUDY_METRICS", "basin_trackers", "Tier", "TIERS", "tier", "arm_seeds", "paper_specs", "basin_specs",
            "archive_specs"]
