@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from toyspt.analysis.rows import label_frame
+from toyspt.analysis.rows import ROW_COLUMNS, label_row
 from toyspt.analysis.stats import holm, paired
 from toyspt.ucr import design
 from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available
@@ -51,6 +51,16 @@ def specs(ctx):
     out.update({(ONE_SPLIT, UCRSource.of(d), a, s.seed): s
                 for d, a, s in design.paper_specs(datasets, t, design.POWER_ARMS)})
     return out
+
+
+NOT_PROBED = {"final": np.nan, "pretrained": np.nan}  # these runs' proximity indices are not probed
+
+
+def _frame(runs: dict) -> pd.DataFrame:
+    """One label row per run of ``{(source, arm, seed): result}`` (no proximity probes: the
+    figure reads accuracies only)."""
+    rows = [label_row(src, arm, seed, res, NOT_PROBED) for (src, arm, seed), res in runs.items()]
+    return pd.DataFrame(rows, columns=ROW_COLUMNS)
 
 
 def _gains(frame: pd.DataFrame, by: str) -> dict[str, dict]:
@@ -84,9 +94,9 @@ def gain_table(resampled: pd.DataFrame, one_split: pd.DataFrame) -> pd.DataFrame
 
 def draw(ctx, runs):
     t = ctx.real_tier
-    resampled = label_frame({k[2:]: v for k, v in runs.items() if k[0] == RESAMPLE})
+    resampled = _frame({k[2:]: v for k, v in runs.items() if k[0] == RESAMPLE})
     resampled.insert(3, "resample", resampled.seed - design.RESAMPLE_SEED_BASE)
-    one_split = label_frame({k[1:]: v for k, v in runs.items() if k[0] == ONE_SPLIT})
+    one_split = _frame({k[1:]: v for k, v in runs.items() if k[0] == ONE_SPLIT})
     table = gain_table(resampled, one_split)
     ctx.meta[NAME] = dict(tier=t.name, primary=design.PRIMARY, test=TEST, resamples=list(t.resamples),
                           seed_of_resample=f"{design.RESAMPLE_SEED_BASE} + r", one_split_seeds=len(t.power_seeds),

@@ -12,7 +12,9 @@ of :mod:`toyspt.runs.records`: per-epoch curves, summary, tracker records the fi
 ``states`` (the weights the entry had), ``norms`` (per state and tensor, Frobenius norm),
 ``seconds`` (wall seconds of its computation), ``cpu`` (the host's CPU model), ``cpu_capability``
 (the vector kernels torch dispatches to: AVX512 and AVX2 hosts of one CPU model name round
-differently, so a run reproduces bit for bit only on its capability), ``torch``.
+differently, so a run reproduces bit for bit only on its capability), ``kernels`` (every setting
+that decides the kernels: torch's capability, oneDNN's ISA, threads; :mod:`toyspt.runs.kernels`;
+``toyspt ledger verify`` dispatches them again), ``torch``.
 
 Figures and statistics are drawn from it alone: a spec asked for by a figure is answered by its
 record when the cache has no entry (:meth:`Ledger.answer`; the entry then has no weights, and
@@ -38,6 +40,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 
+from toyspt.runs.kernels import settings as kernel_settings
 from toyspt.runs.records import decode, exact_encode
 from toyspt.runs.specs import Entry, RunSpec, Spec
 from toyspt.util.hashing import digest, jsonable
@@ -209,8 +212,8 @@ class Ledger:
                     parent=parent.key() if parent is not None else None, tier=self.tier,
                     entry=exact_encode(_recorded(entry)), states=list(tensors), norms=norms(tensors),
                     seconds=getattr(entry, "seconds", None), cpu=cpu_model(),
-                    cpu_capability=torch.backends.cpu.get_cpu_capability(), torch=torch.__version__,
-                    written=stamp())
+                    cpu_capability=torch.backends.cpu.get_cpu_capability(), kernels=kernel_settings(),
+                    torch=torch.__version__, written=stamp())
 
     def add(self, spec: Spec, entry: Entry) -> bool:
         """Append ``spec``'s entry unless its key is recorded already (True: appended). An entry
@@ -234,7 +237,7 @@ class Ledger:
 
 
 FIELD_TYPES = dict(seconds=(int, float, type(None)), cpu=(str, type(None)), cpu_capability=(str, type(None)),
-                   parent=(str, type(None)), tier=str, norms=dict, torch=str, written=str)  # optional fields
+                   kernels=dict, parent=(str, type(None)), tier=str, norms=dict, torch=str, written=str)  # optional fields
 
 
 def _check(rec: Any) -> str | None:
