@@ -17,6 +17,9 @@ Arms (recipes of :mod:`toyspt.train.recipes`, aliases of :mod:`toyspt.runs.arms`
 * beyond the paper's sets: ``scratch``, ``spt``, ``qk_transfer`` at :attr:`Tier.archive_seeds` on
   the first :attr:`Tier.archive_sets` sets the archive rule admits, in its stated order
   (:mod:`toyspt.ucr.archive`);
+* the archive's excluded small sets (:func:`toyspt.ucr.archive.small_sets`: refused only for a
+  class with fewer than 5 training series): ``scratch`` and ``spt`` at :attr:`Tier.archive_seeds`
+  where :attr:`Tier.small_sets` (:func:`small_specs`), a descriptive stratum beside the scan;
 * resampled splits: ``scratch`` and ``spt`` on the paper's sets at each of :attr:`Tier.resamples`
   (stratified resamples of the pooled train+test series, class counts kept:
   :mod:`toyspt.ucr.resample`; 0 is the archive's split), one seed per resample,
@@ -72,6 +75,7 @@ class Tier:
     train: TrainConfig  # epochs, SPT epochs, batch size
     numerics: str = "eager"  # eager | compiled (toyspt.train.compiled)
     resamples: tuple[int, ...] = ()  # scratch and spt on the paper's sets at these resampled splits
+    small_sets: bool = False  # scratch and spt on the archive's excluded small sets at archive_seeds
 
 
 SEEDS_5, SEEDS_10, SEEDS_40 = tuple(range(5)), tuple(range(10)), tuple(range(40))
@@ -82,7 +86,7 @@ TIERS = {
     "default": Tier("default", SEEDS_5, SEEDS_5, (), (), SEEDS_10, (), 0, ucr_train_config()),
     # python paper_figs.py --tier study: the powered study (adds the real_gain and archive_scan figures)
     "study": Tier("study", SEEDS_40, SEEDS_10, SEEDS_10, SEEDS_10, SEEDS_10, SEEDS_10, 12, ucr_train_config(),
-                  resamples=tuple(range(20))),
+                  resamples=tuple(range(20)), small_sets=True),
 }
 RESAMPLE_SEED_BASE = 1000  # resample r trains at seed 1000 + r: apart from every seed of the one-split study
 QUICK_TRAIN = TrainConfig(epochs=5, pre_epochs=3, batch_size=8)  # smoke test only
@@ -103,18 +107,21 @@ def tier(name: str, quick: bool = False, seeds: Sequence[int] = (0, 1), numerics
                    train=QUICK_TRAIN, resamples=(0, 1) if t.resamples else ())
 
 
-PHASES = ("power", "decomposition", "baselines", "archive", "resamples")  # the study's order
+PHASES = ("power", "decomposition", "baselines", "archive", "small_sets", "resamples")  # the study's order
 
 
 def phase_of(facts: tuple) -> int:
     """Which phase of :data:`PHASES` an entry of the study belongs to, from its label's facts
     (``(source, arm, seed)``, ``("archive", source, arm, seed)``, ``("basin", source, seed)``,
-    ``("resample", r, source, arm)``, ...): scratch, spt and what they read (basin runs, probes)
-    first, then the decomposition and controls (with ``qk_transfer``), then the baselines, then
-    the archive scan, then the resampled splits, one resample after another (phase 4 + r: a
-    budget that stops early leaves whole resamples, every set's pair)."""
+    ``("small", source, arm, seed)``, ``("resample", r, source, arm, seed)``, ...): scratch, spt
+    and what they read (basin runs, probes) first, then the decomposition and controls (with
+    ``qk_transfer``), then the baselines, then the archive scan, then its excluded small sets,
+    then the resampled splits, one resample after another (phase 5 + r: a budget that stops
+    early leaves whole resamples, every set's pair)."""
     if facts and facts[0] == "resample":
         return len(PHASES) - 1 + int(facts[1])
+    if facts and facts[0] == "small":
+        return PHASES.index("small_sets")
     words = {x for x in facts if isinstance(x, str)}
     if "archive" in words:
         return 3
@@ -173,6 +180,17 @@ def archive_specs(datasets: Sequence[UCRData], t: Tier) -> list[tuple[UCRData, s
             for d in datasets for a in ARCHIVE_ARMS for s in t.archive_seeds]
 
 
+def small_specs(datasets: Sequence[UCRData], t: Tier) -> list[tuple[UCRData, str, RunSpec]]:
+    """(data set, arm, spec) of the archive's excluded small sets (pass
+    ``load_ucr`` of :func:`toyspt.ucr.archive.small_sets`): scratch and spt at the archive
+    scan's seeds, evaluated as the scan's runs are (``peak``); none where the tier has no
+    small-set stratum. Labels ``("small", source, arm, seed)`` put them in their phase."""
+    if not t.small_sets:
+        return []
+    return [(d, a, arm_spec(a, ucr_spec("scratch", d, seed=s, train=t.train, evaluate="peak", numerics=t.numerics)))
+            for d in datasets for a in POWER_ARMS for s in t.archive_seeds]
+
+
 def resample_seed(resample: int) -> int:
     """The seed of the runs on resampled split ``resample`` (:data:`RESAMPLE_SEED_BASE` + r)."""
     return RESAMPLE_SEED_BASE + resample
@@ -191,7 +209,7 @@ def resample_specs(datasets: Sequence[UCRData], t: Tier) -> list[tuple[UCRData, 
     return out
 
 
-__all__ = ["PHASES", "RESAMPLE_SEED_BASE", "resample_seed", "resample_specs", "phase_of", "CONFIRMATORY_SEEDS",
+__all__ = ["PHASES", "RESAMPLE_SEED_BASE", "resample_seed", "resample_specs", "small_specs", "phase_of", "CONFIRMATORY_SEEDS",
            "POWER_ARMS", "DECOMPOSITION", "CONTROLS", "BASELINES", "ARCHIVE_ARMS", "EVERY_EPOCH", "PRIMARY",
            "STUDY_METRICS", "basin_trackers", "Tier", "TIERS", "tier", "arm_seeds", "paper_specs", "basin_specs",
            "archive_specs"]

@@ -83,3 +83,16 @@ def test_resampled_runs_come_after_the_study_one_resample_at_a_time():
     phases = [design.phase_of(("resample", r, "src", "spt", 1000 + r)) for r in range(20)]
     assert phases == sorted(phases) and len(set(phases)) == 20
     assert phases[0] > design.phase_of(("archive", "src", "spt", 3)) > design.phase_of(("src", "spt", 3))
+
+
+def test_small_set_runs_are_scratch_and_spt_at_the_archive_seeds_in_their_own_phase():
+    t = design.TIERS["study"]
+    assert t.small_sets and not design.TIERS["default"].small_sets
+    assert design.small_specs([object()], design.TIERS["default"]) == []
+    order = [design.phase_of(f) for f in (("archive", "s", "spt", 0), ("small", "s", "spt", 0),
+                                          ("resample", 0, "s", "spt", 1000))]
+    assert order == sorted(order) and len(set(order)) == 3
+    if is_available("GunPoint", location="package"):
+        got = design.small_specs([load_ucr("GunPoint")], t)
+        assert [(a, s.seed) for _, a, s in got] == [(a, s) for a in design.POWER_ARMS for s in t.archive_seeds]
+        assert all(s.evaluate == "peak" for _, _, s in got)
