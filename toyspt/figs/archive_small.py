@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from toyspt.analysis.rows import ROW_COLUMNS, label_row
-from toyspt.analysis.stats import paired
+from toyspt.analysis.paired import paired
 from toyspt.ucr import design
 from toyspt.ucr.archive import small_sets
 from toyspt.ucr.data import UCRSource, load_ucr
@@ -38,7 +38,7 @@ def sets(quick: bool) -> list[str]:
 def specs(ctx):
     """``("small", source, arm, seed)``: scratch and spt on each small set at the scan's seeds."""
     data = [load_ucr(n) for n in sets(ctx.quick)]
-    return {("small", UCRSource.of(d), a, s.seed): s for d, a, s in design.small_specs(data, ctx.real_tier)}
+    return {("small", UCRSource.of(d), a, s.seed): s for d, a, s in design.small_specs(data, ctx.study.tier)}
 
 
 def table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -48,10 +48,10 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
     for name, g in frame.groupby("dataset", sort=False):
         w = g.pivot_table(index="seed", columns="arm", values=design.PRIMARY, aggfunc="first")
         r = paired((w["spt"] - w["scratch"]).to_numpy())
-        rows.append(dict(dataset=name, n_seeds=r["n"], min_class=int(g.min_class.iloc[0]),
+        rows.append(dict(dataset=name, n_seeds=r.n, min_class=int(g.min_class.iloc[0]),
                          classes=int(g.classes.iloc[0]), train=int(g.train.iloc[0]), scratch=w["scratch"].mean(),
-                         spt=w["spt"].mean(), mean_diff=r["mean_diff"], ci_low=r["ci_low"], ci_high=r["ci_high"],
-                         p=r["t_p"], test="paired t (descriptive)"))
+                         spt=w["spt"].mean(), mean_diff=r.t.estimate, ci_low=r.t.low, ci_high=r.t.high,
+                         p=r.t.p, test="paired t (descriptive)"))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -64,7 +64,7 @@ def draw(ctx, runs):
                          classes=d.n_classes, train=int(counts.sum())))
     frame = pd.DataFrame(rows, columns=[*ROW_COLUMNS, "min_class", "classes", "train"])
     t = table(frame)
-    ctx.meta[NAME] = dict(tier=ctx.real_tier.name, primary=design.PRIMARY, seeds=list(ctx.real_tier.archive_seeds),
+    ctx.meta[NAME] = dict(tier=ctx.study.tier.name, primary=design.PRIMARY, seeds=list(ctx.study.tier.archive_seeds),
                           descriptive=True, sets=t.to_dict("records"))
     fig, ax = plt.subplots(figsize=(7, 1.4 + 0.8 * max(1, len(t))))
     y = np.arange(len(t))[::-1]

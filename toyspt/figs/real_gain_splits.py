@@ -26,9 +26,10 @@ import numpy as np
 import pandas as pd
 
 from toyspt.analysis.rows import ROW_COLUMNS, label_row
-from toyspt.analysis.stats import holm, paired
+from toyspt.analysis.multiplicity import holm
+from toyspt.analysis.paired import paired
 from toyspt.ucr import design
-from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available
+from toyspt.ucr.data import UCRSource
 from toyspt.util.plots import color
 
 NAME = "real_gain_splits"
@@ -45,8 +46,8 @@ RESAMPLE = "resample"  # label group of the resampled runs: (RESAMPLE, r, source
 def specs(ctx):
     """``("resample", r, source, arm, seed)``: scratch and spt on every resample;
     ``("one_split", source, arm, seed)``: the study's power runs on the archive's split."""
-    t = ctx.real_tier
-    datasets, _ = available(PAPER_DATASETS)
+    t = ctx.study.tier
+    datasets = list(ctx.study.datasets)
     out = {(RESAMPLE, r, s.data, a, s.seed): s for d, a, r, s in design.resample_specs(datasets, t)}
     out.update({(ONE_SPLIT, UCRSource.of(d), a, s.seed): s
                 for d, a, s in design.paper_specs(datasets, t, design.POWER_ARMS)})
@@ -63,8 +64,8 @@ def _frame(runs: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=ROW_COLUMNS)
 
 
-def _gains(frame: pd.DataFrame, by: str) -> dict[str, dict]:
-    """{set: :func:`toyspt.analysis.stats.paired` of spt - scratch on the primary metric, paired by ``by``}."""
+def _gains(frame: pd.DataFrame, by: str) -> dict:
+    """{set: :func:`toyspt.analysis.paired.paired` of spt - scratch on the primary metric, paired by ``by``}."""
     out = {}
     for name, g in frame.groupby("dataset", sort=False):
         w = g.pivot_table(index=by, columns="arm", values=design.PRIMARY, aggfunc="first")
@@ -78,22 +79,22 @@ def gain_table(resampled: pd.DataFrame, one_split: pd.DataFrame) -> pd.DataFrame
     the one split (paired by seed), each test Holm-adjusted over the sets."""
     rs, one = _gains(resampled, "resample"), _gains(one_split, "seed")
     names = list(rs)
-    p_t, p_w = holm(np.array([rs[n]["t_p"] for n in names])), holm(np.array([rs[n]["wilcoxon_p"] for n in names]))
-    p_one = holm(np.array([one[n]["t_p"] if n in one else np.nan for n in names]))
+    p_t, p_w = holm(np.array([rs[n].t.p for n in names])), holm(np.array([rs[n].rank.p for n in names]))
+    p_one = holm(np.array([one[n].t.p if n in one else np.nan for n in names]))
     rows = []
     for i, n in enumerate(names):
-        r, o = rs[n], one.get(n, {})
-        rows.append(dict(dataset=n, n_splits=r["n"], mean_diff=r["mean_diff"], ci_low=r["ci_low"],
-                         ci_high=r["ci_high"], p_holm=p_t[i], test=TEST, sd_diff=r["sd_diff"], p=r["t_p"],
-                         hl=r["hl"], hl_low=r["hl_low"], hl_high=r["hl_high"], p_signed_rank_holm=p_w[i],
-                         one_split_n_seeds=o.get("n", 0), one_split_mean_diff=o.get("mean_diff", np.nan),
-                         one_split_ci_low=o.get("ci_low", np.nan), one_split_ci_high=o.get("ci_high", np.nan),
+        r, o = rs[n], one.get(n)
+        rows.append(dict(dataset=n, n_splits=r.n, mean_diff=r.t.estimate, ci_low=r.t.low, ci_high=r.t.high,
+                         p_holm=p_t[i], test=TEST, sd_diff=r.sd, p=r.t.p, hl=r.rank.estimate, hl_low=r.rank.low,
+                         hl_high=r.rank.high, p_signed_rank_holm=p_w[i], one_split_n_seeds=o.n if o else 0,
+                         one_split_mean_diff=o.t.estimate if o else np.nan,
+                         one_split_ci_low=o.t.low if o else np.nan, one_split_ci_high=o.t.high if o else np.nan,
                          one_split_p_holm=p_one[i]))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def draw(ctx, runs):
-    t = ctx.real_tier
+    t = ctx.study.tier
     resampled = _frame({k[2:]: v for k, v in runs.items() if k[0] == RESAMPLE})
     resampled.insert(3, "resample", resampled.seed - design.RESAMPLE_SEED_BASE)
     one_split = _frame({k[1:]: v for k, v in runs.items() if k[0] == ONE_SPLIT})

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from toyspt.runs import kernels
 from toyspt.runs.ledger import Ledger, cpu_model
-from toyspt.runs.records import decode
+from toyspt.runs.exact import decode
 
 MAX_SHOWN = 5  # differing numbers named per record
 
@@ -63,7 +63,13 @@ def differences(recorded, got, path: str = "") -> list[str]:
 TIMING = ("seconds",)  # an entry's fields that time its computation: never compared
 
 
-def _numbers(entry: dict) -> dict:
+def _numbers(entry: dict, recorded: dict | None = None) -> dict:
+    """The entry without its timing; with ``recorded``, only the tracker metrics that record kept
+    (a record leaves out the bulk ones, :meth:`toyspt.runs.ledger.Ledger.add` compares alike)."""
+    from toyspt.runs.ledger import _slim
+
+    if recorded is not None and isinstance(recorded.get("records"), list):
+        entry = _slim(entry, keep={r.get("metric") for r in recorded["records"]})
     return {k: v for k, v in entry.items() if k not in TIMING}
 
 
@@ -115,7 +121,7 @@ def _child() -> None:
     given), print the entries as records keep them and the capability torch dispatched to."""
     import torch
 
-    from toyspt.runs.ledger import _recorded
+    from toyspt.runs.ledger import _plain
     from toyspt.runs.specs import spec_from_dict
     from toyspt.runs.sweeps import as_stored
 
@@ -139,7 +145,7 @@ def _child() -> None:
 
     for d in job["targets"]:
         compute(spec_from_dict(d))
-    entries = {k: json.loads(json.dumps(_recorded(e), allow_nan=False)) for k, e in memo.items()}
+    entries = {k: json.loads(json.dumps(_plain(e), allow_nan=False)) for k, e in memo.items()}
     print(json.dumps(dict(entries=entries, capability=torch.backends.cpu.get_cpu_capability())))
 
 
@@ -165,9 +171,11 @@ def verify(led: Ledger, record: dict) -> Outcome:
         for k, entry in got.items():
             line = led.lines().get(k)
             if k != record["key"] and line is not None:
-                d = differences(_numbers(decode(line.record["entry"])), _numbers(entry))
+                rec = decode(line.record["entry"])
+                d = differences(_numbers(rec), _numbers(entry, rec))
                 also.append(f"retrained on the way, {k}: " + ("reproduced" if not d else f"differs in {len(d)} numbers"))
-        return differences(_numbers(decode(record["entry"])), _numbers(got[record["key"]])), also
+        rec = decode(record["entry"])
+        return differences(_numbers(rec), _numbers(got[record["key"]], rec)), also
 
     try:
         diff, also = attempt({})

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from toyspt.analysis.stats import holm
+from toyspt.analysis.multiplicity import holm
 from toyspt.figs.real_gain_splits import COLUMNS, gain_table
 from toyspt.ucr.design import PRIMARY
 

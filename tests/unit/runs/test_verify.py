@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import SMALL_TASK
 from toyspt.runs import RunCache, RunSpec, sweep
 from toyspt.runs.ledger import Ledger
-from toyspt.runs.planning import make_plan
+from toyspt.runs.store import LayeredStore
 from toyspt.runs.sweeps import SweepOptions
 from toyspt.runs.verify import choose, differences, lockstep_group, verify
 from toyspt.train.recipes import TrainConfig
@@ -27,7 +27,7 @@ def recorded(tmp_path_factory):
     root = tmp_path_factory.mktemp("verify")
     cache, led = RunCache(root / "cache"), toy_ledger(root / "ledger.jsonl")
     specs = [SPT, replace(SPT, seed=1)]
-    sweep(specs, cache, plan=make_plan(specs, cache, ledger=led), options=SweepOptions(progress=False, lockstep=True))
+    sweep(specs, LayeredStore((cache, led)), options=SweepOptions(progress=False, lockstep=True))
     return root / "ledger.jsonl", specs
 
 

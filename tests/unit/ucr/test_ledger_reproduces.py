@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from toyspt.runs import kernels
-from toyspt.runs.ledger import Ledger, cpu_model
+from toyspt.runs.ledger import cpu_model
 from toyspt.runs.verify import verify
 from toyspt.ucr import design
 from toyspt.ucr.data import available
@@ -23,7 +23,7 @@ def test_a_recorded_run_is_reproduced_bit_for_bit_under_its_kernels():
     if skipped:
         pytest.skip(f"needs the ucr-all extra: {skipped}")
     spec = next(s for _, a, s in design.paper_specs(datasets, design.tier("default"), ("scratch",)) if s.seed == 0)
-    led = Ledger(LEDGER)
+    led = design.LEDGER.open(LEDGER)
     line = led.lines().get(spec.key())
     assert line is not None, f"the committed ledger has no record of {spec.label()}"
     want, _ = kernels.recorded(line.record, here=cpu_model())
