@@ -50,7 +50,7 @@ CONTRAST = ("accuracy", "proximity", "ablations", "displacement", "blindness")  
 # ``lra`` (five demo runs, ~3 CPU-minutes) comes after the toy figures and before the real data,
 # whose runs take most of the job. The contrast regime comes after all of them.
 FIGURES = ("task", "accuracy", "proximity", "ablations", "displacement", "blindness", "basin", "theory",
-           "lra", "ucr", "real_data", "real_gain", "archive_scan")
+           "lra", "ucr", "real_data", "real_gain", "archive_scan", "archive_small", "real_gain_splits")
 HEADLINE = "accuracy"  # the figure a reader opens first: trained first, its time measured (benchmarks/)
 # the real-data study's tiers, as its design names them (one list); a figure module may say which
 # of them draw it (``TIERS``; default: every tier)

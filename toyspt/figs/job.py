@@ -16,6 +16,7 @@ with a reference folder's (:mod:`toyspt.figs.check`).
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,7 +98,7 @@ def run_job(job: FigureJob) -> int:
     for label in drawing:
         for facts, s in planned[label].items():
             if (ph := Study.phase(s, facts)) is not None:
-                phase[s.key()] = min(phase.get(s.key(), 9), ph)
+                phase[s.key()] = min(phase.get(s.key(), math.inf), ph)
     with main_threads(1 if job.workers > 1 or job.dask else None):
         pl = make_plan(every, store, job.recompute)
         schedule = Schedule(planned, pl, job.workers, phase=phase)

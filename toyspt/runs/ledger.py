@@ -12,7 +12,8 @@ the exact encoding of :mod:`toyspt.runs.exact`: per-epoch curves, summary, and e
 record but the metrics trackers declare bulk, :data:`toyspt.probe.tracking.BULK_METRICS`),
 ``states`` (the weights the entry had), ``norms`` (per state and tensor, Frobenius norm),
 ``seconds``, ``cpu``, ``cpu_capability`` (the vector kernels torch dispatches to: AVX512 and AVX2
-hosts of one CPU model name round differently), ``torch``, ``written``.
+hosts of one CPU model name round differently), ``kernels`` (every setting that decides the
+kernels: :mod:`toyspt.runs.kernels`; ``toyspt ledger verify`` dispatches them again), ``torch``, ``written``.
 
 As a store (:class:`toyspt.runs.store.Store`), a ledger answers a spec with its record's entry
 (no weights: anything that needs them retrains the run), keeps an entry by appending its record
@@ -34,6 +35,7 @@ import torch
 
 from toyspt.probe.tracking import BULK_METRICS
 from toyspt.runs.exact import decode, exact_encode
+from toyspt.runs.kernels import settings as kernel_settings
 from toyspt.runs.ledger_append import Tally, append_line, merge
 from toyspt.runs.ledger_file import LEDGER_FORMAT, LedgerError, Line, cpu_model, norms, parse, read_raw, stamp
 from toyspt.runs.specs import Entry, Spec
@@ -171,8 +173,8 @@ class Ledger:
                     parent=parent.key() if parent is not None else None, tier=self.tier,
                     entry=exact_encode(_slim(_plain(entry), self.leave_out)), states=list(tensors),
                     norms=norms(tensors), seconds=getattr(entry, "seconds", None), cpu=cpu_model(),
-                    cpu_capability=torch.backends.cpu.get_cpu_capability(), torch=torch.__version__,
-                    written=stamp())
+                    cpu_capability=torch.backends.cpu.get_cpu_capability(), kernels=kernel_settings(),
+                    torch=torch.__version__, written=stamp())
 
     def add(self, spec: Spec, entry: Entry) -> bool:
         """Append ``spec``'s entry unless it is not covered, has no weights (read from a ledger)

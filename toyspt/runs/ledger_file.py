@@ -98,7 +98,8 @@ class Line:
 
 
 FIELD_TYPES = dict(seconds=(int, float, type(None)), cpu=(str, type(None)), cpu_capability=(str, type(None)),
-                   parent=(str, type(None)), tier=str, norms=dict, torch=str, written=str)  # optional fields
+                   kernels=dict, parent=(str, type(None)), tier=str, norms=dict, torch=str,
+                   written=str)  # optional fields
 
 
 def _check(rec: Any) -> str | None:

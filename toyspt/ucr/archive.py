@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -181,6 +181,20 @@ def scan(rule: ArchiveRule = DEFAULT_RULE, names=None, root: str | os.PathLike |
     return t
 
 
+def small_sets(rule: ArchiveRule = DEFAULT_RULE, names=None, root: str | os.PathLike | None = None,
+               location: str = "auto") -> list[str]:
+    """The sets ``rule`` refuses only for a class with fewer than ``rule.min_per_class`` training
+    series (rule 5): admitted when that minimum is the loader's own (2), refused by ``rule``; in
+    the stated order (ascending train_points). The archive scan's excluded small sets, run as
+    their own descriptive stratum (:func:`toyspt.ucr.design.small_specs`); sets with a class of
+    one training series cannot be run at all (the loader refuses them) and are not among them."""
+    t = scan(replace(rule, min_per_class=2), names, root, location)
+    relaxed = t.name[t.admitted].tolist()
+    strict = scan(rule, relaxed, root, location)
+    kept = set(strict.name[strict.admitted])
+    return [n for n in relaxed if n not in kept]
+
+
 def take(rule: ArchiveRule = DEFAULT_RULE, k: int = 12, names=None, root: str | os.PathLike | None = None,
          location: str = "auto") -> list[str]:
     """The first ``k`` admitted sets in the stated order; refuses k < 1 or more than are admitted."""
@@ -194,4 +208,4 @@ def take(rule: ArchiveRule = DEFAULT_RULE, k: int = 12, names=None, root: str | 
 
 
 __all__ = ["ArchiveRule", "DEFAULT_RULE", "RELATED_SETS", "unit_of", "SCAN_COLUMNS", "archive_names", "admit", "scan",
-           "take"]
+           "take", "small_sets"]

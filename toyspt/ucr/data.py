@@ -56,6 +56,7 @@ from toyspt.ucr.locations import (
     locate,
 )
 from toyspt.ucr.read import NUMBER, UCRError, read_ucr, read_ucr_file
+from toyspt.ucr.resample import resampled
 from toyspt.util.validation import Bool, Float, Int, Text, short_repr, validate, validated
 
 # per-series z-normalisation divides by the population standard deviation (see the docstring)
@@ -78,6 +79,9 @@ class UCRConfig:
     split_seed: int = validated(0, Int(ge=0))
     # per-series z-normalisation over time, ddof=0 (ZNORM_DDOF); False = raw values
     znorm: bool = validated(True, Bool())
+    # which train/test split: 0 = the archive's; r > 0 = stratified resample r of the pooled
+    # series, class counts kept (toyspt.ucr.resample); keyed only when not 0 (UCRSource.key_fields)
+    resample: int = validated(0, Int(ge=0))
 
     def __post_init__(self):
         validate(self)
@@ -143,8 +147,8 @@ class UCRSource:
         identity drops ``root`` and ``location``: the fingerprint names the content)."""
         if swap is not None and not isinstance(swap, UCRSource):
             raise ValueError(f"a UCR run pretrains on another UCR set (--swap-dataset), got a {swap.kind} source")
-        return dict(kind="ucr", data=asdict(self.config), fingerprint=self.content,
-                    swap_data=asdict(swap.config) if swap is not None else None,
+        return dict(kind="ucr", data=_keyed(self.config), fingerprint=self.content,
+                    swap_data=_keyed(swap.config) if swap is not None else None,
                     swap_fingerprint=swap.content if swap is not None else "")
 
     def fit(self, model):
@@ -167,6 +171,10 @@ class UCRSource:
     def size(self) -> tuple[int, int]:
         d = self.load()
         return len(d.train), d.length
+
+
+def _keyed(cfg: UCRConfig) -> dict:  # resample only when not 0: runs on the archive's split keep their keys
+    return {k: v for k, v in asdict(cfg).items() if k != "resample" or v}
 
 
 def ucr_source(cfg: "UCRConfig | str", **overrides) -> UCRSource:
@@ -358,6 +366,7 @@ def _load(cfg: UCRConfig, loc: "Located", stamp: tuple, max_length: int | None) 
         x_tr, x_te = znormalize(x_tr), znormalize(x_te)
         check_znormalized(cfg.name, loc.train, x_tr)
         check_znormalized(cfg.name, loc.test, x_te)
+    x_tr, y_tr, x_te, y_te = resampled(x_tr, y_tr, x_te, y_te, cfg.resample)  # the archive's split at 0
     check_split_sizes(cfg.name, y_tr, classes)
     tr_idx, va_idx = stratified_split(y_tr, cfg.val_fraction, cfg.split_seed)
 

@@ -17,7 +17,16 @@ Arms (recipes of :mod:`toyspt.train.recipes`, aliases of :mod:`toyspt.runs.arms`
   :mod:`toyspt.ucr.reference`);
 * beyond the paper's sets: ``scratch``, ``spt``, ``qk_transfer`` at :attr:`Tier.archive_seeds` on
   the first :attr:`Tier.archive_sets` sets the archive rule admits, in its stated order
-  (:mod:`toyspt.ucr.archive`).
+  (:mod:`toyspt.ucr.archive`);
+* the archive's excluded small sets (:func:`toyspt.ucr.archive.small_sets`: refused only for a
+  class with fewer than 5 training series): ``scratch`` and ``spt`` at :attr:`Tier.archive_seeds`
+  where :attr:`Tier.small_sets` (:func:`small_specs`), a descriptive stratum beside the scan;
+* resampled splits: ``scratch`` and ``spt`` on the paper's sets at each of :attr:`Tier.resamples`
+  (stratified resamples of the pooled train+test series, class counts kept:
+  :mod:`toyspt.ucr.resample`; 0 is the archive's split), one seed per resample,
+  :func:`resample_seed` (1000 + r: none of the one-split study's seeds 0-39, so no resample's
+  runs share an initialisation or data order with a one-split run), test measured as the
+  ``peak`` policy says (the summaries, the primary metric among them, are those of ``all``).
 
 Metrics the study compares (:data:`STUDY_METRICS`, columns of :func:`toyspt.analysis.rows.label_row`):
 the **primary** metric, chosen before any run of the study was looked at, is ``mean_test_last20``,
@@ -40,7 +49,7 @@ from toyspt.runs.arms import arm_spec
 from toyspt.runs.ledger import StudyLedger
 from toyspt.runs.specs import RunSpec
 from toyspt.train.recipes import TrainConfig
-from toyspt.ucr.data import PAPER_DATASETS, UCRData, UCRSource, available
+from toyspt.ucr.data import PAPER_DATASETS, UCRData, UCRSource, available, load_ucr
 from toyspt.ucr.runs import ucr_run, ucr_spec, ucr_train_config
 
 POWER_ARMS = ("scratch", "spt")
@@ -72,6 +81,8 @@ class Tier:
     archive_sets: int  # how many admitted archive sets, in the archive rule's order
     train: TrainConfig  # epochs, SPT epochs, batch size
     numerics: str = "eager"  # eager | compiled (toyspt.train.compiled)
+    resamples: tuple[int, ...] = ()  # scratch and spt on the paper's sets at these resampled splits
+    small_sets: bool = False  # scratch and spt on the archive's excluded small sets at archive_seeds
 
 
 SEEDS_5, SEEDS_10, SEEDS_40 = tuple(range(5)), tuple(range(10)), tuple(range(40))
@@ -81,8 +92,10 @@ TIERS = {
     # before the study: scratch, spt and qk_transfer at 5 seeds (the baselines only at the study's 10)
     "default": Tier("default", SEEDS_5, SEEDS_5, (), (), SEEDS_10, (), 0, ucr_train_config()),
     # python paper_figs.py --tier study: the powered study (adds the real_gain and archive_scan figures)
-    "study": Tier("study", SEEDS_40, SEEDS_10, SEEDS_10, SEEDS_10, SEEDS_10, SEEDS_10, 12, ucr_train_config()),
+    "study": Tier("study", SEEDS_40, SEEDS_10, SEEDS_10, SEEDS_10, SEEDS_10, SEEDS_10, 12, ucr_train_config(),
+                  resamples=tuple(range(20)), small_sets=True),
 }
+RESAMPLE_SEED_BASE = 1000  # resample r trains at seed 1000 + r: apart from every seed of the one-split study
 QUICK_TRAIN = TrainConfig(epochs=5, pre_epochs=3, batch_size=8)  # smoke test only
 
 
@@ -98,17 +111,24 @@ def tier(name: str, quick: bool = False, seeds: Sequence[int] = (0, 1), numerics
     return replace(t, power_seeds=s, qk_seeds=s, arm_seeds=s if t.arm_seeds else (),
                    positional_seeds=s if t.positional_seeds else (),
                    basin_seeds=s, archive_seeds=s if t.archive_sets else (), archive_sets=min(t.archive_sets, 2),
-                   train=QUICK_TRAIN)
+                   train=QUICK_TRAIN, resamples=(0, 1) if t.resamples else ())
 
 
-PHASES = ("power", "decomposition", "positional", "archive")  # the study's order: whole comparisons first
+PHASES = ("power", "decomposition", "positional", "archive", "small_sets", "resamples")  # the study's order
 
 
 def phase_of(facts: tuple) -> int:
     """Which phase of :data:`PHASES` an entry of the study belongs to, from its label's facts
     (``(source, arm, seed)``, ``("archive", source, arm, seed)``, ``("basin", source, seed)``,
-    ...): scratch, spt and what they read (basin runs, probes) first, then the decomposition and
-    controls (with ``qk_transfer``), then the positional arms, then the archive scan."""
+    ``("small", source, arm, seed)``, ``("resample", r, source, arm, seed)``, ...): scratch, spt
+    and what they read (basin runs, probes) first, then the decomposition and controls (with
+    ``qk_transfer``), then the positional arms, then the archive scan, then its excluded small sets,
+    then the resampled splits, one resample after another (phase 5 + r: a budget that stops
+    early leaves whole resamples, every set's pair)."""
+    if facts and facts[0] == "resample":
+        return len(PHASES) - 1 + int(facts[1])
+    if facts and facts[0] == "small":
+        return PHASES.index("small_sets")
     words = {x for x in facts if isinstance(x, str)}
     if "archive" in words:
         return 3
@@ -201,7 +221,38 @@ def archive_specs(datasets: Sequence[UCRData], t: Tier) -> list[tuple[UCRData, s
             for d in datasets for a in ARCHIVE_ARMS for s in t.archive_seeds]
 
 
-__all__ = ["KINDS", "LEDGER", "Study", "PHASES", "phase_of", "CONFIRMATORY_SEEDS",
+def small_specs(datasets: Sequence[UCRData], t: Tier) -> list[tuple[UCRData, str, RunSpec]]:
+    """(data set, arm, spec) of the archive's excluded small sets (pass
+    ``load_ucr`` of :func:`toyspt.ucr.archive.small_sets`): scratch and spt at the archive
+    scan's seeds, evaluated as the scan's runs are (``peak``); none where the tier has no
+    small-set stratum. Labels ``("small", source, arm, seed)`` put them in their phase."""
+    if not t.small_sets:
+        return []
+    run = ucr_run("scratch", train=t.train, evaluate="peak", numerics=t.numerics)
+    return [(d, a, arm_spec(a, ucr_spec(run, d, seed=s)))
+            for d in datasets for a in POWER_ARMS for s in t.archive_seeds]
+
+
+def resample_seed(resample: int) -> int:
+    """The seed of the runs on resampled split ``resample`` (:data:`RESAMPLE_SEED_BASE` + r)."""
+    return RESAMPLE_SEED_BASE + resample
+
+
+def resample_specs(datasets: Sequence[UCRData], t: Tier) -> list[tuple[UCRData, str, int, RunSpec]]:
+    """(data set on the archive's split, arm, resample, spec): scratch and spt on every set at
+    every resample of the tier, resample by resample, at :func:`resample_seed`."""
+    out = []
+    for r in t.resamples:
+        for d in datasets:
+            src = UCRSource.of(d) if r == 0 else UCRSource.of(load_ucr(replace(d.config, resample=r)))
+            base = ucr_spec(ucr_run("scratch", train=t.train, evaluate="peak", numerics=t.numerics), src,
+                            seed=resample_seed(r))
+            out += [(d, a, r, arm_spec(a, base)) for a in POWER_ARMS]
+    return out
+
+
+__all__ = ["KINDS", "LEDGER", "Study", "PHASES", "RESAMPLE_SEED_BASE", "resample_seed", "resample_specs",
+           "small_specs", "phase_of", "CONFIRMATORY_SEEDS",
            "POWER_ARMS", "DECOMPOSITION", "CONTROLS", "POSITIONAL_ARMS", "ARCHIVE_ARMS", "EVERY_EPOCH", "PRIMARY",
            "STUDY_METRICS", "basin_trackers", "Tier", "TIERS", "tier", "arm_seeds", "paper_specs", "basin_specs",
            "archive_specs"]

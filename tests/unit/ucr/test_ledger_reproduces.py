@@ -1,22 +1,24 @@
-"""Any record of the committed ledger can be re-run to check it bit for bit, on a machine whose
-torch CPU capability is the record's (AVX512 and AVX2 hosts round differently from the first
-step: docs/reproducibility.md). The cheapest recorded label run is retrained from nothing and
-its entry compared with the record's, every number."""
-import json
+"""Any record of the committed ledger can be re-run to check it bit for bit, through the path
+``toyspt ledger verify`` takes (toyspt.runs.verify): retrained in a fresh process whose
+environment caps torch and oneDNN at the record's instruction sets, so a host whose CPU offers
+at least those sets (an AVX-512 host for the study's AVX2 records) reproduces it; only a host
+that cannot dispatch them skips, saying why. The cheapest recorded label run (ECG200, scratch,
+seed 0) is retrained from nothing and its entry compared with the record's, every number."""
 from pathlib import Path
 
 import pytest
-import torch
 
+from toyspt.runs import kernels
+from toyspt.runs.ledger import cpu_model
+from toyspt.runs.verify import verify
 from toyspt.ucr import design
 from toyspt.ucr.data import available
-from toyspt.util.hashing import jsonable
 
 ROOT = Path(__file__).resolve().parents[3]
 LEDGER = ROOT / "figures/ledger/ucr.jsonl"
 
 
-def test_a_recorded_run_is_reproduced_bit_for_bit_on_its_capability():
+def test_a_recorded_run_is_reproduced_bit_for_bit_under_its_kernels():
     datasets, skipped = available(("ECG200",))
     if skipped:
         pytest.skip(f"needs the ucr-all extra: {skipped}")
@@ -24,11 +26,9 @@ def test_a_recorded_run_is_reproduced_bit_for_bit_on_its_capability():
     led = design.LEDGER.open(LEDGER)
     line = led.lines().get(spec.key())
     assert line is not None, f"the committed ledger has no record of {spec.label()}"
-    here = torch.backends.cpu.get_cpu_capability()
-    if line.record.get("cpu_capability") != here:
-        pytest.skip(f"the record was computed with {line.record.get('cpu_capability')!r} kernels, this machine "
-                    f"dispatches to {here!r}: bits can only be compared on the record's capability")
-    recorded = jsonable(led.load(spec).to_json())
-    again = jsonable(spec.execute().to_json())
-    for part in ("history", "summary", "records", "config"):
-        assert json.dumps(again[part]) == json.dumps(recorded[part]), part
+    want, _ = kernels.recorded(line.record, here=cpu_model())
+    env, why = kernels.environment(want)
+    if env is None:
+        pytest.skip(f"this host cannot dispatch the record's kernels: {why}")
+    out = verify(led, line.record)
+    assert out.status == "reproduced", "\n".join(out.lines())

@@ -93,6 +93,15 @@ def test_the_order_is_by_estimated_cost_then_name_and_deterministic(root):
         archive.take(SMALL, 0, root=root)
 
 
+def test_the_small_sets_are_those_refused_only_for_a_class_under_five_series(root):
+    _write(root, "OneSeries", _rows([6, 1], 8))  # the loader cannot run it: not a small set
+    _write(root, "FewAndLong", _rows([6, 3], 40))  # refused for its length first: not a small set
+    assert archive.small_sets(SMALL, root=root) == ["FewPerClass"]
+    # every set with a class under 7 series, in the scan's order (FewPerClass's 10 x 8 points tie Cheap's)
+    assert archive.small_sets(dataclasses.replace(SMALL, min_per_class=7), root=root) == [
+        "Cheap", "FewPerClass", "TieA", "TieB", "Good"]
+
+
 def test_rule_fields_are_stated_and_checked():
     r = archive.ArchiveRule()
     assert dataclasses.asdict(r) == dict(univariate=True, no_missing=True, max_length=512, min_classes=2,

@@ -1,0 +1,213 @@
+"""Retrain ledger records and compare every number bit for bit, under the kernels each record
+names (``toyspt ledger verify``; :mod:`toyspt.runs.kernels`).
+
+A record's run is retrained from nothing in a fresh process whose environment caps torch and
+oneDNN at the record's instruction sets (``ATEN_CPU_CAPABILITY``, ``ONEDNN_MAX_CPU_ISA``), so an
+AVX-512 host reproduces an AVX2 host's records; a host whose CPU does not offer the recorded
+sets is told so, and nothing is compared. A run that continues another (``spt`` continues
+``spt_only``) retrains its parent first, and the parent's record, where the ledger has one, is
+compared too. Runs train as the sweep trained them, through the lockstep engine (alone first);
+a run that then differs and was trained in a lockstep group is retrained in its original
+group: the records of its ``group()`` whose ``seconds`` are the same number (the sweep gives
+each run of a job the job's seconds divided by its size, :func:`toyspt.runs.sweeps.train_job`).
+What is compared: the entry's JSON as the record keeps it (history, summary, kept tracker
+records, config), every number's text; not its ``seconds`` (wall time, not a result).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+from toyspt.runs import kernels
+from toyspt.runs.exact import decode
+from toyspt.runs.ledger import Ledger, cpu_model
+
+MAX_SHOWN = 5  # differing numbers named per record
+
+
+@dataclass
+class Outcome:
+    """What verifying one record found."""
+
+    key: str
+    label: str
+    status: str  # reproduced | differs | not verified
+    detail: str = ""  # the differing numbers, or why nothing was compared
+    assumed: list[str] = field(default_factory=list)  # kernel settings the record does not name
+    group: int = 1  # runs retrained together with it (its original lockstep group where that mattered)
+    also: list[str] = field(default_factory=list)  # parents' records compared on the way
+
+    def lines(self) -> list[str]:
+        head = f"{self.status}: {self.label}" + (f" (in its lockstep group of {self.group})" if self.group > 1 else "")
+        out = [head] + [f"  {x}" for x in ([self.detail] if self.detail else []) + self.also]
+        return out + [f"  assumed: {a}" for a in self.assumed]
+
+
+def differences(recorded, got, path: str = "") -> list[str]:
+    """Every place two JSON values differ (``path: recorded -> got``), numbers compared by their text."""
+    if isinstance(recorded, dict) and isinstance(got, dict):
+        out = [f"{path}/{k}: missing from the retrained entry" for k in recorded if k not in got]
+        out += [f"{path}/{k}: not in the record" for k in got if k not in recorded]
+        return out + [d for k in recorded if k in got for d in differences(recorded[k], got[k], f"{path}/{k}")]
+    if isinstance(recorded, list) and isinstance(got, list):
+        if len(recorded) != len(got):
+            return [f"{path}: {len(recorded)} items recorded, {len(got)} retrained"]
+        return [d for i, (a, b) in enumerate(zip(recorded, got)) for d in differences(a, b, f"{path}[{i}]")]
+    a, b = json.dumps(recorded), json.dumps(got)
+    return [] if a == b else [f"{path}: {a} -> {b}"]
+
+
+TIMING = ("seconds",)  # an entry's fields that time its computation: never compared
+
+
+def _numbers(entry: dict, recorded: dict | None = None) -> dict:
+    """The entry without its timing; with ``recorded``, only the tracker metrics that record kept
+    (a record leaves out the bulk ones, :meth:`toyspt.runs.ledger.Ledger.add` compares alike)."""
+    from toyspt.runs.ledger import _slim
+
+    if recorded is not None and isinstance(recorded.get("records"), list):
+        entry = _slim(entry, keep={r.get("metric") for r in recorded["records"]})
+    return {k: v for k, v in entry.items() if k not in TIMING}
+
+
+def _spec(record: dict):
+    from toyspt.runs.specs import spec_from_dict
+
+    return spec_from_dict(record["spec"])
+
+
+def lockstep_group(led: Ledger, record: dict) -> list[dict]:
+    """The records trained in one lockstep job with ``record`` (itself included, by seed): same
+    ``group()``, the same ``seconds``."""
+    spec = _spec(record)
+    g, sec = spec.group(), record.get("seconds")
+    if g is None or not isinstance(sec, float):
+        return [record]
+    mates = [ln.record for ln in led.lines().values() if "recipe" in ln.record["spec"]
+             and ln.record.get("seconds") == sec and ln.record["spec"].get("seed") != record["spec"]["seed"]]
+    mates = [r for r in mates if _spec(r).group() == g]
+    return sorted([record, *mates], key=lambda r: r["spec"]["seed"])
+
+
+def _original_groups(led: Ledger, record: dict) -> dict[str, list[dict]]:
+    """{key: its lockstep group's records} for ``record`` and every recorded run it continues."""
+    out = {}
+    while record is not None:
+        out[record["key"]] = lockstep_group(led, record)
+        parent = led.lines().get(record.get("parent") or "")
+        record = parent.record if parent is not None else None
+    return out
+
+
+def retrain(targets: list[dict], groups: dict[str, list[dict]], env: dict) -> tuple[dict[str, dict], str]:
+    """({key: entry as a record keeps it} of ``targets`` and every run retrained on the way,
+    the capability the child process dispatched to), in a fresh process with ``env``."""
+    payload = json.dumps(dict(targets=[t["spec"] for t in targets],
+                              groups={k: [r["spec"] for r in v] for k, v in groups.items()}))
+    proc = subprocess.run([sys.executable, "-m", "toyspt.runs.verify"], input=payload, capture_output=True,
+                          text=True, env={**os.environ, **env})
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        raise RuntimeError(f"the retraining process failed (exit {proc.returncode}): {tail}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out["entries"], out["capability"]
+
+
+def _child() -> None:
+    """The retraining process: read the specs, train them (parents first, lockstep groups as
+    given), print the entries as records keep them and the capability torch dispatched to."""
+    import torch
+
+    from toyspt.runs.ledger import _plain
+    from toyspt.runs.specs import spec_from_dict
+    from toyspt.runs.sweeps import as_stored
+
+    job = json.loads(sys.stdin.read())
+    groups = {k: [spec_from_dict(d) for d in v] for k, v in job["groups"].items()}
+    memo: dict = {}
+
+    def compute(spec):
+        if spec.key() in memo:
+            return memo[spec.key()]
+        members = groups.get(spec.key()) or [spec]
+        parents = [m.parent() for m in members]
+        starts = [compute(p) if p is not None else None for p in parents] if any(parents) else None
+        if spec.group() is not None:
+            results = type(spec).execute_group(members, starts)
+        else:
+            results = [spec.execute(start=starts[0] if starts else None)]
+        for m, r in zip(members, results):
+            memo[m.key()] = as_stored(r)
+        return memo[spec.key()]
+
+    for d in job["targets"]:
+        compute(spec_from_dict(d))
+    entries = {k: json.loads(json.dumps(_plain(e), allow_nan=False)) for k, e in memo.items()}
+    print(json.dumps(dict(entries=entries, capability=torch.backends.cpu.get_cpu_capability())))
+
+
+def verify(led: Ledger, record: dict) -> Outcome:
+    """Retrain ``record``'s run under its kernels and compare (see the module docstring)."""
+    label = f"{record['key']}"
+    if "recipe" not in record["spec"]:
+        return Outcome(record["key"], f"{record['kind']} record {label}", "not verified",
+                       "only training runs are retrained; this record is a "
+                       f"{record['kind']} entry computed from other entries")
+    spec = _spec(record)
+    label = spec.label()
+    want, assumed = kernels.recorded(record, here=cpu_model())
+    env, why = kernels.environment(want) if want else (None, "the record names no kernels")
+    if env is None:
+        return Outcome(record["key"], label, "not verified", why, assumed)
+
+    def attempt(groups):
+        got, cap = retrain([record], groups, env)
+        if cap != want["aten_cpu_capability"]:
+            raise RuntimeError(f"asked torch for {want['aten_cpu_capability']}, it dispatched to {cap}")
+        also = []
+        for k, entry in got.items():
+            line = led.lines().get(k)
+            if k != record["key"] and line is not None:
+                rec = decode(line.record["entry"])
+                d = differences(_numbers(rec), _numbers(entry, rec))
+                said = "reproduced" if not d else f"differs in {len(d)} numbers"
+                also.append(f"retrained on the way, {k}: {said}")
+        rec = decode(record["entry"])
+        return differences(_numbers(rec), _numbers(got[record["key"]], rec)), also
+
+    try:
+        diff, also = attempt({})
+        size = 1
+        groups = _original_groups(led, record)
+        if diff and any(len(g) > 1 for g in groups.values()):  # where the group matters: in the original groups
+            diff, also = attempt(groups)
+            size = len(groups[record["key"]])
+    except RuntimeError as e:
+        return Outcome(record["key"], label, "not verified", str(e), assumed)
+    if not diff:
+        return Outcome(record["key"], label, "reproduced", "every number bit for bit", assumed, size, also)
+    shown = "; ".join(diff[:MAX_SHOWN]) + (f"; and {len(diff) - MAX_SHOWN} more" if len(diff) > MAX_SHOWN else "")
+    return Outcome(record["key"], label, "differs", f"{len(diff)} numbers differ: {shown}", assumed, size, also)
+
+
+def choose(led: Ledger, sample: int | None = None, key: str | None = None, seed: int = 0) -> list[dict]:
+    """The records to verify: the one of ``key``, or ``sample`` run records drawn by ``seed``."""
+    import random
+
+    lines = led.lines()
+    if key is not None:
+        hits = [ln.record for k, ln in lines.items() if k == key or k.startswith(key)]
+        if len(hits) != 1:
+            raise ValueError(f"--key {key}: {'no record' if not hits else f'{len(hits)} records'} of that key")
+        return hits
+    runs = sorted((ln.record for ln in lines.values() if "recipe" in ln.record["spec"]), key=lambda r: r["key"])
+    return random.Random(seed).sample(runs, min(sample or 1, len(runs)))
+
+
+if __name__ == "__main__":
+    _child()
+
+__all__ = ["Outcome", "differences", "lockstep_group", "retrain", "verify", "choose"]
