@@ -11,6 +11,7 @@ refused: nothing is written, each conflict is named, exit 2.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from pathlib import Path
 
@@ -25,6 +26,33 @@ def _missing(paths: list[str]) -> bool:
     return bool(gone)
 
 
+MAX_SHOWN = 200  # characters of a recorded text field printed (a host's CPU model is under 100)
+
+
+def inert(value: object, most: int = MAX_SHOWN) -> str:
+    """A recorded field as printable text: a control character, line or paragraph separator,
+    or bidirectional override written as its escape (a terminal never runs it, a fake line
+    never starts), at most MAX_SHOWN characters."""
+    text = str(value)
+    shown = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text[:most])
+    return shown + (f"... ({len(text)} characters)" if len(text) > most else "")
+
+
+def _seconds(lines) -> tuple[float, list[str]]:
+    """The seconds recorded, summed, and a sentence per record whose ``seconds`` no computation
+    can have taken (infinite, NaN, negative): named and left out of the sum, never printed as a total."""
+    total, wrong = 0.0, []
+    for line in lines.values():
+        s = line.record.get("seconds")
+        if s is None:
+            continue
+        if math.isfinite(s) and s >= 0:
+            total += s
+        else:
+            wrong.append(f"line {line.number}: seconds {s!r} is not a duration (finite, >= 0); not counted")
+    return total, wrong
+
+
 def check(args: argparse.Namespace) -> int:
     from toyspt.runs.ledger import Ledger
 
@@ -35,17 +63,18 @@ def check(args: argparse.Namespace) -> int:
     size = Path(args.path).stat().st_size
     kinds: dict[str, int] = {}
     for line in lines.values():  # a run's record says run (its data's kind, ucr, before specs named their own)
-        kind = "run" if "recipe" in line.record["spec"] else line.record["kind"]
+        kind = "run" if "recipe" in line.record["spec"] else inert(line.record["kind"])
         kinds[kind] = kinds.get(kind, 0) + 1
-    cpus = sorted({line.record.get("cpu") or "?" for line in lines.values()})
-    seconds = sum(line.record.get("seconds") or 0.0 for line in lines.values())
+    cpus = sorted({inert(line.record.get("cpu") or "?") for line in lines.values()})
+    seconds, wrong = _seconds(lines)
     counts = f" ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))})" if kinds else ""
-    print(f"{args.path}: {len(lines)} records{counts}, "
+    print(f"{inert(args.path)}: {len(lines)} records{counts}, "
           f"{size / 1e6:.2f} MB, {size / max(1, len(lines)) / 1e3:.1f} KB a record; "
-          f"{seconds / 3600:.2f} CPU-hours recorded; hosts: {'; '.join(cpus) or '-'}")
-    for p in led.problems:
-        print(p)
-    return EXIT_FAILED if led.problems else EXIT_OK
+          f"{seconds / 3600:.2f} CPU-hours recorded{' (without the records below)' if wrong else ''}; "
+          f"hosts: {'; '.join(cpus) or '-'}")
+    for p in [*led.problems, *(f"{args.path} {w}" for w in wrong)]:
+        print(inert(p, 100 * MAX_SHOWN))
+    return EXIT_FAILED if led.problems or wrong else EXIT_OK
 
 
 def merge(args: argparse.Namespace) -> int:

@@ -86,7 +86,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``toyspt`` parser. Only ``command`` (None: none) gets its full parser, which
     imports its module; every other subcommand is a one-line stub, so ``--help`` and
     ``--version`` stay free of torch."""
-    p = argparse.ArgumentParser(prog="toyspt", description=" ".join(__doc__.split("\n\n")[0].split()))
+    from toyspt.cli.parser import Parser
+
+    p = Parser(prog="toyspt", description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--version", action="version", version=f"toyspt {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="{" + ",".join(COMMANDS) + "}")
     for name, (where, help) in COMMANDS.items():

@@ -59,6 +59,19 @@ def existing_ancestor(path: str) -> str:
     return path
 
 
+def outside_through_link(path: str | os.PathLike, tree: str | os.PathLike = ".") -> str | None:
+    """Where ``path`` really is when a symbolic link (``path`` itself or a folder above it) takes
+    it out of the folder ``tree`` (default: the working folder, the repository's root); None
+    when no link does. A path named outside the tree without a link is the caller's choice
+    (a second checkout's ledger), one a link carries out is not written through."""
+    path = os.path.abspath(path)
+    real = os.path.realpath(path)
+    if real == path:
+        return None
+    root = os.path.realpath(tree)
+    return None if real == root or real.startswith(root.rstrip(os.sep) + os.sep) else real
+
+
 def out_file(text: str) -> str:
     """An argparse type for a file to write (``--json``, ``-o``): refused at parse time when the
     path names a folder, a device, a FIFO or a socket (an atomic write renames over what is
@@ -135,5 +148,6 @@ def uninterrupted() -> Iterator[None]:
             signal.raise_signal(signal.SIGINT)
 
 
-__all__ = ["out_file", "existing_ancestor", "atomic_write", "write_text", "write_bytes", "WriteError", "disk_fault",
+__all__ = ["out_file", "outside_through_link",
+           "existing_ancestor", "atomic_write", "write_text", "write_bytes", "WriteError", "disk_fault",
            "uninterrupted"]
