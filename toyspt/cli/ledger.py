@@ -1,12 +1,19 @@
-"""``toyspt ledger``: check a results ledger, or merge the ledgers of two machines.
+"""``toyspt ledger``: check, merge, repair or seal a results ledger.
 
     toyspt ledger check figures/ledger/ucr.jsonl
     toyspt ledger merge figures/ledger/ucr.jsonl other/ucr.jsonl -o figures/ledger/ucr.jsonl
+    toyspt ledger repair figures/ledger/ucr.jsonl -o /tmp/ucr.jsonl    # then review, and move it over
+    toyspt ledger migrate figures/ledger/ucr.jsonl                     # seal the records written before digests
 
-``check`` prints the records, their size and every line that is not used (exit 1 when there is
-one). ``merge`` writes one ledger holding every key of its inputs once (atomically: the output
-may be one of the inputs); records of one key with different numbers, or unusable lines, are
-refused: nothing is written, each conflict is named, exit 2.
+``check`` prints the records, their size, how many carry no digest, and every line that is not
+used (exit 1 when there is one, or when records without a digest sit beside sealed ones).
+``merge`` writes one ledger holding every key of its inputs once (atomically, under the output's
+lock: the output may be one of the inputs, appended to meanwhile); records of one key with
+different numbers, or unusable lines, are refused: nothing is written, each is named, exit 2.
+``repair`` writes a new file without the lines not used, the records of a key that conflict set
+aside in a second file (``--aside``, default OUT.aside), each named. ``migrate`` gives every
+record without a digest its digest, in place (atomically, under the lock; refused, nothing
+written, while a line is not used).
 """
 from __future__ import annotations
 
@@ -72,9 +79,44 @@ def check(args: argparse.Namespace) -> int:
           f"{size / 1e6:.2f} MB, {size / max(1, len(lines)) / 1e3:.1f} KB a record; "
           f"{seconds / 3600:.2f} CPU-hours recorded{' (without the records below)' if wrong else ''}; "
           f"hosts: {'; '.join(cpus) or '-'}")
+    mixed = bool(led.unsealed) and len(led.unsealed) < len(lines)
+    if led.unsealed:
+        print(f"{len(led.unsealed)} of {len(lines)} records carry no digest (written before digests: their "
+              "numbers are not bound to them); `toyspt ledger migrate` seals them once"
+              + (f"; beside sealed ones, lines {_some(led.unsealed)}" if mixed else ""))
     for p in [*led.problems, *(f"{args.path} {w}" for w in wrong)]:
         print(inert(p, 100 * MAX_SHOWN))
-    return EXIT_FAILED if led.problems or wrong else EXIT_OK
+    return EXIT_FAILED if led.problems or wrong or mixed else EXIT_OK
+
+
+def _some(numbers: list[int], most: int = 20) -> str:
+    return ", ".join(map(str, numbers[:most])) + (f" and {len(numbers) - most} more" if len(numbers) > most else "")
+
+
+def repair(args: argparse.Namespace) -> int:
+    from toyspt.runs.ledger_append import repair as repair_ledger
+
+    if _missing([args.path]):
+        return EXIT_USAGE
+    aside = Path(args.aside or f"{args.out}.aside")
+    got, kept, set_aside = repair_ledger(Path(args.path), Path(args.out), aside)
+    for p in got.problems:
+        print(inert(p, 100 * MAX_SHOWN))
+    print(f"{args.out}: {kept} records kept; {len(got.dropped)} line(s) dropped ({_some(got.dropped) or '-'})"
+          + (f"; {set_aside} conflicting record(s) of {len(got.conflicts)} key(s) set aside in {aside}, none kept"
+             if set_aside else ""))
+    return EXIT_OK
+
+
+def migrate(args: argparse.Namespace) -> int:
+    from toyspt.runs.ledger_append import migrate as migrate_ledger
+
+    if _missing([args.path]):
+        return EXIT_USAGE
+    sealed, before = migrate_ledger(Path(args.path))
+    print(f"{args.path}: {sealed} records sealed, {before} sealed before"
+          + ("" if sealed else "; nothing written"))
+    return EXIT_OK
 
 
 def merge(args: argparse.Namespace) -> int:
@@ -86,14 +128,15 @@ def merge(args: argparse.Namespace) -> int:
     if problems:
         for p in problems:
             print(f"error: {p}")
-        print(f"error: nothing written to {args.out}: {len(problems)} conflict(s) or unusable line(s)")
+        print(f"error: nothing written to {args.out}: {len(problems)} conflict(s) or unusable line(s) "
+              "(toyspt ledger repair drops them or sets them aside)")
         return EXIT_USAGE
     print(f"{args.out}: {n} records from {len(args.paths)} ledgers")
     return EXIT_OK
 
 
 def register(sub) -> None:
-    p = sub.add_parser("ledger", help="check a results ledger, or merge the ledgers of two machines",
+    p = sub.add_parser("ledger", help="check, merge, repair or seal a results ledger",
                        description=__doc__.splitlines()[0])
     s = p.add_subparsers(dest="ledger_cmd", required=True)
     c = s.add_parser("check", help="records, size and every line not used (exit 1 if any)")
@@ -103,6 +146,14 @@ def register(sub) -> None:
     m.add_argument("paths", nargs="+")
     m.add_argument("-o", "--out", type=out_file, required=True, help="the merged ledger (may be one of the inputs)")
     m.set_defaults(func=merge)
+    r = s.add_parser("repair", help="a new ledger without the lines not used, conflicting records set aside")
+    r.add_argument("path")
+    r.add_argument("-o", "--out", type=out_file, required=True, help="the repaired ledger (a new file)")
+    r.add_argument("--aside", type=out_file, default=None, help="where conflicting records go (default OUT.aside)")
+    r.set_defaults(func=repair)
+    g = s.add_parser("migrate", help="seal every record written before digests (in place, once)")
+    g.add_argument("path")
+    g.set_defaults(func=migrate)
 
 
-__all__ = ["register", "check", "merge"]
+__all__ = ["register", "check", "merge", "repair", "migrate", "inert"]
