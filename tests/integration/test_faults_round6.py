@@ -49,7 +49,7 @@ def test_unclosed_markers_are_named_in_one_pass(tmp_path, figures, capsys):
         refresh(text, figures, "p.md")
     with pytest.raises(TableError, match="p.md line 30000: table block ucr_paired without its"):
         refresh("x\n" * 29_999 + "<!-- table ucr_paired -->\n", figures, "p.md")
-    assert time.perf_counter() - t < 2.0
+    assert time.perf_counter() - t < 10  # once over 60 s: a lazy regex per opening marker
     with pytest.raises(TableError, match="p.md line 2: '<!-- /table -->' closes no table block"):
         refresh("x\n<!-- /table -->\n", figures, "p.md")
 
@@ -60,7 +60,7 @@ def test_a_page_is_read_bounded(tmp_path, figures, capsys):
         f.truncate(2 << 30)  # sparse 2 GiB: once 55-77 s and 4.4 GB, then "0 table block(s)"
     t = time.perf_counter()
     assert main(["docs", str(page), "--figures", str(figures), "--check"]) == 2
-    assert time.perf_counter() - t < 2.0
+    assert time.perf_counter() - t < 10  # once 55-77 s
     one_error(capsys, "over the limit of 1048576 for a page")
     os.mkfifo(tmp_path / "fifo.md")
     assert main(["docs", str(tmp_path / "fifo.md"), "--figures", str(figures), "--check"]) == 2
@@ -266,7 +266,7 @@ def test_a_line_and_a_ledger_over_their_caps_are_refused_unread(tmp_path, capsys
         f.truncate(MAX_BYTES + 1)  # sized to the study (31 MB): 128 MiB, not the 1 GiB it was
     t = time.perf_counter()
     assert main(["ledger", "check", str(sparse)]) == 2
-    assert time.perf_counter() - t < 5
+    assert time.perf_counter() - t < 10  # refused by stat, unread
     assert f"more than the {MAX_BYTES} a ledger may hold" in capsys.readouterr().err
     with pytest.raises(LedgerError):
         from toyspt.runs.ledger_file import read_raw
