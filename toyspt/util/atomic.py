@@ -60,16 +60,19 @@ def existing_ancestor(path: str) -> str:
 
 
 def outside_through_link(path: str | os.PathLike, tree: str | os.PathLike = ".") -> str | None:
-    """Where ``path`` really is when a symbolic link (``path`` itself or a folder above it) takes
-    it out of the folder ``tree`` (default: the working folder, the repository's root); None
-    when no link does. A path named outside the tree without a link is the caller's choice
-    (a second checkout's ledger), one a link carries out is not written through."""
-    path = os.path.abspath(path)
-    real = os.path.realpath(path)
-    if real == path:
+    """Where ``path`` really is when it is named inside the folder ``tree`` (default: the working
+    folder, the repository's root) but a symbolic link (``path`` itself or a folder of it) takes
+    it out; None otherwise. A path named outside the tree is the caller's choice (the two-checkout
+    recipe's ``$OLDPWD/figures/ledger/ucr.jsonl``, even under a linked home folder); a link inside
+    the tree that leads out of it is not written through."""
+    def inside(p: str, root: str) -> bool:
+        return p == root or p.startswith(root.rstrip(os.sep) + os.sep)
+
+    path, root = os.path.abspath(path), os.path.abspath(tree)
+    if not inside(path, root):
         return None
-    root = os.path.realpath(tree)
-    return None if real == root or real.startswith(root.rstrip(os.sep) + os.sep) else real
+    real = os.path.realpath(path)
+    return None if inside(real, os.path.realpath(tree)) else real
 
 
 def out_file(text: str) -> str:
