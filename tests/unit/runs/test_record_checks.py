@@ -48,3 +48,23 @@ def test_a_run_entry_must_be_its_specs():
             check_entry(rec["spec"], {**entry, field: value})
     with pytest.raises(Impossible, match=r"entry.history\[0\].epoch 1.0"):
         check_entry(rec["spec"], {**entry, "history": [{**entry["history"][0], "epoch": 1.0}, *entry["history"][1:]]})
+
+
+def test_every_recipe_writes_entries_that_satisfy_the_rules(tmp_path):
+    """Not only the study's recipes: a toy ledger (toyspt compare --ledger) records any of them."""
+    from dataclasses import replace
+
+    from tests.conftest import SMALL_TASK
+    from toyspt.runs import RunCache, RunSpec, get_run
+    from toyspt.runs.arms import arm_spec
+    from toyspt.train.recipes import TABLE, TrainConfig
+    from toyspt.util.hashing import jsonable
+
+    base = RunSpec("scratch", 0, SMALL_TASK, train=TrainConfig(epochs=3, pre_epochs=2, batch_size=64, swap_epochs=1))
+    cache = RunCache(tmp_path / "c")
+    for name in TABLE:
+        for evaluate in ("all", "peak"):
+            swap = ":swap.family=local_shuffle" if "swap" in name else ""
+            spec = arm_spec(name + swap, replace(base, evaluate=evaluate))
+            entry = json.loads(json.dumps(jsonable(get_run(spec, cache).to_json())))
+            check_entry(jsonable(spec.to_dict()), entry)
