@@ -5,7 +5,10 @@
     toyspt docs --check         # exit 1, naming each page, when a block differs from its CSV's rendering
     toyspt docs docs/ucr.md --figures /tmp/figs
 
-A page is written atomically and only when a block changed.
+A page is read bounded (:data:`toyspt.figs.doc_tables.MAX_PAGE_BYTES`, a regular file), parsed
+in one pass, and written atomically and only when a block changed; a page whose folder a
+symbolic link takes out of the working folder is refused (a link to the page itself is
+replaced by the page, what it pointed to left as it was).
 """
 from __future__ import annotations
 
@@ -21,29 +24,48 @@ def pages(root: Path = Path(".")) -> list[Path]:
             if p.is_file()]
 
 
+def read_page(page: Path) -> str:
+    """The text of ``page``: a regular file of at most MAX_PAGE_BYTES of UTF-8 (ValueError naming it)."""
+    from toyspt.figs.doc_tables import MAX_PAGE_BYTES
+    from toyspt.util.files import read_bounded
+
+    data = read_bounded(page, "page", MAX_PAGE_BYTES)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{page}: byte {e.start} is not UTF-8; not a page") from None
+
+
 def run(args: argparse.Namespace) -> int:
-    from toyspt.figs.doc_tables import BLOCK, refresh
-    from toyspt.util.atomic import write_text
+    from toyspt.figs.doc_tables import blocks, refresh
+    from toyspt.util.atomic import outside_through_link, write_text
 
     paths = [Path(p) for p in args.pages] or pages()
     if not paths:
         raise ValueError("no page to rewrite here: run it from the repository's root, or name the pages")
-    missing = [str(p) for p in paths if not p.is_file()]
+    missing = [str(p) for p in paths if not p.exists()]  # a FIFO or folder: read_page names it
     if missing:
         raise ValueError(f"no such page: {', '.join(missing)}")
     if not Path(args.figures).is_dir():
         raise ValueError(f"--figures {args.figures}: not a folder (the figures' CSVs are read from it)")
-    stale, blocks = [], 0
+    if not args.check:
+        for page in paths:
+            real = outside_through_link(page.parent)
+            if real is not None:
+                raise ValueError(f"{page}: its folder is a link to {real}, outside the working folder; "
+                                 "a page is not written through a link (nothing written)")
+    stale, count, new = [], 0, {}
     for page in paths:
-        text = page.read_text(encoding="utf-8")
-        blocks += len(BLOCK.findall(text))
-        new = refresh(text, Path(args.figures), str(page))
-        if new != text:
+        text = read_page(page)
+        count += len(blocks(text.removeprefix("\ufeff"), str(page)))
+        new[page] = refresh(text, Path(args.figures), str(page))
+        if new[page] != text:
             stale.append(page)
-            if not args.check:
-                write_text(page, new)
+    if not args.check:  # every page checked before the first is written
+        for page in stale:
+            write_text(page, new[page])
     verb = "differ from" if args.check else "rewritten from"
-    print(f"{blocks} table block(s) in {len(paths)} page(s); {len(stale)} page(s) {verb} {args.figures}"
+    print(f"{count} table block(s) in {len(paths)} page(s); {len(stale)} page(s) {verb} {args.figures}"
           + "".join(f"\n  {p}" for p in stale))
     return EXIT_FAILED if args.check and stale else EXIT_OK
 
@@ -57,4 +79,4 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-__all__ = ["register", "run", "pages"]
+__all__ = ["register", "run", "pages", "read_page"]

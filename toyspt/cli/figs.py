@@ -67,6 +67,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
 
 def duration(text: str) -> float:
     """Seconds of ``2h``, ``90m``, ``45s``, ``1h30m`` (ASCII digits; > 0)."""
+    if text.startswith("-"):
+        raise argparse.ArgumentTypeError(f"a budget must be more than 0 seconds, got {text!r}")
     m = re.fullmatch(r"(?:([0-9]{1,4})h)?(?:([0-9]{1,6})m)?(?:([0-9]{1,8})s)?", text)
     if not text or m is None:
         raise argparse.ArgumentTypeError(f"expected a duration such as 2h, 90m or 1h30m, got {text!r}")
@@ -114,7 +116,9 @@ def make(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python paper_figs.py", description=__doc__.splitlines()[0])
+    from toyspt.cli.parser import Parser
+
+    p = Parser(prog="python paper_figs.py", description=__doc__.splitlines()[0])
     add_flags(p)
     return p
 

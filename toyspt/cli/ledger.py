@@ -1,20 +1,28 @@
-"""``toyspt ledger``: check a results ledger, or merge the ledgers of two machines.
+"""``toyspt ledger``: check, merge, repair, seal or verify a results ledger.
 
     toyspt ledger check figures/ledger/ucr.jsonl
     toyspt ledger merge figures/ledger/ucr.jsonl other/ucr.jsonl -o figures/ledger/ucr.jsonl
     toyspt ledger verify [figures/ledger/ucr.jsonl] [--sample N | --key K]
+    toyspt ledger repair figures/ledger/ucr.jsonl -o /tmp/ucr.jsonl    # then review, and move it over
+    toyspt ledger migrate figures/ledger/ucr.jsonl                     # seal the records written before digests
 
-``check`` prints the records, their size and every line that is not used (exit 1 when there is
-one). ``merge`` writes one ledger holding every key of its inputs once (atomically: the output
-may be one of the inputs); records of one key with different numbers, or unusable lines, are
-refused: nothing is written, each conflict is named, exit 2. ``verify`` retrains records under
-the kernels they name and compares every number bit for bit (:mod:`toyspt.runs.verify`): one
-paragraph per record (reproduced, differs: which numbers, or not verified: why), exit 1 unless
-every record was reproduced.
+``check`` prints the records, their size, how many carry no digest, and every line that is not
+used (exit 1 when there is one, or when records without a digest sit beside sealed ones).
+``merge`` writes one ledger holding every key of its inputs once (atomically, under the output's
+lock: the output may be one of the inputs, appended to meanwhile); records of one key with
+different numbers, or unusable lines, are refused: nothing is written, each is named, exit 2.
+``repair`` writes a new file without the lines not used, the records of a key that conflict set
+aside in a second file (``--aside``, default OUT.aside), each named. ``migrate`` gives every
+record without a digest its digest, in place (atomically, under the lock; refused, nothing
+written, while a line is not used). ``verify`` retrains records under the kernels they name and
+compares every number bit for bit (:mod:`toyspt.runs.verify`): one paragraph per record
+(reproduced, differs: which numbers, or not verified: why), exit 1 unless every record was
+reproduced.
 """
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from pathlib import Path
 
@@ -29,6 +37,33 @@ def _missing(paths: list[str]) -> bool:
     return bool(gone)
 
 
+MAX_SHOWN = 200  # characters of a recorded text field printed (a host's CPU model is under 100)
+
+
+def inert(value: object, most: int = MAX_SHOWN) -> str:
+    """A recorded field as printable text: a control character, line or paragraph separator,
+    or bidirectional override written as its escape (a terminal never runs it, a fake line
+    never starts), at most MAX_SHOWN characters."""
+    text = str(value)
+    shown = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text[:most])
+    return shown + (f"... ({len(text)} characters)" if len(text) > most else "")
+
+
+def _seconds(lines) -> tuple[float, list[str]]:
+    """The seconds recorded, summed, and a sentence per record whose ``seconds`` no computation
+    can have taken (infinite, NaN, negative): named and left out of the sum, never printed as a total."""
+    total, wrong = 0.0, []
+    for line in lines.values():
+        s = line.record.get("seconds")
+        if s is None:
+            continue
+        if math.isfinite(s) and s >= 0:
+            total += s
+        else:
+            wrong.append(f"line {line.number}: seconds {s!r} is not a duration (finite, >= 0); not counted")
+    return total, wrong
+
+
 def check(args: argparse.Namespace) -> int:
     from toyspt.runs.ledger import Ledger
 
@@ -39,17 +74,53 @@ def check(args: argparse.Namespace) -> int:
     size = Path(args.path).stat().st_size
     kinds: dict[str, int] = {}
     for line in lines.values():  # a run's record says run (its data's kind, ucr, before specs named their own)
-        kind = "run" if "recipe" in line.record["spec"] else line.record["kind"]
+        kind = "run" if "recipe" in line.record["spec"] else inert(line.record["kind"])
         kinds[kind] = kinds.get(kind, 0) + 1
-    cpus = sorted({line.record.get("cpu") or "?" for line in lines.values()})
-    seconds = sum(line.record.get("seconds") or 0.0 for line in lines.values())
+    cpus = sorted({inert(line.record.get("cpu") or "?") for line in lines.values()})
+    seconds, wrong = _seconds(lines)
     counts = f" ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))})" if kinds else ""
-    print(f"{args.path}: {len(lines)} records{counts}, "
+    print(f"{inert(args.path)}: {len(lines)} records{counts}, "
           f"{size / 1e6:.2f} MB, {size / max(1, len(lines)) / 1e3:.1f} KB a record; "
-          f"{seconds / 3600:.2f} CPU-hours recorded; hosts: {'; '.join(cpus) or '-'}")
-    for p in led.problems:
-        print(p)
-    return EXIT_FAILED if led.problems else EXIT_OK
+          f"{seconds / 3600:.2f} CPU-hours recorded{' (without the records below)' if wrong else ''}; "
+          f"hosts: {'; '.join(cpus) or '-'}")
+    mixed = bool(led.unsealed) and len(led.unsealed) < len(lines)
+    if led.unsealed:
+        print(f"{len(led.unsealed)} of {len(lines)} records carry no digest (written before digests: their "
+              "numbers are not bound to them); `toyspt ledger migrate` seals them once"
+              + (f"; beside sealed ones, lines {_some(led.unsealed)}" if mixed else ""))
+    for p in [*led.problems, *(f"{args.path} {w}" for w in wrong)]:
+        print(inert(p, 100 * MAX_SHOWN))
+    return EXIT_FAILED if led.problems or wrong or mixed else EXIT_OK
+
+
+def _some(numbers: list[int], most: int = 20) -> str:
+    return ", ".join(map(str, numbers[:most])) + (f" and {len(numbers) - most} more" if len(numbers) > most else "")
+
+
+def repair(args: argparse.Namespace) -> int:
+    from toyspt.runs.ledger_append import repair as repair_ledger
+
+    if _missing([args.path]):
+        return EXIT_USAGE
+    aside = Path(args.aside or f"{args.out}.aside")
+    got, kept, set_aside = repair_ledger(Path(args.path), Path(args.out), aside)
+    for p in got.problems:
+        print(inert(p, 100 * MAX_SHOWN))
+    print(f"{args.out}: {kept} records kept; {len(got.dropped)} line(s) dropped ({_some(got.dropped) or '-'})"
+          + (f"; {set_aside} conflicting record(s) of {len(got.conflicts)} key(s) set aside in {aside}, none kept"
+             if set_aside else ""))
+    return EXIT_OK
+
+
+def migrate(args: argparse.Namespace) -> int:
+    from toyspt.runs.ledger_append import migrate as migrate_ledger
+
+    if _missing([args.path]):
+        return EXIT_USAGE
+    sealed, before = migrate_ledger(Path(args.path))
+    print(f"{args.path}: {sealed} records sealed, {before} sealed before"
+          + ("" if sealed else "; nothing written"))
+    return EXIT_OK
 
 
 def merge(args: argparse.Namespace) -> int:
@@ -61,7 +132,8 @@ def merge(args: argparse.Namespace) -> int:
     if problems:
         for p in problems:
             print(f"error: {p}")
-        print(f"error: nothing written to {args.out}: {len(problems)} conflict(s) or unusable line(s)")
+        print(f"error: nothing written to {args.out}: {len(problems)} conflict(s) or unusable line(s) "
+              "(toyspt ledger repair drops them or sets them aside)")
         return EXIT_USAGE
     print(f"{args.out}: {n} records from {len(args.paths)} ledgers")
     return EXIT_OK
@@ -96,7 +168,7 @@ def verify(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("ledger", help="check a results ledger, or merge the ledgers of two machines",
+    p = sub.add_parser("ledger", help="check, merge, repair or seal a results ledger",
                        description=__doc__.splitlines()[0])
     s = p.add_subparsers(dest="ledger_cmd", required=True)
     c = s.add_parser("check", help="records, size and every line not used (exit 1 if any)")
@@ -106,6 +178,14 @@ def register(sub) -> None:
     m.add_argument("paths", nargs="+")
     m.add_argument("-o", "--out", type=out_file, required=True, help="the merged ledger (may be one of the inputs)")
     m.set_defaults(func=merge)
+    r = s.add_parser("repair", help="a new ledger without the lines not used, conflicting records set aside")
+    r.add_argument("path")
+    r.add_argument("-o", "--out", type=out_file, required=True, help="the repaired ledger (a new file)")
+    r.add_argument("--aside", type=out_file, default=None, help="where conflicting records go (default OUT.aside)")
+    r.set_defaults(func=repair)
+    g = s.add_parser("migrate", help="seal every record written before digests (in place, once)")
+    g.add_argument("path")
+    g.set_defaults(func=migrate)
     v = s.add_parser("verify", help="retrain records under the kernels they name; compare every number bit for bit")
     v.add_argument("path", nargs="?", default="figures/ledger/ucr.jsonl")
     which = v.add_mutually_exclusive_group()
@@ -115,4 +195,4 @@ def register(sub) -> None:
     v.set_defaults(func=verify)
 
 
-__all__ = ["register", "check", "merge", "verify"]
+__all__ = ["register", "check", "merge", "repair", "migrate", "verify", "inert"]

@@ -31,7 +31,7 @@ COMMANDS = {
     "lra": ("toyspt.cli.lra:register", "LRA checkpoints: inspect, probe per layer/head, offline demo"),
     "ucr": ("toyspt.cli.ucr:register", "scratch vs SPT (and ablations) on UCR time-series data"),
     "figs": ("toyspt.cli.figs:register", "regenerate the paper figures (the same as python paper_figs.py)"),
-    "ledger": ("toyspt.cli.ledger:register", "check a results ledger, or merge the ledgers of two machines"),
+    "ledger": ("toyspt.cli.ledger:register", "check, merge, repair or seal a results ledger"),
     "docs": ("toyspt.cli.docs:register", "rewrite the docs' tables from the figures' CSVs (--check: only compare)"),
     "theory": ("toyspt.cli.main:register_theory",
                "check the theory (the same as python -m theory), e.g. toyspt theory --quick"),
@@ -86,7 +86,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``toyspt`` parser. Only ``command`` (None: none) gets its full parser, which
     imports its module; every other subcommand is a one-line stub, so ``--help`` and
     ``--version`` stay free of torch."""
-    p = argparse.ArgumentParser(prog="toyspt", description=" ".join(__doc__.split("\n\n")[0].split()))
+    from toyspt.cli.parser import Parser
+
+    p = Parser(prog="toyspt", description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--version", action="version", version=f"toyspt {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="{" + ",".join(COMMANDS) + "}")
     for name, (where, help) in COMMANDS.items():

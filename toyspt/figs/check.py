@@ -35,6 +35,9 @@ MAX_CSV_BYTES = 64 << 20  # the largest figure CSV is ~2 MB
 MAX_CSVS = 10_000  # CSVs in a reference folder (the figures have ~30)
 
 
+REPORT_COLUMNS = ["file", "group", "column", "ref", "new", "diff", "tol", "ok", "note"]
+
+
 class CompareError(ValueError):
     """A reference folder or CSV that cannot be compared with; the message names it."""
 
@@ -67,14 +70,36 @@ def check_reference(ref: str | os.PathLike) -> list[Path]:
     if not csvs:
         raise CompareError(f"--compare-to {ref}: holds no CSV to compare with (a folder of figures, e.g. figures/)")
     for path in sorted(csvs):
-        if reduce_csv(path).empty:
+        frame = read_csv(path)
+        mixed = _mixed_column(frame)
+        if mixed is not None:
+            raise CompareError(f"--compare-to {path}: {mixed}; a damaged figure CSV")
+        if _reduce(frame).empty:
             raise CompareError(f"--compare-to {path}: no numeric column to compare (a text CSV?)")
     return sorted(csvs)
 
 
+def _mixed_column(f: pd.DataFrame) -> str | None:
+    """Where a column holds numbers and text (a value column with a word in it: no figure writes
+    one, and comparing it would fail only after drawing): the column, the row and the text."""
+    for c in f.columns:
+        if pd.api.types.is_numeric_dtype(f[c]) or pd.api.types.is_bool_dtype(f[c]):
+            continue
+        text = f[c].dropna().astype(str)
+        number = pd.to_numeric(text, errors="coerce")
+        if number.notna().any() and number.isna().any():
+            row = number.index[number.isna()][0]
+            return (f"column {str(c)[:60]!r} holds numbers and text ({str(text[row])[:40]!r} in data row "
+                    f"{int(row) + 1})")
+    return None
+
+
 def reduce_csv(path: Path) -> pd.DataFrame:
     """Long table (group..., column, value): means of every value column per categorical group."""
-    f = read_csv(path)
+    return _reduce(read_csv(path))
+
+
+def _reduce(f: pd.DataFrame) -> pd.DataFrame:
     numeric = {c for c in f.columns if pd.api.types.is_numeric_dtype(f[c]) and not pd.api.types.is_bool_dtype(f[c])}
     cats = [c for c in f.columns if c not in numeric]
     vals = [c for c in f.columns if c in numeric and c not in INDEX_COLUMNS]
@@ -115,11 +140,14 @@ def compare_dirs(new: Path, ref: Path, drawn: Iterable[str] | None = None) -> pd
                              new=r.value_new, diff=diff, tol=tol, ok=ok,
                              note="" if r._merge == "both" else
                              f"only in {'ref' if r._merge == 'left_only' else 'new'}"))
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=REPORT_COLUMNS)
 
 
 def summary(report: pd.DataFrame) -> str:
-    """Per file: groups compared, how many agree, the largest difference."""
+    """Per file: groups compared, how many agree, the largest difference (a line saying so when
+    nothing was compared: none of the CSVs written is in the reference)."""
+    if report.empty:
+        return "nothing compared: the reference holds none of the CSVs this call wrote"
     lines = []
     for name, g in report.groupby("file", sort=True):
         worst = g.loc[g["diff"].idxmax()] if g["diff"].notna().any() else None

@@ -30,9 +30,15 @@ from toyspt.ucr.data import PAPER_DATASETS
 from toyspt.ucr.design import PRIMARY, STUDY_METRICS
 from toyspt.ucr.reference import PROTOCOLS, REFERENCE_CLASSIFIERS
 
-# a block: its opening and closing comments each on a line of their own (quoted in prose, they are text)
-BLOCK = re.compile(r"^(<!-- table (\S+) -->\n)(.*?)^(<!-- /table -->)$", re.S | re.M)
-OPENING = re.compile(r"^<!-- table ", re.M)
+# a block's opening and closing comments, each a line of its own (quoted in prose, they are text)
+OPENING = re.compile(r"<!-- table (\S+) -->")
+CLOSING = "<!-- /table -->"
+MARKER = re.compile(r"( {0,3})(<!-- /?table\b.*)")  # a line markdown reads as one (indented 4+: a code block)
+MAX_PAGE_BYTES = 1 << 20  # a page read whole: the largest page (docs/ucr.md) is ~46 KB
+# what a CSV cell may not carry into a markdown table: a column break, HTML (a marker), control characters
+ESCAPES = {"\\": "\\\\", "|": "\\|", "<": "&lt;", ">": "&gt;", "&": "&amp;",
+           **{chr(c): f"\\x{c:02x}" for c in (*range(32), 127)}, "\u2028": "\\u2028", "\u2029": "\\u2029"}
+CELL = re.compile("|".join(map(re.escape, ESCAPES)))
 METRIC_HEADS = {"mean_test_last20": "**mean test, last 20%** (primary)",
                 "test_at_min_val_loss": "test at min. val. loss", "final_test_acc": "final test",
                 "peak_held_out": "peak held-out (optimistic)"}
@@ -73,9 +79,15 @@ def _rows(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(_o=order).sort_values("_o", kind="stable").drop(columns="_o")
 
 
+def cell(text: str) -> str:
+    """``text`` inert in a markdown table: a ``|`` does not break the row, ``<`` opens no HTML
+    (nor a table marker), a line end or control character is written as its escape."""
+    return CELL.sub(lambda m: ESCAPES[m.group(0)], text)
+
+
 def _markdown(head: list[str], body: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(row) + " |" for row in body]
+    lines = ["| " + " | ".join(map(cell, head)) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(cell(str(c)) for c in row) + " |" for row in body]
     return "\n".join(lines) + "\n"
 
 
@@ -182,16 +194,58 @@ def render(name: str, figures: Path) -> str:
     return fn(read_csv(figures / csv))
 
 
+def blocks(text: str, page: str = "page") -> list[tuple[int, int, str]]:
+    """The table blocks of ``text`` as (start, end, name): its body is ``text[start:end]``,
+    between the opening line and the closing one. One pass over the lines; :class:`TableError`
+    naming the page and line for a marker that would be read otherwise than markdown reads it
+    (indented by 1-3 spaces, not of the two forms), a block not closed or closing none."""
+    out: list[tuple[int, int, str]] = []
+    opened: tuple[int, int, str] | None = None  # (line, body start, name)
+    pos, number = 0, 0
+    while pos < len(text):
+        end = text.find("\n", pos)
+        end = len(text) if end < 0 else end + 1
+        line, number = text[pos:end].rstrip("\n"), number + 1
+        m = MARKER.fullmatch(line)
+        if m is not None:
+            where = f"{page} line {number}"
+            if m.group(1):
+                raise TableError(f"{where}: a table marker indented by {len(m.group(1))} space(s); "
+                                 "put it at the start of its line")
+            opening = OPENING.fullmatch(m.group(2))
+            if opening is None and m.group(2) != CLOSING:
+                raise TableError(f"{where}: {m.group(2)[:60]!r} is not a table marker ('<!-- table NAME -->' "
+                                 f"or '{CLOSING}', alone on a line)")
+            if opening is not None and opened is not None:
+                raise TableError(f"{page} line {opened[0]}: table block {opened[2]} without its '{CLOSING}' "
+                                 f"before the next opens (line {number})")
+            if opening is None and opened is None:
+                raise TableError(f"{where}: '{CLOSING}' closes no table block")
+            if opening is not None:
+                opened = (number, end, opening.group(1))
+            else:
+                out.append((opened[1], pos, opened[2]))
+                opened = None
+        pos = end
+    if opened is not None:
+        raise TableError(f"{page} line {opened[0]}: table block {opened[2]} without its '{CLOSING}'")
+    return out
+
+
 def refresh(text: str, figures: Path, page: str = "page") -> str:
-    """``text`` with every table block's body rendered anew; :class:`TableError` naming the
-    page for a block that is not closed or names no table."""
-    opened, closed = len(OPENING.findall(text)), len(BLOCK.findall(text))
-    if opened != closed:
-        raise TableError(f"{page}: {opened - closed} table block(s) without their '<!-- /table -->'")
-    try:
-        return BLOCK.sub(lambda m: m.group(1) + render(m.group(2), figures) + m.group(4), text)
-    except TableError as e:
-        raise TableError(f"{page}: {e}") from None
+    """``text`` with every table block's body rendered anew (a leading byte-order mark kept);
+    :class:`TableError` naming the page for a block that is not closed or names no table."""
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    text = text[len(bom):]
+    parts, at = [bom], 0
+    for start, end, name in blocks(text, page):
+        try:
+            parts += [text[at:start], render(name, figures)]
+        except TableError as e:
+            raise TableError(f"{page}: {e}") from None
+        at = end
+    return "".join(parts) + text[at:]
 
 
-__all__ = ["TABLES", "TableError", "render", "refresh", "paired", "gain", "seed_block", "archive", "standing"]
+__all__ = ["TABLES", "TableError", "MAX_PAGE_BYTES", "blocks", "cell", "render", "refresh",
+           "paired", "gain", "seed_block", "archive", "standing"]

@@ -176,7 +176,7 @@ def run_job(job: FigureJob) -> int:
         print(f"arm means against {job.compare_to} (agree when |new - ref| <= {ATOL} + {RTOL} |ref|; the "
               f"{len(csvs)} CSVs this call wrote):")
         print(summary(report))
-        return 0 if bool(report.ok.all()) else 1
+        return 0 if len(report) and bool(report.ok.all()) else 1  # nothing compared is no agreement
     return 0
 
 

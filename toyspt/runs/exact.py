@@ -17,6 +17,13 @@ shortest of these forms that gives back exactly the same values:
 Every encoding is checked by decoding it and comparing the JSON text with the original's, so
 an encoding is exact or is not written (:class:`InexactEncoding`); non-numbers in a column (the
 ``"nan"`` strings of :func:`toyspt.util.hashing.jsonable`) pass through every form unchanged.
+
+Decoding is bounded (:class:`Budget`): a form that expands (``@range``, ``@rle``, the rows of
+``@rows``) says how many values it makes, and that claim is checked against the budget before
+anything is made, so a line of a few bytes that claims 10^12 values is refused at once
+(:class:`Oversized`), never expanded. A record's budget is :data:`EXPANSION` values a byte of
+its line, at most :data:`MAX_VALUES`: the committed study's records make at most 0.41 values a
+byte and 10,541 values (a 500-epoch run), so both caps stand 20x above what a run writes.
 """
 from __future__ import annotations
 
@@ -27,10 +34,37 @@ import numpy as np
 
 MIN_COLUMN = 8  # shorter lists stay as they are (the tags would cost more than they save)
 MAX_DEN = 4096  # largest split size tried for the @frac form
+EXPANSION = 8  # values a decoded record may hold per byte of its line (the study's records: at most 0.41)
+MAX_VALUES = 250_000  # values one decoded record may hold (the study's largest: 10,541; ~25 MB of objects)
 
 
 class InexactEncoding(ValueError):
     """An encoding that does not give back its input exactly (a bug: nothing is written)."""
+
+
+class Oversized(ValueError):
+    """A compact form that claims more values than its budget allows; nothing was expanded."""
+
+
+class Budget:
+    """Values a decoding may still make; :meth:`take` refuses a claim beyond them before it is made."""
+
+    def __init__(self, values: int):
+        self.left = values
+
+    @classmethod
+    def of_line(cls, line_bytes: int) -> "Budget":
+        """The budget of a record whose line is ``line_bytes`` long (see the module docstring)."""
+        return cls(min(MAX_VALUES, EXPANSION * max(1, line_bytes)))
+
+    def take(self, n: Any, form: str) -> int:
+        if not _is_int(n) or n < 0:
+            raise Oversized(f"a {form} form claims {str(n)[:40]!r} values, not a count")
+        if n > self.left:
+            raise Oversized(f"a {form} form claims {n} values, more than the {self.left} its line's size allows "
+                            f"(at most {EXPANSION} a byte, {MAX_VALUES} a record)")
+        self.left -= n
+        return n
 
 
 def _is_int(v) -> bool:
@@ -146,14 +180,25 @@ def encode(value: Any) -> Any:
     return value
 
 
-def _decode_column(c: Any) -> list:
+def _decode_column(c: Any, budget: Budget | None) -> list:
     if isinstance(c, list):
-        return [decode(v) for v in c]
+        return [decode(v, budget) for v in c]
+    if not isinstance(c, dict):
+        raise InexactEncoding(f"a column of {type(c).__name__}, not a list or a compact form")
     if "@range" in c:
         start, step, n = c["@range"]
+        if not (_is_int(start) and _is_int(step)):
+            raise InexactEncoding("a @range form of non-integers")
+        if budget is not None:
+            budget.take(n, "@range")
         return [start + i * step for i in range(n)]
     if "@rle" in c:
-        return [v for v, n in c["@rle"] for _ in range(n)]
+        runs = c["@rle"]
+        if not all(isinstance(r, list) and len(r) == 2 and _is_int(r[1]) and r[1] >= 0 for r in runs):
+            raise InexactEncoding("a @rle form whose runs are not [value, count]")
+        if budget is not None:
+            budget.take(sum(n for _, n in runs), "@rle")
+        return [v for v, n in runs for _ in range(n)]
     if "@frac" in c:
         den = c["@frac"]
         return [v / den if _is_int(v) else v for v in c["v"]]
@@ -162,20 +207,23 @@ def _decode_column(c: Any) -> list:
     raise InexactEncoding(f"unknown column form {sorted(c)[:3]}")
 
 
-def decode(value: Any) -> Any:
-    """Inverse of :func:`encode`."""
+def decode(value: Any, budget: Budget | None = None) -> Any:
+    """Inverse of :func:`encode`; with a ``budget``, bounded (:class:`Oversized` before a form
+    expands beyond it)."""
     if isinstance(value, dict):
         if "@rows" in value:
             r = value["@rows"]
             schemas = r["schemas"]
-            which = _decode_column(r["which"])
-            cols = {k: iter(_decode_column(c)) for k, c in r["cols"].items()}
+            which = _decode_column(r["which"], budget)
+            if budget is not None:
+                budget.take(sum(len(schemas[w]) for w in which), "@rows")
+            cols = {k: iter(_decode_column(c, budget)) for k, c in r["cols"].items()}
             return [{k: next(cols[k]) for k in schemas[w]} for w in which]
         if any(k in value for k in ("@range", "@rle", "@frac", "@f32")):
-            return _decode_column(value)
-        return {k: decode(v) for k, v in value.items()}
+            return _decode_column(value, budget)
+        return {k: decode(v, budget) for k, v in value.items()}
     if isinstance(value, list):
-        return [decode(v) for v in value]
+        return [decode(v, budget) for v in value]
     return value
 
 
@@ -190,4 +238,5 @@ def exact_encode(value: Any) -> Any:
     return out
 
 
-__all__ = ["encode", "decode", "exact_encode", "InexactEncoding", "MIN_COLUMN", "MAX_DEN"]
+__all__ = ["encode", "decode", "exact_encode", "InexactEncoding", "Oversized", "Budget", "MIN_COLUMN", "MAX_DEN",
+           "EXPANSION", "MAX_VALUES"]

@@ -36,8 +36,19 @@ import torch
 from toyspt.probe.tracking import BULK_METRICS
 from toyspt.runs.exact import decode, exact_encode
 from toyspt.runs.kernels import settings as kernel_settings
-from toyspt.runs.ledger_append import Tally, append_line, merge
-from toyspt.runs.ledger_file import LEDGER_FORMAT, LedgerError, Line, cpu_model, norms, parse, read_raw, stamp
+from toyspt.runs.ledger_append import Tally, append_line, merge, refuse_link
+from toyspt.runs.ledger_file import (
+    LEDGER_FORMAT,
+    LedgerError,
+    Line,
+    cpu_model,
+    norms,
+    parse,
+    read,
+    read_raw,
+    seal,
+    stamp,
+)
 from toyspt.runs.specs import Entry, Spec
 from toyspt.util.hashing import jsonable
 
@@ -78,9 +89,14 @@ class WeightsNotKept(dict):
                        "only its run cache has them (rerun the figure with that cache, or retrain the run)")
 
 
-def entry_of(spec: Spec, record: dict) -> Entry:
-    """The entry a record gives ``spec``, exactly as the run cache would give it (no weights)."""
-    return spec.result_type.from_stored(decode(record["entry"]), WeightsNotKept(record["states"], record["key"]))
+def entry_of(spec: Spec, record: dict, where: str = "its record") -> Entry:
+    """The entry a record gives ``spec``, exactly as the run cache would give it (no weights);
+    :class:`LedgerError` naming ``where`` (the ledger and line) when it gives none."""
+    try:
+        return spec.result_type.from_stored(decode(record["entry"]), WeightsNotKept(record["states"], record["key"]))
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        raise LedgerError(f"{where}: its entry is not one of a {spec.kind} ({type(e).__name__}: "
+                          f"{' '.join(str(e).split())[:80]}); repair or remove the line") from None
 
 
 @dataclass
@@ -96,6 +112,9 @@ class Ledger:
     _lines: dict[str, Line] | None = field(default=None, repr=False)
     _tally: Tally | None = field(default=None, repr=False)  # the file's line ends as last read or appended
     _removed: set[str] = field(default_factory=set, repr=False)  # keys whose records no longer answer here
+    conflicted: set[str] = field(default_factory=set, repr=False)  # keys whose records conflict: none answers
+    unsealed: list[int] = field(default_factory=list, repr=False)  # lines of usable records without a digest
+    _said: set[str] = field(default_factory=set, repr=False)  # conflicted keys already warned of
     problems: list[str] = field(default_factory=list, repr=False)
 
     name = "ledger"
@@ -120,7 +139,9 @@ class Ledger:
     def lines(self) -> dict[str, Line]:
         """key -> its usable record (read once); :attr:`problems` names every line not used."""
         if self._lines is None:
-            self._lines, self.problems = parse(self._raw(), str(self.path))
+            got = read(self._raw(), str(self.path))
+            self._lines, self.problems, self.conflicted, self.unsealed = (got.good, got.problems,
+                                                                          set(got.conflicts), got.unsealed)
             for p in self.problems:
                 self.warn(p)
         return self._lines
@@ -143,7 +164,8 @@ class Ledger:
         """The entry of ``spec`` (or of one of its alternatives) as its record gives it, or None
         (always None with ``weights``: a record keeps none)."""
         found = None if weights or not self.answers else self._answering(spec)
-        return entry_of(found[0], found[1].record) if found is not None else None
+        return entry_of(found[0], found[1].record, f"{self.path} line {found[1].number}") if found is not None \
+            else None
 
 
     def provenance(self, spec: Spec) -> str | None:
@@ -160,7 +182,9 @@ class Ledger:
 
     # ---- writing ---------------------------------------------------------------------------
     def check_writable(self) -> None:
-        """:class:`LedgerError` now if records could not be appended to ``path``."""
+        """:class:`LedgerError` now if records could not be appended to ``path`` (nor through a
+        link out of the working folder: :func:`toyspt.runs.ledger_append.locked`)."""
+        refuse_link(self.path)
         where = self.path if self.path.exists() else next((p for p in self.path.parents if p.exists()), Path("."))
         if not os.access(where, os.W_OK) or (where == self.path and not self.path.is_file()):
             raise LedgerError(f"{self.path}: records cannot be appended there ({where} is not writable)")
@@ -169,12 +193,12 @@ class Ledger:
         """The record of ``spec``'s finished ``entry`` (weights summarised by their norms)."""
         tensors = entry.tensors()
         parent = spec.parent()
-        return dict(ledger=LEDGER_FORMAT, key=spec.key(), kind=spec.kind, spec=jsonable(spec.to_dict()),
+        return seal(dict(ledger=LEDGER_FORMAT, key=spec.key(), kind=spec.kind, spec=jsonable(spec.to_dict()),
                     parent=parent.key() if parent is not None else None, tier=self.tier,
                     entry=exact_encode(_slim(_plain(entry), self.leave_out)), states=list(tensors),
                     norms=norms(tensors), seconds=getattr(entry, "seconds", None), cpu=cpu_model(),
                     cpu_capability=torch.backends.cpu.get_cpu_capability(), kernels=kernel_settings(),
-                    torch=torch.__version__, written=stamp())
+                    torch=torch.__version__, written=stamp()))
 
     def add(self, spec: Spec, entry: Entry) -> bool:
         """Append ``spec``'s entry unless it is not covered, has no weights (read from a ledger)
@@ -183,6 +207,13 @@ class Ledger:
         record kept (the tracker metrics it holds: a record written under another ``leave_out``
         still compares), decoded, so a cached run is checked without encoding it again."""
         if not self.covers(spec) or isinstance(entry.tensors(), WeightsNotKept):
+            return False
+        self.lines()
+        if spec.key() in self.conflicted:
+            if spec.key() not in self._said:  # appending one more would only add to the conflict
+                self._said.add(spec.key())
+                self.warn(f"{spec.label()}: not appended, its records in {self.path} conflict (toyspt ledger "
+                          "repair sets them aside; then it is recorded once)")
             return False
         old = self.lines().get(spec.key())
         if old is not None:

@@ -1,16 +1,29 @@
-"""Writing a results ledger: appending a record (one ``write`` of a whole line under an exclusive
-lock, fsynced, so a kill -9 loses at most the line in flight, and a truncated last line is closed
-before the next append) and merging the ledgers of several machines into one."""
+"""Writing a results ledger: appending a record, merging the ledgers of several machines,
+repairing one and sealing its records, every write under the ledger's one lock.
+
+The lock is an exclusive ``flock`` on the ledger file; a writer that replaces the file (merge,
+repair onto it, migrate: a new file renamed over it, whole or not at all) holds the lock on
+the old file until the rename, and every writer checks under the lock that the path still
+names the file it locked (else it locks the new one), so an append waiting on a merge lands in
+the merged file, never in the one it replaced. An append is one ``write`` of a whole line,
+fsynced, so a kill -9 loses at most the line in flight, and a truncated last line is closed
+before the next append; a write that fails (disk full, read-only, I/O error) is cut back to
+where the file ended and raised as one :class:`toyspt.util.atomic.WriteError`: no half record
+stays. A path that a symbolic link takes out of the working folder is not written through.
+"""
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
-from toyspt.runs.ledger_file import LedgerError, parse, read_raw
+from toyspt.runs.ledger_file import DIGEST, LedgerError, Line, Read, read, read_raw, seal
+from toyspt.util.atomic import WriteError, outside_through_link, write_text
 
 
 @dataclass
@@ -37,53 +50,165 @@ class Tally:
         return self.lines
 
 
-def append_line(path: Path, rec: dict, tally: Tally | None = None) -> int:
-    """Append ``rec`` as one line (one ``write`` under an exclusive lock, fsynced); a last line
-    left without its line end by a killed writer is closed first. Returns the line's number,
-    counted under the lock from ``tally`` (updated to the file after the append; None: counted
-    from the start), so lines appended by others in between are counted."""
-    text = json.dumps(rec, separators=(",", ":"), ensure_ascii=True) + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tally = tally if tally is not None else Tally()
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+def _fault(path: Path, e: OSError, what: str) -> WriteError:
+    return WriteError(f"{path}: cannot {what}: {e.strerror or e}; nothing half-written was left")
+
+
+def refuse_link(path: Path) -> None:
+    """:class:`LedgerError` when a symbolic link takes ``path`` out of the working folder."""
+    real = outside_through_link(path)
+    if real is not None:
+        raise LedgerError(f"{path}: a link to {real}, outside the working folder; a ledger is not written "
+                          "through a link (name the file itself)")
+
+
+@contextlib.contextmanager
+def locked(path: Path, made: list | None = None) -> Iterator[int]:
+    """The ledger at ``path`` open for writing (created if need be) under its exclusive lock:
+    the file the path names once the lock is held. ``made``: a list that gets True appended
+    when this call created the file (a refusal then removes it: nothing is left)."""
+    refuse_link(path)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise LedgerError(f"{path}: not a regular file")
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _fault(path, e, "create its folder") from None
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+            if made is not None:
+                made.append(True)
+        except FileExistsError:
+            fd = None
+        except OSError as e:
+            raise _fault(path, e, "open it to write") from None
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644) if fd is None else fd
+        except OSError as e:
+            raise _fault(path, e, "open it to write") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise LedgerError(f"{path}: not a regular file")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            st = os.fstat(fd)
+            try:
+                now = os.stat(path)
+            except FileNotFoundError:
+                now = None
+            if now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+                yield fd
+                return
+        finally:
+            os.close(fd)  # closing releases the lock; replaced while we waited: lock the new file
+
+
+def append_line(path: Path, rec: dict, tally: Tally | None = None) -> int:
+    """Append ``rec`` as one line under the lock (a last line left without its line end by a
+    killed writer is closed first). Returns the line's number, counted under the lock from
+    ``tally`` (updated to the file after the append; None: counted from the start), so lines
+    appended by others in between are counted. A failed write is cut back (module docstring)."""
+    text = json.dumps(rec, separators=(",", ":"), ensure_ascii=True) + "\n"
+    tally = tally if tally is not None else Tally()
+    with locked(path) as fd:
         lines = tally.count(fd)
         if tally.size and os.pread(fd, 1, tally.size - 1) != b"\n":
             text = "\n" + text
         data = text.encode()
-        if os.write(fd, data) != len(data):
-            raise OSError(f"{path}: short write")
-        os.fsync(fd)
+        try:
+            written = os.write(fd, data)
+            if written != len(data):
+                raise OSError(28, f"a short write ({written} of {len(data)} bytes; disk full?)")
+            os.fsync(fd)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, tally.size)  # the file as it was: no half record
+            raise _fault(path, e, "append a record") from None
         tally.size, tally.lines = tally.size + len(data), lines + text.count("\n")
         return tally.lines
-    finally:
-        os.close(fd)  # closing releases the lock
+
+
+def _text(records) -> str:
+    return "".join(json.dumps(r, separators=(",", ":"), ensure_ascii=True) + "\n" for r in records)
+
+
+def _read_locked(fd: int, path: Path) -> Read:
+    """The records of the ledger open at ``fd`` (its lock held)."""
+    size = os.fstat(fd).st_size
+    raw, _ = read_raw(path) if size else (b"", None)
+    return read(raw, str(path))
 
 
 def merge(paths: list[Path], out: Path) -> tuple[int, list[str]]:
     """One ledger of the records of ``paths`` (each key once, in first-seen order), written to
-    ``out`` atomically. Records of one key with different numbers are a conflict: nothing is
-    written and the conflicts are returned; so are lines that are not usable records."""
-    from toyspt.util.atomic import write_text
+    ``out`` atomically under ``out``'s lock, the inputs read under it (an input that is ``out``
+    read as it is then: appends made meanwhile are kept). Records of one key with different
+    numbers are a conflict: nothing is written and the conflicts are returned; so are lines
+    that are not usable records (``toyspt ledger repair`` drops or sets them aside)."""
+    made: list = []
+    with locked(out, made) as fd:
+        seen: dict[str, tuple[str, int, dict]] = {}
+        conflicts, problems = [], []
+        for p in paths:
+            got = _read_locked(fd, out) if _same(p, out) else read(read_raw(Path(p))[0], str(p))
+            problems += got.problems
+            for k, line in sorted(got.good.items(), key=lambda kv: kv[1].number):
+                if k not in seen:
+                    seen[k] = (str(p), line.number, line.record)
+                elif seen[k][2]["entry"] != line.record["entry"]:
+                    conflicts.append(f"{k}: {seen[k][0]} line {seen[k][1]} and {p} line {line.number} differ")
+        if conflicts or problems:
+            if made and os.fstat(fd).st_size == 0:
+                os.unlink(out)  # made by this call, nothing in it: as it was
+            return 0, conflicts + problems
+        write_text(out, _text(r for _, _, r in seen.values()))
+        return len(seen), []
 
-    seen: dict[str, tuple[str, int, dict]] = {}
-    conflicts, problems = [], []
-    for p in paths:
-        good, bad = parse(read_raw(Path(p))[0], str(p))
-        problems += bad
-        for k, line in sorted(good.items(), key=lambda kv: kv[1].number):
-            if k not in seen:
-                seen[k] = (str(p), line.number, line.record)
-            elif seen[k][2]["entry"] != line.record["entry"]:
-                conflicts.append(f"{k}: {seen[k][0]} line {seen[k][1]} and {p} line {line.number} differ")
-    if conflicts or problems:
-        return 0, conflicts + problems
-    write_text(out, "".join(json.dumps(r, separators=(",", ":"), ensure_ascii=True) + "\n"
-                            for _, _, r in seen.values()))
-    return len(seen), []
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
-__all__ = ["Tally", "append_line", "merge"]
+def repair(path: Path, out: Path, aside: Path) -> tuple[Read, int, int]:
+    """Write to ``out`` every usable record of ``path`` once, in order, and to ``aside`` every
+    record of a key whose records conflict (none of them kept: each verifies, so which is right
+    is for retraining to say, ``toyspt ledger verify``); lines not usable (cut off, damaged) are
+    dropped. Returns (what was read, records kept, records set aside); ``out`` may not be
+    ``path`` (review it, then move it over)."""
+    if _same(path, out):
+        raise LedgerError(f"{out}: repair writes a new file, not the ledger it reads; name another -o")
+    got = read(read_raw(path)[0], str(path))
+    kept = sorted(got.good.values(), key=lambda x: x.number)
+    set_aside: list[Line] = sorted((x for lines in got.conflicts.values() for x in lines), key=lambda x: x.number)
+    with locked(out):
+        write_text(out, _text(x.record for x in kept))
+    if set_aside:
+        with locked(aside):
+            write_text(aside, _text(x.record for x in set_aside))
+    return got, len(kept), len(set_aside)
+
+
+def migrate(path: Path) -> tuple[int, int]:
+    """Seal every record of ``path`` that has no digest (:func:`toyspt.runs.ledger_file.seal`),
+    the file rewritten atomically under its lock, every other byte of a record kept: (sealed,
+    already sealed). A ledger with a line not used is refused, nothing written (repair it first)."""
+    with locked(path) as fd:
+        got = _read_locked(fd, path)
+        if got.problems:
+            raise LedgerError(f"{path}: {len(got.problems)} line(s) not used, e.g. {got.problems[0]}; nothing "
+                              "sealed (toyspt ledger repair first)")
+        raw, _ = read_raw(path)
+        lines = raw.split(b"\n")
+        sealed = 0
+        for line in [*got.good.values(), *got.duplicates]:
+            if DIGEST not in line.record:
+                lines[line.number - 1] = json.dumps(seal(line.record), separators=(",", ":"),
+                                                    ensure_ascii=True).encode()
+                sealed += 1
+        if sealed:
+            write_text(path, b"\n".join(lines).decode("utf-8"))
+        return sealed, len(got.good) + len(got.duplicates) - sealed
+
+
+__all__ = ["Tally", "append_line", "locked", "refuse_link", "merge", "repair", "migrate"]

@@ -2,31 +2,48 @@
 docs/ledger.md), what makes a line a usable record, and the facts a record carries besides its
 entry (weights' norms, the host's CPU model, the time).
 
-A line that is truncated, not UTF-8, not a JSON object, of another format, whose key does not
-match its own spec, or one of two records of a key with different numbers, is named with its
-line number and never used (:func:`parse`). Writing records: :mod:`toyspt.runs.ledger_append`;
-the ledger as a store: :mod:`toyspt.runs.ledger`.
+A line that is truncated, over :data:`MAX_LINE_BYTES`, not UTF-8, not a JSON object, of another
+format, whose key does not match its own spec, whose compact form claims more values than its
+length allows (:class:`toyspt.runs.exact.Budget`), whose numbers no run can have
+(:mod:`toyspt.runs.record_checks`), whose digest does not match its fields (:func:`record_digest`:
+a field edited after the line was written), or one of two records of a key with different
+numbers, is named with its line number and never used (:func:`read`).
+
+Caps, sized to the study (2,260 records, 31.4 MB, 13.9 KB a record, the largest line 30.7 KB):
+a ledger of at most :data:`MAX_BYTES` (128 MiB: four times the study; reading it whole takes
+about ten times its size in memory), a line of at most :data:`MAX_LINE_BYTES` (1 MiB: 34 times
+the largest), a record's decoded values at most :data:`toyspt.runs.exact.MAX_VALUES`.
+
+A record's ``digest`` is the sha256 of its other fields as canonical JSON, whatever fields it
+has; records written before digests (format 1 without one) are *unsealed*: used as they are,
+counted by ``toyspt ledger check``, sealed once by ``toyspt ledger migrate``.
+
+Writing records: :mod:`toyspt.runs.ledger_append`; the ledger as a store: :mod:`toyspt.runs.ledger`.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
 import platform
 import stat
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from toyspt.runs.exact import decode
+from toyspt.runs.exact import Budget, decode
+from toyspt.runs.record_checks import Impossible, check_entry
 from toyspt.runs.specs import RunSpec
 from toyspt.util.hashing import digest
 
 LEDGER_FORMAT = 1  # bump when a record's layout changes
-MAX_BYTES = 1 << 30  # a ledger larger than this is refused before reading (the whole study is ~40 MB)
+MAX_BYTES = 128 << 20  # a ledger larger than this is refused before reading (the study: 31.4 MB)
+MAX_LINE_BYTES = 1 << 20  # a line longer than this is not parsed (the study's longest: 30.7 KB)
+DIGEST = "digest"  # the field holding a record's digest
 
 
 class LedgerError(ValueError):
@@ -99,77 +116,125 @@ class Line:
 
 FIELD_TYPES = dict(seconds=(int, float, type(None)), cpu=(str, type(None)), cpu_capability=(str, type(None)),
                    kernels=dict, parent=(str, type(None)), tier=str, norms=dict, torch=str,
-                   written=str)  # optional fields
+                   written=str, digest=str)  # optional fields
 
 
-def _check(rec: Any) -> str | None:
-    """Why a parsed line is not a usable record (None: it is)."""
+def record_digest(rec: dict) -> str:
+    """The sha256 (hex) of every field of ``rec`` but its digest, as canonical JSON: fields
+    added later (a kernel setting) are covered as they come, and the line's spacing or key
+    order is not."""
+    body = {k: v for k, v in rec.items() if k != DIGEST}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def seal(rec: dict) -> dict:
+    """``rec`` with its digest (:func:`record_digest`)."""
+    return {**{k: v for k, v in rec.items() if k != DIGEST}, DIGEST: record_digest(rec)}
+
+
+def _check(rec: Any, size: int) -> str | None:
+    """Why a parsed line of ``size`` bytes is not a usable record (None: it is)."""
     if not isinstance(rec, dict):
         return "not a JSON object"
-    if rec.get("ledger") != LEDGER_FORMAT:
+    if type(rec.get("ledger")) is not int or rec["ledger"] != LEDGER_FORMAT:  # true is not 1
         return f"a record of ledger format {rec.get('ledger')!r}, not {LEDGER_FORMAT}"
     missing = [k for k in ("key", "kind", "spec", "entry", "states") if k not in rec]
     if missing:
         return f"no {', '.join(missing)}"
+    if not isinstance(rec["kind"], str) or not isinstance(rec["key"], str):
+        return f"its {'kind' if not isinstance(rec['kind'], str) else 'key'} is not a text"
     if not isinstance(rec["spec"], dict) or digest(identity(rec["kind"], rec["spec"])) != rec["key"]:
-        return f"its key {rec['key']!r} does not match its own spec"
+        return f"its key {rec['key'][:40]!r} does not match its own spec"
     wrong = [k for k, t in FIELD_TYPES.items() if k in rec and (not isinstance(rec[k], t) or isinstance(rec[k], bool))]
     if not isinstance(rec["states"], list) or not all(isinstance(x, str) for x in rec["states"]):
         wrong.append("states")
     if wrong:
         return f"its {', '.join(wrong)} of the wrong type"
     try:
-        entry = decode(rec["entry"])
+        entry = decode(rec["entry"], Budget.of_line(size))
     except Exception as e:  # whatever a damaged entry raises, the line is not used
-        return f"its entry cannot be decoded ({type(e).__name__})"
-    return None if isinstance(entry, dict) else "its entry is not a JSON object"
+        return f"its entry cannot be decoded ({type(e).__name__}{': ' + str(e) if isinstance(e, ValueError) else ''})"
+    if not isinstance(entry, dict):
+        return "its entry is not a JSON object"
+    try:
+        check_entry(rec["spec"], entry)
+    except Impossible as e:
+        return f"its {e}"
+    if DIGEST in rec and rec[DIGEST] != record_digest(rec):
+        return "its digest does not match its fields (a field was edited after the line was written)"
+    return None
 
 
-def parse(raw: bytes, name: str) -> tuple[dict[str, Line], list[str]]:
-    """The usable records of a ledger's bytes by key, and a sentence per line not used."""
-    good: dict[str, Line] = {}
-    bad: dict[str, list[int]] = {}  # key -> lines of records that disagree
-    problems = []
+@dataclass
+class Read:
+    """What :func:`read` found in a ledger's bytes."""
+
+    good: dict[str, Line] = field(default_factory=dict)  # key -> its usable record
+    problems: list[str] = field(default_factory=list)  # a sentence per line not used
+    conflicts: dict[str, list[Line]] = field(default_factory=dict)  # key -> its records whose numbers differ
+    dropped: list[int] = field(default_factory=list)  # the lines not used, but for conflicts
+    duplicates: list[Line] = field(default_factory=list)  # records identical in numbers to a usable one
+    unsealed: list[int] = field(default_factory=list)  # the lines of usable records without a digest
+
+
+def read(raw: bytes, name: str, max_line: int | None = None) -> Read:
+    """The records of a ledger's bytes (see the module docstring); ``max_line``: MAX_LINE_BYTES."""
+    max_line = MAX_LINE_BYTES if max_line is None else max_line
+    out = Read()
     chunks = raw.split(b"\n")
     for i, chunk in enumerate(chunks, 1):
         if not chunk.strip():
             continue
-        if i == len(chunks):
-            problems.append(f"{name} line {i}: truncated (no line end: a write cut short); not used")
-            continue
-        try:
-            rec = json.loads(chunk.decode("utf-8"), parse_constant=_constant)
-        except UnicodeDecodeError:
-            problems.append(f"{name} line {i}: not UTF-8; not used")
-            continue
-        except json.JSONDecodeError as e:
-            problems.append(f"{name} line {i}: not JSON ({e.msg}); not used")
-            continue
-        except (ValueError, RecursionError) as e:  # NaN, a number of over 4300 digits, arrays nested too deep
-            why = "nested too deeply" if isinstance(e, RecursionError) else str(e).split(":")[0]
-            problems.append(f"{name} line {i}: not JSON ({why}); not used")
-            continue
-        why = _check(rec)
+        why, rec = _line(chunk, i == len(chunks), max_line)
         if why is not None:
-            problems.append(f"{name} line {i}: {why}; not used")
+            out.problems.append(f"{name} line {i}: {why}; not used")
+            out.dropped.append(i)
             continue
         k = rec["key"]
-        if k in bad:
-            bad[k].append(i)
-        elif k in good:  # one key is one spec's identity: where a data set was read (root) may differ
-            if good[k].record["entry"] != rec["entry"]:
-                bad[k] = [good.pop(k).number, i]
+        if k in out.conflicts:
+            out.conflicts[k].append(Line(i, rec))
+        elif k in out.good:  # one key is one spec's identity: where a data set was read (root) may differ
+            if out.good[k].record["entry"] != rec["entry"]:
+                out.conflicts[k] = [out.good.pop(k), Line(i, rec)]
+            else:
+                out.duplicates.append(Line(i, rec))
         else:
-            good[k] = Line(i, rec)
-    for k, where in bad.items():
-        problems.append(f"{name} lines {', '.join(map(str, where))}: records of {k} with different numbers; "
-                        "none of them used")
-    return good, problems
+            out.good[k] = Line(i, rec)
+    for k, lines in out.conflicts.items():
+        out.problems.append(f"{name} lines {', '.join(str(x.number) for x in lines)}: records of {k} with "
+                            "different numbers; none of them used (toyspt ledger repair sets them aside)")
+    out.unsealed = sorted(x.number for x in [*out.good.values(), *out.duplicates] if DIGEST not in x.record)
+    return out
+
+
+def _line(chunk: bytes, last: bool, max_line: int) -> tuple[str | None, dict | None]:
+    """(why the line is not used, or None; its record)."""
+    if last:
+        return "truncated (no line end: a write cut short)", None
+    if len(chunk) > max_line:
+        return f"{len(chunk)} bytes, over the limit of {max_line} for a line (the study's longest: 30.7 KB)", None
+    try:
+        rec = json.loads(chunk.decode("utf-8"), parse_constant=_constant)
+    except UnicodeDecodeError:
+        return "not UTF-8", None
+    except json.JSONDecodeError as e:
+        return f"not JSON ({e.msg})", None
+    except (ValueError, RecursionError) as e:  # NaN, a number of over 4300 digits, arrays nested too deep
+        return f"not JSON ({'nested too deeply' if isinstance(e, RecursionError) else str(e).split(':')[0]})", None
+    return _check(rec, len(chunk)), rec
+
+
+def parse(raw: bytes, name: str) -> tuple[dict[str, Line], list[str]]:
+    """The usable records of a ledger's bytes by key, and a sentence per line not used (:func:`read`)."""
+    r = read(raw, name)
+    return r.good, r.problems
 
 
 def stamp() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-__all__ = ["LEDGER_FORMAT", "MAX_BYTES", "LedgerError", "Line", "parse", "read_raw", "identity", "cpu_model",
+__all__ = ["LEDGER_FORMAT", "MAX_BYTES", "MAX_LINE_BYTES", "DIGEST", "LedgerError", "Line", "Read", "read", "parse",
+           "read_raw", "record_digest", "seal", "identity", "cpu_model",
            "norms", "stamp"]

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from toyspt.ucr.data import UCRConfig, load_ucr
-from toyspt.ucr.locations import ENV_ROOT, PACKAGES, PAPER_DATASETS, UCRNotFound, locate
+from toyspt.ucr.locations import ENV_ROOT, PACKAGES, PAPER_DATASETS, UCRNotFound, check_set_name, locate
 from toyspt.ucr.read import UCRError, file_shape
 from toyspt.util.validation import Bool, Int, Text, Tuple, validate, validated
 
@@ -111,7 +111,17 @@ def archive_names(root: str | os.PathLike | None = None) -> list[str]:
         base = Path(list(spec.submodule_search_locations)[0]) / Path(pkg.folder).parent
     if not base.is_dir():
         raise UCRNotFound(f"archive root {base} is not a directory")
-    return sorted(d.name for d in base.iterdir() if (d / f"{d.name}_TRAIN.tsv").is_file())
+    return sorted(d.name for d in base.iterdir() if _names_a_set(d))
+
+
+def _names_a_set(folder: Path) -> bool:
+    """Whether ``folder`` is a set of the archive: a set's name (:func:`check_set_name`: a folder
+    of 250 characters cannot hold its ``<Name>_TRAIN.tsv``) holding that file."""
+    try:
+        check_set_name(folder.name)
+    except ValueError:
+        return False
+    return (folder / f"{folder.name}_TRAIN.tsv").is_file()
 
 
 def _shape(path: Path, delimiter: str | None) -> tuple[int, int]:

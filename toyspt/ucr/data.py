@@ -43,12 +43,14 @@ from toyspt.ucr.locations import (
     ARCHIVE_SIZES,
     ENV_ROOT,
     LOCATIONS,
+    MAX_NAME,
     PACKAGES,
     PAPER_DATASETS,
     DataPackage,
     Located,
     LocationInfo,
     UCRNotFound,
+    check_set_name,
     describe_locations,
     format_locations,
     in_package,
@@ -57,13 +59,10 @@ from toyspt.ucr.locations import (
 )
 from toyspt.ucr.read import NUMBER, UCRError, read_ucr, read_ucr_file
 from toyspt.ucr.resample import resampled
-from toyspt.util.validation import Bool, Float, Int, Text, short_repr, validate, validated
+from toyspt.util.validation import Bool, Float, Int, Text, validate, validated
 
 # per-series z-normalisation divides by the population standard deviation (see the docstring)
 ZNORM_DDOF = 0
-# longest data set name (bytes): the file <name>_TRAIN.tsv must fit a file name (255 bytes)
-MAX_NAME = 200
-
 
 @dataclass(frozen=True)
 class UCRConfig:
@@ -85,11 +84,7 @@ class UCRConfig:
 
     def __post_init__(self):
         validate(self)
-        if not self.name or any(c in self.name for c in "/\\") or self.name.startswith("."):
-            raise ValueError(f"name: not a UCR data set name: {self.name!r}")
-        if len(self.name.encode("utf-8", "surrogatepass")) > MAX_NAME or not self.name.isprintable():
-            raise ValueError(f"name: not a UCR data set name: {short_repr(self.name)} (at most {MAX_NAME} "
-                             "printable characters; the archive's longest is 29)")
+        check_set_name(self.name)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from toyspt.util.validation import short_repr
+
 ENV_ROOT = "TOYSPT_UCR_ROOT"
 LOCATIONS = ("auto", "archive", "package")
 # the four data sets of the paper (the archive spells ECG5Days as ECGFiveDays)
@@ -98,6 +100,22 @@ def _how_to_point(name: str) -> str:
             f"--ucr-root DIR or the environment variable {ENV_ROOT}=DIR, or {_install_hint(name)}.")
 
 
+# longest data set name (bytes): the file <name>_TRAIN.tsv must fit a file name (255 bytes)
+MAX_NAME = 200
+
+
+def check_set_name(name: str) -> str:
+    """``name`` when it can name a UCR set: one printable folder name of at most MAX_NAME bytes
+    (not hidden, no path separator); ValueError otherwise, before any path is built from it."""
+    if not isinstance(name, str) or not name or any(c in name for c in "/\\") or name.startswith("."):
+        raise ValueError(f"name: not a UCR data set name: {short_repr(name)}")
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME or not name.isprintable():
+        raise ValueError(f"name: not a UCR data set name: {short_repr(name)} ({len(name)} characters; "
+                         f"at most {MAX_NAME} printable "
+                         "characters; the archive's longest is 29)")
+    return name
+
+
 def _root(root) -> tuple[Path | None, str]:
     if root is not None:
         return Path(root).expanduser(), "given root"
@@ -145,6 +163,7 @@ def locate(name: str, root: str | os.PathLike | None = None, location: str = "au
     """Find the train/test files of ``name``; raise :class:`UCRNotFound` saying where it looked."""
     if location not in LOCATIONS:
         raise ValueError(f"location: choose one of {LOCATIONS}, got {location!r}")
+    check_set_name(name)
     base, root_from = _root(root)
     looked: list[str] = []
     if location in ("auto", "archive"):
@@ -218,6 +237,7 @@ def format_locations(infos: list[LocationInfo]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ENV_ROOT", "LOCATIONS", "PAPER_DATASETS", "PAPER_EXTRAS", "ARCHIVE_SIZES", "DataPackage",
+__all__ = ["ENV_ROOT", "LOCATIONS", "MAX_NAME", "check_set_name",
+           "PAPER_DATASETS", "PAPER_EXTRAS", "ARCHIVE_SIZES", "DataPackage",
            "PACKAGES", "UCRNotFound", "Located", "LocationInfo", "in_package", "locate", "is_available",
            "describe_locations", "format_locations"]

@@ -59,6 +59,22 @@ def existing_ancestor(path: str) -> str:
     return path
 
 
+def outside_through_link(path: str | os.PathLike, tree: str | os.PathLike = ".") -> str | None:
+    """Where ``path`` really is when it is named inside the folder ``tree`` (default: the working
+    folder, the repository's root) but a symbolic link (``path`` itself or a folder of it) takes
+    it out; None otherwise. A path named outside the tree is the caller's choice (the two-checkout
+    recipe's ``$OLDPWD/figures/ledger/ucr.jsonl``, even under a linked home folder); a link inside
+    the tree that leads out of it is not written through."""
+    def inside(p: str, root: str) -> bool:
+        return p == root or p.startswith(root.rstrip(os.sep) + os.sep)
+
+    path, root = os.path.abspath(path), os.path.abspath(tree)
+    if not inside(path, root):
+        return None
+    real = os.path.realpath(path)
+    return None if inside(real, os.path.realpath(tree)) else real
+
+
 def out_file(text: str) -> str:
     """An argparse type for a file to write (``--json``, ``-o``): refused at parse time when the
     path names a folder, a device, a FIFO or a socket (an atomic write renames over what is
@@ -135,5 +151,6 @@ def uninterrupted() -> Iterator[None]:
             signal.raise_signal(signal.SIGINT)
 
 
-__all__ = ["out_file", "existing_ancestor", "atomic_write", "write_text", "write_bytes", "WriteError", "disk_fault",
+__all__ = ["out_file", "outside_through_link",
+           "existing_ancestor", "atomic_write", "write_text", "write_bytes", "WriteError", "disk_fault",
            "uninterrupted"]

@@ -67,7 +67,7 @@ def test_a_block_is_rewritten_from_its_csv_and_bad_blocks_are_named(tmp_path):
     assert "p=0.188 (4/0/1)" in new and refresh(new, tmp_path) == new
     with pytest.raises(TableError, match="p.md: no table named 'ucr_pared'"):
         refresh(page.replace("ucr_paired", "ucr_pared"), tmp_path, "p.md")
-    with pytest.raises(TableError, match="p.md: 1 table block"):
+    with pytest.raises(TableError, match="p.md line 2: table block ucr_paired without its"):
         refresh(page.replace("<!-- /table -->", ""), tmp_path, "p.md")
     with pytest.raises(TableError, match="real_gain.csv does not exist"):
         refresh(page.replace("ucr_paired", "real_gain"), tmp_path, "p.md")

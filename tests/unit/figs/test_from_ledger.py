@@ -46,12 +46,14 @@ def test_a_figure_drawn_from_records_names_their_kernels(tmp_path, monkeypatch):
     assert run_job(_job(tmp_path, "trained")) == 0
     assert "from_ledger" not in _figure(tmp_path)  # trained here: nothing read from records
     assert _figure(tmp_path)["written_on"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
-    # the records came from other hosts: one of AVX512 kernels, one older than the field
+    # the records came from other hosts: one of AVX512 kernels, one older than the field (written there, sealed)
+    from toyspt.runs.ledger_file import seal
+
     path = tmp_path / "ledger.jsonl"
     recs = {r["key"]: r for r in map(json.loads, path.read_text().splitlines())}
     recs[SPECS[0].key()]["cpu_capability"] = "AVX512"
     del recs[SPECS[1].key()]["cpu_capability"]
-    path.write_text("".join(json.dumps(r) + "\n" for r in recs.values()))
+    path.write_text("".join(json.dumps(seal(r)) + "\n" for r in recs.values()))
     store = LayeredStore((RunCache(tmp_path / "empty"), Ledger(path, kinds=("toy",))))
     plan = make_plan(list(SPECS.values()), store)
     assert not plan.todo and {store.provenance(s) for s in SPECS.values()} == {"AVX512", "unknown"}

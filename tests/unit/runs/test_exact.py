@@ -70,3 +70,19 @@ def test_a_fraction_that_is_not_the_correctly_rounded_quotient_is_not_taken_for_
 def test_reserved_keys_are_refused():
     with pytest.raises(InexactEncoding, match="reserved"):
         encode({"@rows": 1})
+
+
+@pytest.mark.parametrize("form, needle", [
+    ({"@range": [0, 1, 10 ** 12]}, "a @range form claims 1000000000000 values, more than the 800"),
+    ({"@rle": [["a", 10 ** 9], ["b", 10 ** 9]]}, "a @rle form claims 2000000000 values"),
+    ({"@range": [0, 1, "9" * 50]}, "a @range form claims '99999"),
+    ({"@rows": {"schemas": [["a", "b"]], "which": {"@range": [0, 0, 500]}, "cols": {}}}, "a @rows form claims 1000"),
+])
+def test_a_claimed_size_is_checked_before_anything_is_expanded(form, needle):
+    from toyspt.runs.exact import Budget, Oversized
+
+    with pytest.raises(Oversized, match=needle.replace("[", r"\[")):
+        decode(form, Budget.of_line(100))  # 800 values for a 100-byte line
+    h = history()
+    line = len(json.dumps(encode(h)))
+    assert json.dumps(decode(json.loads(json.dumps(encode(h))), Budget.of_line(line))) == json.dumps(h)

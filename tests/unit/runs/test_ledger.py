@@ -114,13 +114,23 @@ def test_non_utf8_and_truncated_lines_are_named(trained, tmp_path):
     assert any("truncated" in p for p in led.problems)
 
 
+def other_host(line: str) -> str:
+    """The line's record as another host might compute it: one number its summary does not read
+    (the last epoch's training loss) differs, the record consistent and sealed."""
+    from toyspt.runs.exact import decode, exact_encode
+    from toyspt.runs.ledger_file import seal
+
+    rec = json.loads(line)
+    entry = decode(rec["entry"])
+    entry["history"][-1]["train_loss"] += 0.001
+    return json.dumps(seal({**rec, "entry": exact_encode(entry)}))
+
+
 def test_two_records_of_one_key_with_different_numbers_are_both_refused(trained, tmp_path):
     root, _, _ = trained
     lines = _lines(root)
     i = next(j for j, line in enumerate(lines) if f'"key":"{SPT.key()}"' in line)
-    rec = json.loads(lines[i])
-    rec["entry"]["summary"] = {**rec["entry"]["summary"], "final_test_acc": 0.0}
-    (tmp_path / "l.jsonl").write_text("\n".join(lines + [json.dumps(rec), lines[i]]) + "\n")
+    (tmp_path / "l.jsonl").write_text("\n".join(lines + [other_host(lines[i]), lines[i]]) + "\n")
     led = toy_ledger(tmp_path / "l.jsonl")
     assert SPT.key() not in led.lines()
     assert any(f"lines {i + 1}, {len(lines) + 1}, {len(lines) + 2}" in p and "different numbers" in p
@@ -131,12 +141,17 @@ def test_two_records_of_one_run_read_from_different_roots_are_one_record():
     """The key hashes a run's identity, not where its data set was read: a record of the same
     run from another machine's archive root is a duplicate, not a conflict (as merge has it)."""
     from toyspt.runs.ledger_file import identity, parse
+    from toyspt.train.run import summarize
     from toyspt.util.hashing import digest
 
     def line(where, acc=0.75):
-        spec = dict(recipe="scratch", seed=0, data=dict(kind="ucr", name="GunPoint", fingerprint="f00d", root=where))
-        rec = dict(ledger=LEDGER_FORMAT, key=digest(identity("ucr", spec)), kind="ucr", spec=spec,
-                   entry=dict(summary=dict(final_test_acc=acc)), states=["final"])
+        spec = dict(recipe="scratch", seed=0, data=dict(kind="ucr", name="GunPoint", fingerprint="f00d", root=where),
+                    train=dict(epochs=1))
+        history = [dict(phase="finetune", epoch=1, step=4, train_loss=0.5, train_acc=acc, val_acc=acc, test_acc=acc,
+                        val_loss=0.5)]
+        entry = dict(recipe="scratch", seed=0, history=history, summary=summarize(history))
+        rec = dict(ledger=LEDGER_FORMAT, key=digest(identity("ucr", spec)), kind="ucr", spec=spec, entry=entry,
+                   states=["final"])
         return json.dumps(rec).encode() + b"\n"
 
     good, problems = parse(line("/a/UCRArchive_2018") + line("/b/ucr"), "l.jsonl")
@@ -251,9 +266,7 @@ def test_merge_unions_and_refuses_conflicts(trained, tmp_path):
     b.write_text("\n".join(lines[1:]) + "\n")
     n, problems = merge([a, b], tmp_path / "m.jsonl")
     assert n == len(lines) and not problems and len(toy_ledger(tmp_path / "m.jsonl")) == len(lines)
-    rec = json.loads(lines[1])
-    rec["entry"]["summary"] = {**rec["entry"]["summary"], "final_test_acc": 0.0}
-    b.write_text(json.dumps(rec) + "\n")
+    b.write_text(other_host(lines[1]) + "\n")
     n, problems = merge([a, b], tmp_path / "m2.jsonl")
     assert n == 0 and len(problems) == 1 and "differ" in problems[0] and not (tmp_path / "m2.jsonl").exists()
 

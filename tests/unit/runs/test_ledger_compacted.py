@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import SMALL_TASK
 from toyspt.runs import RunCache, RunSpec, sweep
 from toyspt.runs.ledger import Ledger
-from toyspt.runs.planning import make_plan
+from toyspt.runs.store import LayeredStore
 from toyspt.runs.sweeps import SweepOptions
 from toyspt.train.recipes import TrainConfig
 
@@ -24,7 +24,7 @@ def recorded(tmp_path_factory):
     """A cache and a ledger holding one 8-epoch scratch run (a couple of seconds)."""
     root = tmp_path_factory.mktemp("compacted")
     cache, led = RunCache(root / "cache"), _ledger(root / "ledger.jsonl")
-    sweep([SCRATCH], cache, plan=make_plan([SCRATCH], cache, ledger=led), options=SweepOptions(progress=False))
+    sweep([SCRATCH], LayeredStore((cache, led)), options=SweepOptions(progress=False))
     return root, cache
 
 

@@ -2,7 +2,7 @@
 in Python, different in JSON) stay two runs and come back with their types."""
 import json
 
-from toyspt.runs.records import decode, encode, exact_encode
+from toyspt.runs.exact import decode, encode, exact_encode
 
 
 def test_run_length_form_keeps_1_and_1_0_apart():

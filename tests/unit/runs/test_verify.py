@@ -8,6 +8,7 @@ import pytest
 from tests.conftest import SMALL_TASK
 from toyspt.runs import RunCache, RunSpec, sweep
 from toyspt.runs.ledger import Ledger
+from toyspt.runs.ledger_file import seal
 from toyspt.runs.store import LayeredStore
 from toyspt.runs.sweeps import SweepOptions
 from toyspt.runs.verify import choose, differences, lockstep_group, verify
@@ -32,8 +33,10 @@ def recorded(tmp_path_factory):
 
 
 def _rewrite(path, out, change):
+    """A copy of the ledger with ``change`` applied to each record, sealed again (a consistent
+    record with other numbers, as another machine would write it; not a damaged line)."""
     lines = [json.loads(x) for x in path.read_text().splitlines()]
-    out.write_text("".join(json.dumps(change(r)) + "\n" for r in lines))
+    out.write_text("".join(json.dumps(seal(change(r))) + "\n" for r in lines))
     return toy_ledger(out)
 
 
@@ -55,11 +58,11 @@ def test_a_changed_number_is_named(recorded, tmp_path):
 
     def change(r):
         if r["key"] == key:
-            r["entry"]["summary"]["final_test_acc"] = 0.123456
+            r["entry"]["history"][0]["train_loss"] = 0.123456  # a number the summaries do not restate
         return r
     led = _rewrite(path, tmp_path / "l.jsonl", change)
     out = verify(led, led.lines()[key].record)
-    assert out.status == "differs" and "/summary/final_test_acc: 0.123456 -> " in out.detail, out.lines()
+    assert out.status == "differs" and "/history[0]/train_loss: 0.123456 -> " in out.detail, out.lines()
     assert out.group == 2  # retried in its original lockstep group, where it differs still
 
 

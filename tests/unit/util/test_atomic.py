@@ -142,3 +142,19 @@ def test_a_link_is_replaced_and_what_it_pointed_to_is_never_written(tmp_path):
     write_text(tmp_path / "link.csv", "new\n")
     assert not (tmp_path / "link.csv").is_symlink() and (tmp_path / "link.csv").read_text() == "new\n"
     assert (tmp_path / "real.csv").read_text() == "old\n"
+
+
+def test_a_link_out_of_the_tree_is_named_and_a_path_named_outside_is_not(tmp_path, monkeypatch):
+    from toyspt.util.atomic import outside_through_link
+
+    tree, outside = tmp_path / "tree", tmp_path / "outside"
+    (tree / "in").mkdir(parents=True)
+    outside.mkdir()
+    (tree / "out").symlink_to(outside)
+    (tree / "here").symlink_to(tree / "in")
+    (tmp_path / "home").symlink_to(tree)  # the tree reached through a linked folder above it
+    monkeypatch.chdir(tree)
+    assert outside_through_link("out/l.jsonl") == str(outside / "l.jsonl")
+    assert outside_through_link("here/l.jsonl") is None and outside_through_link("in/l.jsonl") is None
+    assert outside_through_link(outside / "l.jsonl") is None  # named outside: the caller's choice
+    assert outside_through_link(tmp_path / "home" / "in" / "l.jsonl") is None

@@ -1,0 +1,562 @@
+"""Hostile inputs, round 6 (issue 44), at the front doors: ``toyspt docs`` linear and bounded
+(markers in one pass, a page size cap, BOM and indented markers, CSV cells inert in markdown,
+no page written through a link out of the tree), round 5's leftovers (a 300-character set name,
+a 250-character folder in the archive, text in a reference CSV's value column, ``--budget -1h``)
+and what ``toyspt ledger check`` prints (recorded text inert, impossible totals refused)."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from toyspt.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+LEDGER = ROOT / "figures" / "ledger" / "ucr.jsonl"
+
+
+def one_error(capsys, needle: str) -> str:
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if "error" in ln]  # argparse: usage, then
+    assert len(err) == 1 and needle in err[0], err  # one error line
+    return err[0]
+
+
+@pytest.fixture
+def figures(tmp_path):
+    """A figures folder holding the committed ucr_paired.csv."""
+    out = tmp_path / "figs"
+    out.mkdir()
+    (out / "ucr_paired.csv").write_bytes((ROOT / "figures" / "ucr_paired.csv").read_bytes())
+    return out
+
+
+STALE = "<!-- table ucr_paired -->\n| stale |\n<!-- /table -->\n"
+
+
+# ------------------------------------------------------------------ toyspt docs (F8), links (F9)
+
+def test_unclosed_markers_are_named_in_one_pass(tmp_path, figures, capsys):
+    from toyspt.figs.doc_tables import TableError, refresh
+
+    text = "<!-- table ucr_paired -->\n" * 30_000  # 0.8 MB: once killed at 120 s (a lazy regex per marker)
+    t = time.perf_counter()
+    with pytest.raises(TableError, match="p.md line 1: table block ucr_paired without its .* next opens .line 2"):
+        refresh(text, figures, "p.md")
+    with pytest.raises(TableError, match="p.md line 30000: table block ucr_paired without its"):
+        refresh("x\n" * 29_999 + "<!-- table ucr_paired -->\n", figures, "p.md")
+    assert time.perf_counter() - t < 10  # once over 60 s: a lazy regex per opening marker
+    with pytest.raises(TableError, match="p.md line 2: '<!-- /table -->' closes no table block"):
+        refresh("x\n<!-- /table -->\n", figures, "p.md")
+
+
+def test_a_page_is_read_bounded(tmp_path, figures, capsys):
+    page = tmp_path / "big.md"
+    with open(page, "wb") as f:
+        f.truncate(2 << 30)  # sparse 2 GiB: once 55-77 s and 4.4 GB, then "0 table block(s)"
+    t = time.perf_counter()
+    assert main(["docs", str(page), "--figures", str(figures), "--check"]) == 2
+    assert time.perf_counter() - t < 10  # once 55-77 s
+    one_error(capsys, "over the limit of 1048576 for a page")
+    os.mkfifo(tmp_path / "fifo.md")
+    assert main(["docs", str(tmp_path / "fifo.md"), "--figures", str(figures), "--check"]) == 2
+    one_error(capsys, "is a FIFO")
+
+
+def test_an_indented_marker_is_refused_and_a_bom_is_kept(tmp_path, figures, capsys):
+    page = tmp_path / "p.md"
+    page.write_text(STALE.replace("<!--", "  <!--"))  # markdown reads it as a marker: once skipped, --check 0
+    assert main(["docs", str(page), "--figures", str(figures), "--check"]) == 2
+    one_error(capsys, "p.md line 1: a table marker indented by 2 space(s)")
+    page.write_text("    " + STALE.replace("\n", "\n    "))  # indented by 4: a code block quoting a marker
+    assert main(["docs", str(page), "--figures", str(figures), "--check"]) == 0
+    page.write_text("\ufeff" + STALE)  # once skipped: --check passed a stale table
+    assert main(["docs", str(page), "--figures", str(figures), "--check"]) == 1
+    assert main(["docs", str(page), "--figures", str(figures)]) == 0
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("\ufeff<!-- table ucr_paired -->\n| set | arm |") and "| stale |" not in text
+    assert main(["docs", str(page), "--figures", str(figures), "--check"]) == 0
+
+
+def test_csv_cells_are_inert_in_markdown(tmp_path, figures):
+    from toyspt.figs.doc_tables import blocks, refresh
+
+    frame = pd.read_csv(figures / "ucr_paired.csv")
+    frame.loc[0, "dataset"] = "Gun|Point\n<!-- /table -->\n<script>&"
+    frame.to_csv(figures / "ucr_paired.csv", index=False)
+    once = refresh(STALE, figures, "p.md")
+    assert len(blocks(once, "p.md")) == 1 and refresh(once, figures, "p.md") == once  # once: a 2nd closing marker
+    row = next(ln for ln in once.splitlines() if ln.startswith("| Gun\\|"))
+    assert row.startswith(r"| Gun\|Point\x0a&lt;!-- /table --&gt;\x0a&lt;script&gt;&amp; | spt |")
+    assert row.count(" | ") == 5  # six cells: the | in the name broke none
+
+
+def test_no_page_is_written_through_a_link_out_of_the_tree(tmp_path, figures, capsys, monkeypatch):
+    tree, outside = tmp_path / "tree", tmp_path / "outside"
+    tree.mkdir()
+    outside.mkdir()
+    (outside / "x.md").write_text(STALE)
+    (tree / "docs").symlink_to(outside)  # once: outside/x.md rewritten
+    monkeypatch.chdir(tree)
+    assert main(["docs", "docs/x.md", "--figures", str(figures)]) == 2
+    one_error(capsys, f"docs/x.md: its folder is a link to {outside}")
+    assert (outside / "x.md").read_text() == STALE
+    assert main(["docs", "docs/x.md", "--figures", str(figures), "--check"]) == 1  # reading is fine
+    (tree / "README.md").symlink_to(outside / "x.md")  # a link to the page itself: the link is replaced
+    assert main(["docs", "README.md", "--figures", str(figures)]) == 0
+    assert not (tree / "README.md").is_symlink() and (outside / "x.md").read_text() == STALE
+
+
+# ------------------------------------------------------------------ round 5's leftovers (F11, F12)
+
+def test_a_set_name_longer_than_a_file_name_is_one_line(tmp_path, capsys):
+    assert main(["ucr", "--list", "--dataset", "A" * 300]) == 2  # once: OSError ENAMETOOLONG, rc 1
+    one_error(capsys, "not a UCR data set name: 'AAA")
+    assert main(["ucr", "--list", "--dataset", "Gun\x1bPoint"]) == 2
+    one_error(capsys, "not a UCR data set name")
+
+
+def test_the_archive_scan_passes_over_a_folder_no_set_can_be(tmp_path, monkeypatch):
+    from toyspt.ucr.archive import archive_names, scan
+
+    (tmp_path / ("B" * 250)).mkdir()  # once: OSError ENAMETOOLONG from the scan
+    (tmp_path / "Tiny").mkdir()
+    (tmp_path / "Tiny" / "Tiny_TRAIN.tsv").write_text("1\t0.5\t0.25\n")
+    assert archive_names(tmp_path) == ["Tiny"]
+    monkeypatch.setenv("TOYSPT_UCR_ROOT", str(tmp_path))
+    (row,) = scan().to_dict("records")
+    assert row["name"] == "Tiny" and not row["admitted"] and "cannot be read" in row["reason"]
+
+
+def test_text_in_a_reference_value_column_is_refused_before_drawing(tmp_path, capsys):
+    from toyspt.cli.figs import main as figs_main
+    from toyspt.figs.check import CompareError, check_reference
+
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    (ref / "a.csv").write_text("arm,value,acc\nspt,1.0,0.9\nscratch,2.0,oops\n")
+    with pytest.raises(CompareError, match=r"column 'acc' holds numbers and text \('oops' in data row 2\)"):
+        check_reference(ref)
+    out = tmp_path / "o"
+    argv = ["--quick", "--only", "task", "--out", str(out), "--cache", str(tmp_path / "c")]
+    assert figs_main([*argv, "--compare-to", str(ref)]) == 2
+    one_error(capsys, "holds numbers and text")
+    assert not out.exists()  # once: refused only after every figure was drawn
+
+
+def test_a_comparison_with_nothing_in_common_is_not_an_agreement(tmp_path):
+    from toyspt.figs.check import compare_dirs, summary
+
+    for side in ("ref", "new"):
+        (tmp_path / side).mkdir()
+    (tmp_path / "ref" / "a.csv").write_text("arm,value\nx,1.0\n")
+    (tmp_path / "new" / "b.csv").write_text("arm,value\nx,1.0\n")
+    report = compare_dirs(tmp_path / "new", tmp_path / "ref", drawn=["b.csv"])  # once: KeyError 'file'
+    assert report.empty and "nothing compared" in summary(report)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--budget", "-1h"], "a budget must be more than 0 seconds, got '-1h'"),  # once: "expected one argument"
+    (["--workers", "-2"], "must be >= 1, got -2"),
+    (["--seeds", "-3"], "seeds must be >= 0"),
+    (["--out"], "expected one argument (none given; a value starting with '-' reads as a flag"),
+])
+def test_a_value_that_starts_with_a_dash_gets_its_own_message(tmp_path, capsys, argv, needle):
+    from toyspt.cli.figs import main as figs_main
+
+    assert figs_main(["--quick", "--only", "task", "--cache", str(tmp_path / "c"), *argv]) == 2
+    one_error(capsys, needle)
+    assert main(["figs", "--quick", "--only", "task", "--cache", str(tmp_path / "c"), *argv]) == 2
+    one_error(capsys, needle)
+
+
+# ------------------------------------------------------------------ what `ledger check` prints (F10)
+
+def committed_records(n: int) -> list[dict]:
+    with open(LEDGER, encoding="utf-8") as f:
+        return [json.loads(next(f)) for _ in range(n)]
+
+
+def write_ledger(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
+    return path
+
+
+def test_recorded_text_is_printed_inert_and_impossible_totals_are_refused(tmp_path, capsys):
+    recs = committed_records(3)
+    recs[0]["cpu"] = "Evil\x1b[2J\nline 99: all good\u202e"  # once: the escape ran, a fake line printed
+    recs[1]["seconds"] = math.inf  # once: "inf CPU-hours recorded", exit 0
+    recs[2]["seconds"] = -5.0
+    path = write_ledger(tmp_path / "l.jsonl", recs)
+    assert main(["ledger", "check", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\u202e" not in out and r"Evil\x1b[2J\nline 99: all good\u202e" in out
+    assert not any(ln.startswith("line 99") for ln in out.splitlines())
+    assert "inf CPU-hours" not in out and "(without the records below)" in out
+    assert "line 2: seconds inf is not a duration" in out and "line 3: seconds -5.0 is not a duration" in out
+
+
+# ------------------------------------------------------------------ ledger: bounded (F1, F6), tamper-evident (F2, F7)
+
+def edited(rec: dict, edit) -> dict:
+    """``rec`` with ``edit(entry)`` applied to its decoded entry, encoded again (still exact)."""
+    from toyspt.runs.exact import decode, exact_encode
+
+    entry = decode(rec["entry"])
+    edit(entry)
+    return {**rec, "entry": exact_encode(entry)}
+
+
+def check_says(capsys, path: Path, *needles: str) -> str:
+    t = time.perf_counter()
+    assert main(["ledger", "check", str(path)]) == 1
+    assert time.perf_counter() - t < 10
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err
+    for needle in needles:
+        assert needle in out.out, out.out[-2000:]
+    return out.out
+
+
+@pytest.mark.parametrize("where, form", [
+    ("epoch", {"@range": [1, 1, 10 ** 12]}),  # once: 5.3 GB and 27-46 s, then a failure under a 6 GB limit
+    ("phase", {"@rle": [["finetune", 10 ** 12]]}),
+    ("which", {"@range": [0, 0, 10 ** 9]}),
+])
+def test_a_compact_form_claiming_more_than_its_line_allows_is_never_expanded(tmp_path, capsys, where, form):
+    rec = committed_records(1)[0]
+    rows = rec["entry"]["history"]["@rows"]
+    (rows if where == "which" else rows["cols"])[where] = form
+    path = write_ledger(tmp_path / "l.jsonl", [rec, *committed_records(2)[1:]])
+    assert len(path.read_bytes().splitlines()[0]) < 16_000
+    check_says(capsys, path, "line 1: its entry cannot be decoded (Oversized: a ", "more than the",
+               "its line's size allows")
+
+
+def test_the_bomb_costs_no_memory_under_a_limit(tmp_path):
+    """``ledger check`` of a line claiming 10^12 values, in a process limited to 1.5 GB."""
+    import resource
+    import subprocess
+    import sys
+
+    rec = committed_records(1)[0]
+    rec["entry"]["history"]["@rows"]["cols"]["epoch"] = {"@range": [1, 1, 10 ** 12]}
+    path = write_ledger(tmp_path / "l.jsonl", [rec])
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20))
+
+    p = subprocess.run([sys.executable, "-m", "toyspt.cli.main", "ledger", "check", str(path)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120, preexec_fn=limit)
+    assert p.returncode == 1 and "line 1: its entry cannot be decoded (Oversized" in p.stdout, p.stderr[-2000:]
+
+
+def test_a_line_and_a_ledger_over_their_caps_are_refused_unread(tmp_path, capsys):
+    from toyspt.runs.ledger_file import MAX_BYTES, MAX_LINE_BYTES, LedgerError, read
+
+    big = b"[" + b"0," * (MAX_LINE_BYTES // 2) + b"0]\n"  # once: a 1 GB array line took 7.4 GB, then MemoryError
+    got = read(big + b"{}\n", "l")
+    assert got.problems[0].startswith(f"l line 1: {len(big) - 1} bytes, over the limit of {MAX_LINE_BYTES}")
+    sparse = tmp_path / "sparse.jsonl"
+    with open(sparse, "wb") as f:
+        f.truncate(MAX_BYTES + 1)  # sized to the study (31 MB): 128 MiB, not the 1 GiB it was
+    t = time.perf_counter()
+    assert main(["ledger", "check", str(sparse)]) == 2
+    assert time.perf_counter() - t < 10  # refused by stat, unread
+    assert f"more than the {MAX_BYTES} a ledger may hold" in capsys.readouterr().err
+    with pytest.raises(LedgerError):
+        from toyspt.runs.ledger_file import read_raw
+
+        read_raw(sparse)
+
+
+def _impossible():
+    def acc(e):
+        e["history"][3]["test_acc"] = 1.5
+
+    def loss(e):
+        e["history"][7]["train_loss"] = -0.25
+
+    def short(e):
+        del e["history"][-1]
+
+    def summary(e):
+        e["summary"]["mean_test_last20"] += 0.05  # the edit that turned +0.011 into +0.057 (p 0.0009)
+
+    def swapped(e):
+        e["history"][4], e["history"][5] = e["history"][5], e["history"][4]
+
+    def empty(e):
+        e.clear()
+
+    return [(acc, "entry.history[3].test_acc 1.5 is not an accuracy"),
+            (loss, "entry.history[7].train_loss -0.25 is not a loss"),
+            (short, "entry.history: 199 finetune epochs, but its spec trains 200"),
+            (summary, "entry.summary.mean_test_last20 0.8118333333333337, but its history gives 0.7618333333333337"),
+            (swapped, "entry.history[4].epoch 6: epoch 5 of its 'finetune' phase comes there"),
+            (empty, "entry.history: a run's entry holds one")]
+
+
+@pytest.mark.parametrize("edit, needle", _impossible(), ids=["acc", "loss", "short", "summary", "swapped", "empty"])
+def test_numbers_no_run_can_have_are_named_by_line_and_field(tmp_path, capsys, edit, needle):
+    from toyspt.runs.ledger import Ledger
+
+    recs = committed_records(2)
+    recs[1] = edited(recs[0], edit)
+    recs[0] = committed_records(3)[2]
+    path = write_ledger(tmp_path / "l.jsonl", recs)
+    check_says(capsys, path, f"line 2: its {needle}")  # once: exit 0, silently
+    led = Ledger(path, kinds=("ucr",), warn=lambda m: None)
+    assert list(led.lines()) == [recs[0]["key"]]  # the job never uses it
+
+
+def test_an_edited_number_of_a_sealed_record_is_named(tmp_path, capsys):
+    from toyspt.runs.ledger_file import record_digest, seal
+
+    rec = seal(committed_records(1)[0])
+    assert rec["digest"] == record_digest(rec)
+
+    def train_loss(e):  # a number no rule binds: only the digest can tell
+        e["history"][10]["train_loss"] = 0.5
+
+    path = write_ledger(tmp_path / "l.jsonl", [edited(rec, train_loss), {**rec, "cpu": "elsewhere"}])
+    check_says(capsys, path, "line 1: its digest does not match its fields", "line 2: its digest does not match")
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("ledger", True, "ledger format True, not 1"),  # once: true read as format 1
+    ("ledger", 1.0, "ledger format 1.0, not 1"),
+    ("kind", ["run"], "its kind is not a text"),  # once: a traceback from check, merge copied it
+    ("digest", 7, "its digest of the wrong type"),
+])
+def test_the_fields_that_make_a_line_a_record_are_typed(tmp_path, capsys, field, value, needle):
+    recs = committed_records(2)
+    recs[0][field] = value
+    path = write_ledger(tmp_path / "l.jsonl", recs)
+    check_says(capsys, path, f"line 1: {needle}" if "format" not in needle else f"line 1: a record of {needle}")
+    assert main(["ledger", "merge", str(path), "-o", str(tmp_path / "m.jsonl")]) == 2
+    assert not (tmp_path / "m.jsonl").exists()
+
+
+# ------------------------------------------------------------------ one lock (F3), a failed write (F4), links (F9)
+
+def test_a_merge_onto_a_ledger_being_appended_to_loses_nothing(tmp_path):
+    """The docs' two-checkout recipe: one process appends while another merges into the same file."""
+    import subprocess
+    import sys
+    import textwrap
+
+    recs = committed_records(41)
+    path = write_ledger(tmp_path / "l.jsonl", recs[:1])
+    source = write_ledger(tmp_path / "src.jsonl", recs[1:])
+    code = textwrap.dedent(f"""
+        import json, time
+        from pathlib import Path
+        from toyspt.runs.ledger_append import append_line
+        print("ready", flush=True)
+        for line in Path({str(source)!r}).read_text().splitlines():
+            append_line(Path({str(path)!r}), json.loads(line))
+            time.sleep(0.01)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    from toyspt.runs.ledger_append import merge
+
+    assert proc.stdout.readline().strip() == "ready"
+    merges = 0
+    while proc.poll() is None:
+        n, problems = merge([path], path)  # once: 12 of 40 records lost, silently
+        assert not problems
+        merges += 1
+    assert proc.returncode == 0 and merges > 1
+    got = [json.loads(x)["key"] for x in path.read_text().splitlines()]
+    assert sorted(got) == sorted(r["key"] for r in recs)
+
+
+def test_a_full_disk_leaves_no_half_record(tmp_path):
+    """An append that the file size limit cuts short (as a full disk does) is cut back whole."""
+    import subprocess
+    import sys
+    import textwrap
+
+    rec = committed_records(1)[0]
+    path = write_ledger(tmp_path / "l.jsonl", [rec])
+    before = path.read_bytes()
+    code = textwrap.dedent(f"""
+        import json, resource, signal, sys
+        from pathlib import Path
+        from toyspt.runs.ledger_append import append_line
+        from toyspt.util.atomic import WriteError
+        rec = json.loads(Path({str(path)!r}).read_text())
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        limit = {len(before)} + 1000  # room for 1000 bytes of a 14 KB record
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        try:
+            append_line(Path({str(path)!r}), rec)
+        except WriteError as e:
+            print("error:", e)
+            sys.exit(2)
+    """)
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "cannot append a record" in p.stdout, p.stderr[-2000:]
+    assert "nothing half-written was left" in p.stdout and path.read_bytes() == before  # once: half a record
+
+
+def test_a_read_only_ledger_is_one_line(tmp_path, monkeypatch, capsys):
+    import errno
+
+    import toyspt.runs.ledger_append as append
+    from toyspt.cli.flags import run_main
+
+    rec = committed_records(1)[0]
+    real_open = os.open
+
+    def read_only(p, flags, *a):
+        if str(p).endswith("l.jsonl") and flags & (os.O_WRONLY | os.O_RDWR):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(p))
+        return real_open(p, flags, *a)
+
+    monkeypatch.setattr(append.os, "open", read_only)
+    assert run_main(lambda: append.append_line(tmp_path / "l.jsonl", rec)) == 2  # once: a traceback
+    assert "cannot open it to write: Read-only file system" in capsys.readouterr().err
+
+
+def test_an_append_does_not_follow_a_link_out_of_the_tree(tmp_path, monkeypatch):
+    from toyspt.runs.ledger_append import append_line
+    from toyspt.runs.ledger_file import LedgerError
+
+    tree, outside = tmp_path / "tree", tmp_path / "outside"
+    (tree / "figures").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "ucr.jsonl").write_text("")
+    (tree / "figures" / "ledger").symlink_to(outside)  # once: 28 lines written outside the tree
+    monkeypatch.chdir(tree)
+    with pytest.raises(LedgerError, match="a link to .*outside the working folder"):
+        append_line(Path("figures/ledger/ucr.jsonl"), committed_records(1)[0])
+    assert (outside / "ucr.jsonl").read_text() == ""
+    (tree / "l.jsonl").symlink_to(tree / "real.jsonl")  # a link inside the tree is followed
+    append_line(Path("l.jsonl"), committed_records(1)[0])
+    assert len((tree / "real.jsonl").read_text().splitlines()) == 1
+
+
+# ------------------------------------------------------------------ repair (F5), the digest migration
+
+def conflicting(rec: dict) -> dict:
+    """``rec`` as another host computed it: a number no summary reads differs, sealed."""
+    from toyspt.runs.ledger_file import seal
+
+    def loss(e):
+        e["history"][-1]["train_loss"] += 0.001
+
+    return seal(edited(rec, loss))
+
+
+def test_repair_drops_cut_lines_and_sets_conflicts_aside(tmp_path, capsys):
+    recs = committed_records(4)
+    path = write_ledger(tmp_path / "l.jsonl", [recs[0], recs[1], conflicting(recs[1]), recs[2]])
+    with open(path, "a") as f:
+        f.write(json.dumps(recs[3])[:500])  # a line cut by kill -9
+    assert main(["ledger", "check", str(path)]) == 1
+    assert main(["ledger", "merge", str(path), "-o", str(tmp_path / "m.jsonl")]) == 2  # once: refused forever
+    capsys.readouterr()
+    out = tmp_path / "fixed.jsonl"
+    assert main(["ledger", "repair", str(path), "-o", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "line 5: truncated" in said and "lines 2, 3: records of" in said
+    assert f"2 records kept; 1 line(s) dropped (5); 2 conflicting record(s) of 1 key(s) set aside in {out}.aside" \
+        in said
+    assert [json.loads(x)["key"] for x in out.read_text().splitlines()] == [recs[0]["key"], recs[2]["key"]]
+    assert len(Path(f"{out}.aside").read_text().splitlines()) == 2
+    assert main(["ledger", "check", str(out)]) == 0
+    assert main(["ledger", "repair", str(path), "-o", str(path)]) == 2  # a new file, never the ledger itself
+
+
+def test_a_conflicting_record_is_not_appended_again(tmp_path):
+    from toyspt.runs.ledger import Ledger
+    from toyspt.runs.specs import RunSpec
+    from toyspt.ucr.data import UCRSource
+
+    recs = committed_records(1)
+    path = write_ledger(tmp_path / "l.jsonl", [recs[0], conflicting(recs[0])])
+    said = []
+    led = Ledger(path, kinds=("ucr",), warn=said.append)
+    assert recs[0]["key"] not in led.lines() and recs[0]["key"] in led.conflicted
+
+    class Spec:  # the run whose records conflict: its key, covered, with weights (just trained)
+        kind, parent = "run", lambda self: None
+
+        def key(self):
+            return recs[0]["key"]
+
+        def label(self):
+            return "scratch seed 0"
+
+    class Entry:
+        def tensors(self):
+            return {"final": {}}
+
+    led.covers = lambda spec: True
+    before = path.read_bytes()
+    assert not led.add(Spec(), Entry()) and not led.add(Spec(), Entry())  # once: a new copy every fresh run
+    assert path.read_bytes() == before
+    assert sum("not appended, its records" in m for m in said) == 1 and RunSpec and UCRSource
+
+
+def test_the_migration_seals_every_record_and_each_answers_as_before(tmp_path, capsys):
+    from toyspt.runs.ledger import Ledger
+    from toyspt.runs.ledger_file import record_digest
+
+    with open(LEDGER, "rb") as f:
+        head = b"".join(next(f) for _ in range(120))  # runs, their SPT-only parents, proximity probes
+    path = tmp_path / "l.jsonl"
+    path.write_bytes(head)
+    before = Ledger(path, kinds=(), warn=lambda m: None).lines()
+    assert main(["ledger", "check", str(path)]) == 0
+    assert "120 of 120 records carry no digest" in capsys.readouterr().out
+    assert main(["ledger", "migrate", str(path)]) == 0
+    assert "120 records sealed, 0 sealed before" in capsys.readouterr().out
+    after = Ledger(path, kinds=(), warn=lambda m: None).lines()
+    assert list(after) == list(before)
+    for k, line in after.items():
+        rec = line.record
+        assert rec["digest"] == record_digest(rec) and line.number == before[k].number
+        assert {f: v for f, v in rec.items() if f != "digest"} == before[k].record
+    sealed = path.read_bytes()
+    assert main(["ledger", "migrate", str(path)]) == 0 and path.read_bytes() == sealed  # once is enough
+    assert main(["ledger", "check", str(path)]) == 0 and "carry no digest" not in capsys.readouterr().out
+    with open(path, "ab") as f:
+        f.write(head.splitlines(keepends=True)[0])  # an unsealed record beside sealed ones: named
+    assert main(["ledger", "check", str(path)]) == 1
+    assert "1 of 120 records carry no digest" in capsys.readouterr().out.replace("121", "")
+
+
+def test_a_full_disk_under_a_sweep_keeps_the_trained_run_in_the_cache(tmp_path, monkeypatch):
+    import errno
+
+    from conftest import SMALL_TASK
+
+    from toyspt.runs import RunCache, RunSpec, sweep
+    from toyspt.runs.ledger import Ledger
+    from toyspt.runs.store import LayeredStore
+    from toyspt.runs.sweeps import SweepOptions
+    from toyspt.train.recipes import TrainConfig
+    from toyspt.util.atomic import WriteError
+
+    spec = RunSpec("scratch", 0, SMALL_TASK, train=TrainConfig(epochs=1, pre_epochs=1, batch_size=64))
+    cache, path = RunCache(tmp_path / "c"), tmp_path / "l.jsonl"
+    real_write = os.write
+
+    def full(fd, data):
+        if bytes(data[:12]) == b'{"ledger":1,':  # a record's line: the disk is full from here on
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(WriteError, match="cannot append a record: No space left on device"):
+        sweep([spec], LayeredStore((cache, Ledger(path, kinds=("toy",)))), options=SweepOptions(progress=False))
+    monkeypatch.undo()
+    assert cache.load(spec) is not None and path.read_bytes() == b""  # trained, kept; no half record
+    assert Ledger(path, kinds=("toy",)).add(spec, cache.load(spec, weights=True))  # the next job records it
