@@ -34,6 +34,7 @@ import numpy as np
 
 from toyspt.util.validation import Float, Int, validate, validated
 
+VERSION = 1  # the generator's version, in every run key of its data: bump when the same config draws other images
 CHUNK = 256  # images grown at once (bounds memory: CHUNK x (size*antialias)^2 int16)
 MAX_ROUNDS = 200  # redraw rounds for images whose targets got stuck before giving up
 
@@ -47,11 +48,12 @@ class PathfinderConfig:
     # gap between consecutive dashes of a contour = the least distance between any two dashes
     gap: float = validated(1.0, Float(gt=0, le=64))
     thickness: float = validated(0.5, Float(gt=0, le=16))  # stroke width of a dash (output pixels); < gap
-    contour_length: int = validated(5, Int(ge=1, le=256))  # dashes per target contour (the difficulty)
+    # dashes per target contour (the difficulty; at 16px, 6 is the shortest whose marker distance is no shortcut)
+    contour_length: int = validated(6, Int(ge=1, le=256))
     n_distractors: int = validated(2, Int(ge=0, le=64))  # distractor contours per image
     distractor_length: int = validated(2, Int(ge=1, le=256))  # dashes per distractor (LRA: contour_length // 3)
     marker_radius: float = validated(1.0, Float(gt=0, le=16))  # radius of the two marker disks (output pixels)
-    origin_distance: float = validated(4.0, Float(gt=0, le=256))  # distance between the targets' origins (px)
+    origin_distance: float = validated(3.0, Float(gt=0, le=256))  # distance between the targets' origins (px)
     continuity: float = validated(1.0, Float(ge=0.5, le=8))  # c in cos(min(c|Δ|, π/2))^2: larger = smoother
     n_turns: int = validated(15, Int(ge=3, le=181))  # candidate turn angles, evenly spread over (-90°, 90°)
     padding: float = validated(1.0, Float(ge=0, le=64))  # border kept free of dashes (output pixels)
@@ -101,8 +103,8 @@ def _seg_dist(px, py, ax, ay, bx, by):
 
 
 class _Canvas:
-    """The fine grid of one chunk: ``near[n, y, x]`` counts the dashes within ``gap`` of the
-    pixel centre; segments are kept for rendering."""
+    """The fine grid of one chunk: ``near[n, y, x]`` counts the dashes within ``gap`` (+ one fine
+    pixel, :attr:`reach`) of the pixel centre; segments are kept for rendering."""
 
     def __init__(self, n: int, cfg: PathfinderConfig):
         self.cfg, self.a = cfg, cfg.antialias
@@ -110,10 +112,13 @@ class _Canvas:
         self.near = np.zeros((n, self.R, self.R), dtype=np.int16)
         self.segs: list[tuple[np.ndarray, np.ndarray, int]] = []  # (image rows, (m, 4) segments, contour id)
         self.rho = cfg.gap * self.a  # clearance radius (fine pixels)
+        # what a stamp marks: pixel centres within rho + 1 of a dash, so a checked point (its pixel's
+        # centre <= 0.71 away, the next checked point <= 0.5 along the dash) clear of every stamp is
+        # farther than rho from every dash
+        self.reach = self.rho + 1.0
         self.L = cfg.dash_length * self.a
         self.lo, self.hi = cfg.padding * self.a, self.R - cfg.padding * self.a
-        s = np.linspace(0.0, self.L, max(3, int(np.ceil(self.L)) + 2))  # checked points along a dash
-        self.s_first, self.s_next = s, s[s >= 1.0]  # a later dash: not its first fine pixel (the joint is gap away)
+        self.s = np.linspace(0.0, self.L, max(3, int(np.ceil(2 * self.L)) + 1))  # checked points, <= 0.5 fine px apart
 
     def _window(self, rows, seg, radius):
         """Pixel indices and distances of a square window around each segment."""
@@ -132,8 +137,8 @@ class _Canvas:
         """Add dashes ``seg`` (m, 4: ax, ay, bx, by) of contour ``cid`` of images ``rows`` to the clearance grid."""
         if len(rows) == 0:
             return
-        r, yy, xx, d, inside = self._window(rows, seg, self.rho)
-        hit = inside & (d < self.rho)
+        r, yy, xx, d, inside = self._window(rows, seg, self.reach)
+        hit = inside & (d < self.reach)
         np.add.at(self.near, (r[hit], yy[hit], xx[hit]), 1)
         self.segs.append((rows.copy(), seg.copy(), cid))
 
@@ -150,18 +155,26 @@ class _Canvas:
             fill[rows] += 1
         return out, ids
 
-    def free(self, rows, px, py):
-        """(len(rows), ...) bool: points inside the padded canvas and clear of every dash."""
+    def free(self, rows, px, py, own=None):
+        """(len(rows), ...) bool: points inside the padded canvas and clear of every dash but
+        ``own`` (m, 4: each image's previous dash of the growing contour, whose joint with the new
+        dash lies exactly ``gap`` away; turns of at most 90° keep the rest of it farther)."""
         ok = (px >= self.lo) & (px <= self.hi) & (py >= self.lo) & (py <= self.hi)
         xi = np.clip(px.astype(np.int64), 0, self.R - 1)
         yi = np.clip(py.astype(np.int64), 0, self.R - 1)
         rr = rows.reshape((-1,) + (1,) * (px.ndim - 1))
-        return ok & (self.near[rr, yi, xi] == 0)
+        near = self.near[rr, yi, xi]
+        if own is not None:  # the grid's count less the previous dash's own stamp at these pixels
+            shape = (-1,) + (1,) * (px.ndim - 1)
+            near = near - (_seg_dist(xi + 0.5, yi + 0.5, *(own[:, i].reshape(shape) for i in range(4))) < self.reach)
+        return ok & (near == 0)
 
 
-def _grow(canvas: _Canvas, rows, pivot, heading, first, rng, cfg):
+def _grow(canvas: _Canvas, rows, pivot, heading, prev, rng, cfg):
     """One dash for each image ``rows`` from ``pivot`` (m, 2) turning from ``heading`` (m,);
-    ``first``: no previous dash (any direction, no gap). Returns (ok, new pivot, new heading, segment)."""
+    ``prev``: the previous dash (m, 4), None for a contour's first dash (any direction, no gap).
+    Returns (ok, new pivot, new heading, segment)."""
+    first = prev is None
     m = len(rows)
     if first:
         cand = rng.uniform(0, 2 * np.pi, size=(m, 1)) + np.linspace(0, 2 * np.pi, cfg.n_turns, endpoint=False)
@@ -174,15 +187,14 @@ def _grow(canvas: _Canvas, rows, pivot, heading, first, rng, cfg):
                                  (m, cfg.n_turns))
         start = canvas.rho
     ux, uy = np.cos(cand), np.sin(cand)  # (m, A)
-    t = start + (canvas.s_first if first else canvas.s_next)
+    t = start + canvas.s
     px = pivot[:, 0, None, None] + ux[..., None] * t
     py = pivot[:, 1, None, None] + uy[..., None] * t
-    ok_c = canvas.free(rows, px, py).all(axis=-1)
-    w = weight * ok_c
-    tot = w.sum(axis=1)
-    ok = tot > 0
-    u = rng.uniform(size=m) * np.where(ok, tot, 1.0)
-    pick = np.minimum((np.cumsum(w, axis=1) < u[:, None]).sum(axis=1), cfg.n_turns - 1)
+    ok_c = canvas.free(rows, px, py, prev).all(axis=-1)
+    cum = np.cumsum(weight * ok_c, axis=1)
+    ok = cum[:, -1] > 0
+    u = rng.uniform(size=m) * cum[:, -1]  # below the total: the first candidate whose sum passes u has weight
+    pick = np.minimum((cum <= u[:, None]).sum(axis=1), cfg.n_turns - 1)
     th = cand[np.arange(m), pick]
     a = pivot + start * np.stack([np.cos(th), np.sin(th)], axis=1)
     b = a + canvas.L * np.stack([np.cos(th), np.sin(th)], axis=1)
@@ -199,14 +211,14 @@ def _targets(canvas: _Canvas, rng, cfg: PathfinderConfig):
     o2 = o1 + d * np.stack([np.cos(phi), np.sin(phi)], axis=1)
     ok = ((o2 >= lo) & (o2 <= hi)).all(axis=1)
     origins = np.stack([o1, o2], axis=1)
-    pivot, heading = origins.copy(), np.zeros((n, 2))
+    pivot, heading, prev = origins.copy(), np.zeros((n, 2)), np.zeros((n, 2, 4))
     for k in range(cfg.contour_length):
         for c in range(2):
             rows = np.flatnonzero(ok)
-            g, p, h, s = _grow(canvas, rows, pivot[rows, c], heading[rows, c], k == 0, rng, cfg)
+            g, p, h, s = _grow(canvas, rows, pivot[rows, c], heading[rows, c], prev[rows, c] if k else None, rng, cfg)
             ok[rows[~g]] = False
             rows, p, h, s = rows[g], p[g], h[g], s[g]
-            pivot[rows, c], heading[rows, c] = p, h
+            pivot[rows, c], heading[rows, c], prev[rows, c] = p, h, s
             canvas.stamp(rows, s, c)
     return ok, origins, pivot
 
@@ -217,13 +229,13 @@ def _distractors(canvas: _Canvas, rng, cfg: PathfinderConfig) -> None:
     for j in range(cfg.n_distractors):
         start = rng.uniform(canvas.lo, canvas.hi, size=(n, 2))
         alive = canvas.free(np.arange(n), start[:, 0], start[:, 1])
-        pivot, heading = start, np.zeros(n)
+        pivot, heading, prev = start, np.zeros(n), np.zeros((n, 4))
         for k in range(cfg.distractor_length):
             rows = np.flatnonzero(alive)
-            g, p, h, s = _grow(canvas, rows, pivot[rows], heading[rows], k == 0, rng, cfg)
+            g, p, h, s = _grow(canvas, rows, pivot[rows], heading[rows], prev[rows] if k else None, rng, cfg)
             alive[rows[~g]] = False
             rows = rows[g]
-            pivot[rows], heading[rows] = p[g], h[g]
+            pivot[rows], heading[rows], prev[rows] = p[g], h[g], s[g]
             canvas.stamp(rows, s[g], 2 + j)
 
 
@@ -316,4 +328,4 @@ def scaled(cfg: PathfinderConfig, **changes) -> PathfinderConfig:
     return replace(cfg, **changes)
 
 
-__all__ = ["PathfinderConfig", "Drawn", "draw", "pathfinder", "scaled", "CHUNK"]
+__all__ = ["VERSION", "PathfinderConfig", "Drawn", "draw", "pathfinder", "scaled", "CHUNK"]

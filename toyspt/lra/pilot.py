@@ -31,8 +31,8 @@ from toyspt.train.recipes import TrainConfig
 
 PILOT_SEEDS = (1000, 1001)  # the pilot's seeds; the study's seeds lie below 1000 and never reuse these
 MODEL_1L = ModelConfig(d_model=32, n_heads=1, d_mlp=64, max_len=1025)  # the LRA architecture, 1 layer, d = 32
-PF = PathfinderSource(PathfinderConfig(contour_length=5), n_train=2000, n_val=500, n_test=1000)
-PF_EASY = replace(PF, pathfinder=replace(PF.pathfinder, contour_length=3))
+PF = PathfinderSource(PathfinderConfig(), n_train=2000, n_val=500, n_test=1000)  # 16px, 6 dashes
+PF_MORE = replace(PF, n_train=4000)
 LISTOPS_SHORT = ListOpsSource(lo.ListOpsConfig(max_depth=6, max_args=10, min_len=32, max_len=128), n_train=2000,
                               n_val=500, n_test=1000)
 EPOCHS = dict(epochs=30, pre_epochs=20, batch_size=64, lr=1e-3)
@@ -41,12 +41,12 @@ EPOCHS = dict(epochs=30, pre_epochs=20, batch_size=64, lr=1e-3)
 def pilot_specs(quick: bool = False) -> dict[str, RunSpec]:
     """label -> spec of every pilot run (``quick``: the same design at tiny sizes)."""
     plan = [  # (task label, data, train settings, arms, seeds)
-        ("pathfinder16_K5", PF, PIXEL_TRAIN, ("scratch", "spt"), PILOT_SEEDS),
-        ("pathfinder16_K3", PF_EASY, PIXEL_TRAIN, ("scratch", "spt"), PILOT_SEEDS[:1]),
         ("digits8", DigitsSource(side=8), PIXEL_TRAIN, ("scratch", "spt"), PILOT_SEEDS),
-        ("digits16", DigitsSource(side=16), PIXEL_TRAIN, ("scratch", "spt"), PILOT_SEEDS[:1]),
+        ("pathfinder16_n2000", PF, PIXEL_TRAIN, ("scratch", "spt"), PILOT_SEEDS),
         ("listops128_m10", LISTOPS_SHORT, TOKEN_TRAIN, ("scratch", "spt"), PILOT_SEEDS),
         ("listops128_m50", LISTOPS_SHORT, dict(TOKEN_TRAIN, mask_rate=0.5), ("spt",), PILOT_SEEDS),
+        ("digits16", DigitsSource(side=16), PIXEL_TRAIN, ("scratch", "spt"), PILOT_SEEDS[:1]),
+        ("pathfinder16_n4000", PF_MORE, PIXEL_TRAIN, ("scratch", "spt"), PILOT_SEEDS[:1]),
     ]
     out = {}
     for task, data, train, arms, seeds in plan:

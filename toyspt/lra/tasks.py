@@ -28,10 +28,13 @@ from toyspt.data.source import register
 from toyspt.data.tasks import Split, TaskData
 from toyspt.lra import listops as lo
 from toyspt.lra.inputs import normalize_pixels
+from toyspt.lra.pathfinder import VERSION as PATHFINDER_VERSION
 from toyspt.lra.pathfinder import PathfinderConfig, draw
 from toyspt.util.hashing import digest
 from toyspt.util.validation import MAX_COUNT, Instance, Int, validate, validated
 
+# in every run key of these kinds: bump when a config comes to mean other data (the generator's own VERSION included)
+DATA_VERSION = f"lra-tasks-1/pathfinder-{PATHFINDER_VERSION}"
 VOCAB = lo.Vocab(list(lo.SPECIALS + lo.SYMBOLS))  # fixed order: specials, then the 15 symbols as listops.SYMBOLS lists them
 N_TOKENS = len(VOCAB.itos)
 
@@ -56,12 +59,13 @@ class _Source:
     values per position and needs ``length`` positions of positional table."""
 
     def fingerprint(self) -> str:
-        return digest(asdict(self))
+        return digest(dict(asdict(self), version=DATA_VERSION))
 
     def key_fields(self, swap) -> dict:
         if swap is not None and type(swap) is not type(self):
             raise ValueError(f"a {self.kind} run pretrains on {self.kind} data, got a {swap.kind} source")
-        return dict(kind=self.kind, data=asdict(self), swap_data=asdict(swap) if swap is not None else None)
+        return dict(kind=self.kind, data=asdict(self), swap_data=asdict(swap) if swap is not None else None,
+                    version=DATA_VERSION)
 
     def load(self) -> TaskData:
         return _cached(self)
@@ -221,7 +225,11 @@ def _rebuild(cls, nested: dict):
             else:
                 kw[k] = tuple(v) if isinstance(v, list) else v
         return cls(**kw)
-    return lambda fields: (build(fields["data"]), build(fields.get("swap_data")))
+    def from_fields(fields: dict):
+        if fields.get("version") != DATA_VERSION:
+            raise ValueError(f"a run of {fields.get('version')!r} data; this toyspt makes {DATA_VERSION!r} data")
+        return build(fields["data"]), build(fields.get("swap_data"))
+    return from_fields
 
 
 def _describe(src) -> str:
