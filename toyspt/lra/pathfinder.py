@@ -183,8 +183,8 @@ def _grow(canvas: _Canvas, rows, pivot, heading, prev, rng, cfg):
     else:
         turns = (np.arange(cfg.n_turns) + 0.5) / cfg.n_turns * np.pi - np.pi / 2  # open interval (-90°, 90°)
         cand = heading[:, None] + turns[None, :]
-        weight = np.broadcast_to(np.maximum(np.cos(np.minimum(cfg.continuity * np.abs(turns), np.pi / 2)), 0) ** 2,
-                                 (m, cfg.n_turns))
+        ct = cfg.continuity * np.abs(turns)  # beyond the cap the weight is exactly 0 (cos(pi/2) is 6e-17 in floats)
+        weight = np.broadcast_to(np.where(ct < np.pi / 2, np.cos(ct) ** 2, 0.0), (m, cfg.n_turns))
         start = canvas.rho
     ux, uy = np.cos(cand), np.sin(cand)  # (m, A)
     t = start + canvas.s
