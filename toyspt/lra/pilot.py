@@ -38,9 +38,20 @@ LISTOPS_SHORT = ListOpsSource(lo.ListOpsConfig(max_depth=6, max_args=10, min_len
 EPOCHS = dict(epochs=30, pre_epochs=20, batch_size=64, lr=1e-3)
 
 
-def pilot_specs(quick: bool = False) -> dict[str, RunSpec]:
-    """label -> spec of every pilot run (``quick``: the same design at tiny sizes)."""
-    plan = [  # (task label, data, train settings, arms, seeds)
+PF_CLEAN = replace(PF_MORE, pathfinder=replace(PF.pathfinder, n_distractors=0))
+WIDE = dict(d_model=64, n_heads=4, d_mlp=128)  # LRA's small PathFinder width (d 128, 4 heads) halved
+# stage 2 (after stage 1 left PathFinder at chance for scratch and SPT alike): what makes it learnable?
+STAGE2 = [  # (task label, data, train settings, arms, seeds, model changes)
+    ("pathfinder16_n4000_d64h4", PF_MORE, PIXEL_TRAIN, ("scratch",), PILOT_SEEDS[:1], WIDE),
+    ("pathfinder16_n4000_2layers", PF_MORE, PIXEL_TRAIN, ("scratch",), PILOT_SEEDS[:1], dict(n_layers=2)),
+    ("pathfinder16_n4000_nodistractors", PF_CLEAN, PIXEL_TRAIN, ("scratch",), PILOT_SEEDS[:1], {}),
+    ("pathfinder16_n4000", PF_MORE, PIXEL_TRAIN, ("scratch_matched",), PILOT_SEEDS[:1], {}),
+]
+
+
+def pilot_specs(quick: bool = False, stage: int = 1) -> dict[str, RunSpec]:
+    """label -> spec of every pilot run of ``stage`` (``quick``: the same design at tiny sizes)."""
+    plan = STAGE2 if stage == 2 else [  # (task label, data, train settings, arms, seeds[, model changes])
         ("digits8", DigitsSource(side=8), PIXEL_TRAIN, ("scratch", "spt"), PILOT_SEEDS),
         ("pathfinder16_n2000", PF, PIXEL_TRAIN, ("scratch", "spt"), PILOT_SEEDS),
         ("listops128_m10", LISTOPS_SHORT, TOKEN_TRAIN, ("scratch", "spt"), PILOT_SEEDS),
@@ -49,12 +60,14 @@ def pilot_specs(quick: bool = False) -> dict[str, RunSpec]:
         ("pathfinder16_n4000", PF_MORE, PIXEL_TRAIN, ("scratch", "spt"), PILOT_SEEDS[:1]),
     ]
     out = {}
-    for task, data, train, arms, seeds in plan:
+    for task, data, train, arms, seeds, *changes in plan:
         epochs = EPOCHS
+        model = replace(MODEL_1L, **(changes[0] if changes else {}))
         if quick:
             data = _tiny(data)
             epochs = dict(EPOCHS, epochs=2, pre_epochs=1, batch_size=16)
-        model = data.fit(replace(MODEL_1L, d_model=8, d_mlp=8) if quick else MODEL_1L)
+            model = replace(model, d_model=8, d_mlp=8, n_heads=min(model.n_heads, 2))
+        model = data.fit(model)
         for arm in arms:
             for s in seeds:
                 out[f"{task}/{arm}/{s}"] = RunSpec(arm, seed=s, data=data, model=model,
@@ -77,7 +90,9 @@ def summary_row(label: str, spec: RunSpec, result) -> dict:
     """One row per pilot run: the metrics the choices read."""
     task, arm, seed = label.split("/")
     s = result.summary
-    row = dict(task=task, arm=arm, seed=int(seed), data=spec.data.name, n_train=len(spec.data.load().train),
+    row = dict(task=task, arm=arm, seed=int(seed), data=spec.data.name, d_model=spec.model.d_model,
+               n_heads=spec.model.n_heads, n_layers=spec.model.n_layers, label_epochs=sum(
+                   h["phase"] == "finetune" for h in result.history), n_train=len(spec.data.load().train),
                mask_rate=spec.train.mask_rate, peak_val_acc=s["peak_val_acc"], mean_test_last20=s["mean_test_last20"],
                final_train_acc=s["final_train_acc"], seconds=result.seconds)
     pre = [h["val_loss"] for h in result.history if h["phase"] == "pretrain"]
@@ -88,12 +103,16 @@ def summary_row(label: str, spec: RunSpec, result) -> dict:
     return row
 
 
-def run_pilot(out: Path | None, quick: bool = False, cache=None, progress: bool = False) -> pd.DataFrame:
-    """Train (or read from the cache) every pilot run; write ``pilot.csv`` and ``pilot.json`` to ``out``."""
+def run_pilot(out: Path | None, quick: bool = False, cache=None, progress: bool = False,
+              stages: tuple[int, ...] = (1, 2)) -> pd.DataFrame:
+    """Train (or read from the cache) every pilot run of ``stages``; write ``pilot.csv`` and
+    ``pilot.json`` to ``out``."""
     from toyspt.runs import RunCache
     from toyspt.runs.sweeps import SweepOptions, sweep
 
-    specs = pilot_specs(quick)
+    specs = {}
+    for st in stages:
+        specs.update({f"{k}": v for k, v in pilot_specs(quick, st).items()})
     t0 = time.perf_counter()
     results = sweep(list(specs.values()), cache or RunCache(), SweepOptions(progress=progress, desc="lra pilot"))
     frame = pd.DataFrame([summary_row(k, s, r) for (k, s), r in zip(specs.items(), results)])
@@ -107,15 +126,35 @@ def run_pilot(out: Path | None, quick: bool = False, cache=None, progress: bool 
     return frame
 
 
+def markdown_table(frame: pd.DataFrame) -> str:
+    """The pilot's runs as the Markdown table docs/lra.md holds (rendered, never typed: the docs
+    test renders docs/lra_pilot.csv again and compares)."""
+    cols = ["task", "arm", "seed", "n_train", "d_model", "n_heads", "n_layers", "label_epochs", "mask_rate", "peak_val_acc", "mean_test_last20", "final_train_acc",
+            "spt_val_loss_first", "spt_val_loss_last", "spt_tail_change", "seconds"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in frame.to_dict("records"):
+        cells = []
+        for c in cols:
+            v = r.get(c)
+            if isinstance(v, float):
+                cells.append("" if v != v else f"{v:.0f}" if c == "seconds" else f"{v:.3f}")
+            else:
+                cells.append(str(v))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m toyspt.lra.pilot", description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=None, help="folder for pilot.csv and pilot.json")
     p.add_argument("--quick", action="store_true", help="tiny sizes (seconds)")
+    p.add_argument("--stages", default="1,2", help="which pilot stages (1: every task; 2: PathFinder's learnability)")
     args = p.parse_args(argv)
     import torch
 
     torch.set_num_threads(1)
-    frame = run_pilot(args.out, args.quick, progress=not args.quick)
+    frame = run_pilot(args.out, args.quick, progress=not args.quick,
+                      stages=tuple(int(x) for x in args.stages.split(",")))
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(frame.to_string(index=False))
     return 0

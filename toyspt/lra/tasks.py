@@ -196,7 +196,6 @@ def _pf(**kw) -> PathfinderConfig:
 PATHFINDER = {
     "pilot": PathfinderSource(),
     "lra32": PathfinderSource(PathfinderConfig.lra32()),
-    "lra32_easy": PathfinderSource(PathfinderConfig.lra32(6)),
 }
 LISTOPS = {"cpu": ListOpsSource(), "short": ListOpsSource(lo.ListOpsConfig(max_depth=6, max_args=10, min_len=32,
                                                                             max_len=128))}
