@@ -68,7 +68,8 @@ class DataKind:
 
 
 SOURCES: dict[str, DataKind] = {}  # kind -> what it provides
-BUILTIN = ("toyspt.data.tasks", "toyspt.ucr.kind", "toyspt.lra.tasks", "toyspt.lra.fashion")  # the modules that register toyspt's own kinds
+# the modules that register toyspt's own kinds
+BUILTIN = ("toyspt.data.tasks", "toyspt.ucr.kind", "toyspt.lra.tasks", "toyspt.lra.fashion")
 
 
 def register(kind: str, from_fields: Rebuild, **provides: Any) -> DataKind:

@@ -203,7 +203,7 @@ def _grow(canvas: _Canvas, rows, pivot, heading, prev, rng, cfg):
 
 def _targets(canvas: _Canvas, rng, cfg: PathfinderConfig):
     """Grow the two targets of every image of the canvas; returns (ok (n,), origins, ends) in fine units."""
-    n, R = canvas.near.shape[0], canvas.R
+    n = canvas.near.shape[0]
     d = cfg.origin_distance * canvas.a
     lo, hi = canvas.lo + 1.0, canvas.hi - 1.0
     o1 = rng.uniform(lo, hi, size=(n, 2))

@@ -46,6 +46,7 @@ STAGE2 = [  # (task label, data, train settings, arms, seeds, model changes)
     ("pathfinder16_n4000_2layers", PF_MORE, PIXEL_TRAIN, ("scratch",), PILOT_SEEDS[:1], dict(n_layers=2)),
     ("pathfinder16_n4000_nodistractors", PF_CLEAN, PIXEL_TRAIN, ("scratch",), PILOT_SEEDS[:1], {}),
     ("pathfinder16_n4000", PF_MORE, PIXEL_TRAIN, ("scratch_matched",), PILOT_SEEDS[:1], {}),
+    ("pathfinder16_n4000_lr3e-3", PF_MORE, dict(PIXEL_TRAIN, lr=3e-3), ("scratch",), PILOT_SEEDS[:1], {}),
 ]
 
 
@@ -71,7 +72,7 @@ def pilot_specs(quick: bool = False, stage: int = 1) -> dict[str, RunSpec]:
         for arm in arms:
             for s in seeds:
                 out[f"{task}/{arm}/{s}"] = RunSpec(arm, seed=s, data=data, model=model,
-                                                   train=TrainConfig(**epochs, **train), evaluate="peak")
+                                                   train=TrainConfig(**{**epochs, **train}), evaluate="peak")
     return out
 
 
@@ -121,15 +122,29 @@ def run_pilot(out: Path | None, quick: bool = False, cache=None, progress: bool 
         frame.to_csv(out / "pilot.csv", index=False, float_format="%.6g")
         meta = dict(seeds=list(PILOT_SEEDS), epochs=EPOCHS, model=asdict(MODEL_1L), quick=quick,
                     wall_seconds=time.perf_counter() - t0, run_seconds=float(frame["seconds"].fillna(0).sum()),
-                    keys={k: s.key() for k, s in specs.items()})
-        (out / "pilot.json").write_text(json.dumps(meta, indent=1) + "\n")
+                    keys={k: s.key() for k, s in specs.items()},
+                    runs={k: {c: v for c, v in row.items() if c not in ("task", "arm", "seed", "data")}
+                          for k, row in zip(specs, frame.to_dict("records"))})
+        (out / "pilot.json").write_text(_json(meta))
     return frame
+
+
+def _json(meta: dict) -> str:
+    """JSON text with NaN written as null."""
+    def clean(v):
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [clean(x) for x in v]
+        return None if isinstance(v, float) and v != v else v
+    return json.dumps(clean(meta), indent=1) + "\n"
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
     """The pilot's runs as the Markdown table docs/lra.md holds (rendered, never typed: the docs
     test renders docs/lra_pilot.csv again and compares)."""
-    cols = ["task", "arm", "seed", "n_train", "d_model", "n_heads", "n_layers", "label_epochs", "mask_rate", "peak_val_acc", "mean_test_last20", "final_train_acc",
+    cols = ["task", "arm", "seed", "n_train", "d_model", "n_heads", "n_layers", "label_epochs", "mask_rate",
+            "peak_val_acc", "mean_test_last20", "final_train_acc",
             "spt_val_loss_first", "spt_val_loss_last", "spt_tail_change", "seconds"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in frame.to_dict("records"):

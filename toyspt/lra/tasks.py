@@ -18,7 +18,7 @@ embedding of a one-hot vector plus mask channel is an ``nn.Embedding`` with a ``
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import torch
@@ -35,7 +35,7 @@ from toyspt.util.validation import MAX_COUNT, Instance, Int, validate, validated
 
 # in every run key of these kinds: bump when a config comes to mean other data (the generator's own VERSION included)
 DATA_VERSION = f"lra-tasks-1/pathfinder-{PATHFINDER_VERSION}"
-VOCAB = lo.Vocab(list(lo.SPECIALS + lo.SYMBOLS))  # fixed order: specials, then the 15 symbols as listops.SYMBOLS lists them
+VOCAB = lo.Vocab(list(lo.SPECIALS + lo.SYMBOLS))  # fixed order: the specials, then listops.SYMBOLS
 N_TOKENS = len(VOCAB.itos)
 
 

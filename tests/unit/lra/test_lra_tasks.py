@@ -14,7 +14,7 @@ from toyspt.lra import listops as lo
 from toyspt.lra.convert import to_lra
 from toyspt.lra.fashion import FashionNotFound, FashionSource, find_root
 from toyspt.lra.pathfinder import PathfinderConfig
-from toyspt.lra.tasks import N_TOKENS, VOCAB, DigitsSource, ListOpsSource, PathfinderSource
+from toyspt.lra.tasks import VOCAB, DigitsSource, ListOpsSource, PathfinderSource
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.runs.specs import RunSpec, spec_from_dict
 
