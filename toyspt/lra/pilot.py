@@ -91,7 +91,9 @@ def summary_row(label: str, spec: RunSpec, result) -> dict:
     """One row per pilot run: the metrics the choices read."""
     task, arm, seed = label.split("/")
     s = result.summary
-    row = dict(task=task, arm=arm, seed=int(seed), data=spec.data.name, d_model=spec.model.d_model,
+    val_y = spec.data.load().val.y
+    row = dict(task=task, arm=arm, seed=int(seed), data=spec.data.name,
+               majority_val=float(val_y.bincount().max()) / len(val_y), d_model=spec.model.d_model,
                n_heads=spec.model.n_heads, n_layers=spec.model.n_layers, label_epochs=sum(
                    h["phase"] == "finetune" for h in result.history), n_train=len(spec.data.load().train),
                mask_rate=spec.train.mask_rate, peak_val_acc=s["peak_val_acc"], mean_test_last20=s["mean_test_last20"],
@@ -122,6 +124,7 @@ def run_pilot(out: Path | None, quick: bool = False, cache=None, progress: bool 
         frame.to_csv(out / "pilot.csv", index=False, float_format="%.6g")
         meta = dict(seeds=list(PILOT_SEEDS), epochs=EPOCHS, model=asdict(MODEL_1L), quick=quick,
                     wall_seconds=time.perf_counter() - t0, run_seconds=float(frame["seconds"].fillna(0).sum()),
+                    run_minutes=float(frame["seconds"].fillna(0).sum()) / 60,
                     keys={k: s.key() for k, s in specs.items()},
                     runs={k: {c: v for c, v in row.items() if c not in ("task", "arm", "seed", "data")}
                           for k, row in zip(specs, frame.to_dict("records"))})
@@ -143,7 +146,7 @@ def _json(meta: dict) -> str:
 def markdown_table(frame: pd.DataFrame) -> str:
     """The pilot's runs as the Markdown table docs/lra.md holds (rendered, never typed: the docs
     test renders docs/lra_pilot.csv again and compares)."""
-    cols = ["task", "arm", "seed", "n_train", "d_model", "n_heads", "n_layers", "label_epochs", "mask_rate",
+    cols = ["task", "arm", "seed", "n_train", "majority_val", "d_model", "n_heads", "n_layers", "label_epochs", "mask_rate",
             "peak_val_acc", "mean_test_last20", "final_train_acc",
             "spt_val_loss_first", "spt_val_loss_last", "spt_tail_change", "seconds"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
