@@ -19,8 +19,9 @@ from pathlib import Path
 
 from toyspt.figs import FigContext, load
 from toyspt.runs import RunCache
-from toyspt.runs.ledger import Ledger
 from toyspt.runs.planning import load_answer, make_plan
+from toyspt.runs.store import LayeredStore
+from toyspt.ucr.design import LEDGER
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,12 +54,13 @@ def main(argv=None) -> int:
         for r in range(args.repeat):
             rows = []
             for name, c in (("cache, checked against the ledger", cache), ("the ledger (empty cache)", empty)):
-                led = Ledger(ledger_copy)
-                cpu, wall, plan = _timed(lambda: make_plan(specs, c, ledger=led))
+                store = LayeredStore((c, LEDGER.open(ledger_copy)))
+                cpu, wall, plan = _timed(lambda: make_plan(specs, store))
                 if plan.todo:
                     print(f"{len(plan.todo)} entries are in neither the cache nor the ledger: nothing to compare")
                     return 1
-                rows.append((name, cpu, wall, len(plan.done) - len(plan.from_ledger), len(plan.from_ledger)))
+                n_ledger = sum(store.answered.get(k) == "ledger" for k in plan.done)
+                rows.append((name, cpu, wall, len(plan.done) - n_ledger, n_ledger))
             cpu, wall, hits = _timed(lambda: [load_answer(cache, s) for s in targets])
             rows.append(("cache entries alone (no ledger)", cpu, wall, sum(h is not None for h in hits), 0))
             for name, cpu, wall, n_cache, n_ledger in rows:

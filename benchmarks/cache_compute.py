@@ -19,6 +19,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+import toyspt.ucr.kind  # noqa: F401  (registers the "ucr" kind of data: its stored specs are rebuilt)
 from toyspt.runs import DEFAULT_CACHE, spec_from_dict
 from toyspt.runs.costs import prior
 

@@ -38,7 +38,7 @@ __all__, __getattr__, __dir__ = exports(globals(), {
     "toyspt.train": ("TrainConfig", "RECIPES", "run_recipe", "load_model", "RunResult"),
     "toyspt.probe": ("blindness", "probe", "make_batch", "attention_maps", "proximity_index", "proximity_of",
                      "beta_unif", "basin_predictor"),
-    "toyspt.runs": ("RunSpec", "RunCache", "sweep", "get_run"),
+    "toyspt.runs": ("RunSpec", "RunCache", "Ledger", "LayeredStore", "sweep", "get_run"),
     "toyspt.ucr": ("load_ucr", "ucr_source", "ucr_spec"),
 })
 __all__ = ["__version__", *__all__]

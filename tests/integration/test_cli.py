@@ -36,6 +36,25 @@ def test_compare_writes_csv_and_json(tmp_path, capsys):
     assert "±" in capsys.readouterr().out
 
 
+def test_compare_records_its_runs_in_a_ledger(tmp_path, capsys):
+    """``toyspt compare --ledger PATH`` records every run of its data kind; with probe columns
+    (they read weights) a fresh cache retrains, with --no-probes the records answer."""
+    from toyspt.runs.ledger import Ledger
+
+    led = tmp_path / "runs.jsonl"
+    argv = ["compare", "--recipes", "scratch", "--seeds", "0-1", "--ledger", str(led), *SMALL]
+    assert main([*argv, "--cache", str(tmp_path / "c")]) == 0
+    first = capsys.readouterr().out
+    assert len(Ledger(led, kinds=("toy",))) == 2
+    before = led.read_bytes()
+    assert main([*argv, "--cache", str(tmp_path / "fresh"), "--no-probes"]) == 0  # answered by the records
+    assert led.read_bytes() == before and not (tmp_path / "fresh").exists()
+    table = [line for line in first.splitlines() if "scratch" in line]
+    again = [line for line in capsys.readouterr().out.splitlines() if "scratch" in line]
+    assert table and again and table[0].split()[:4] == again[0].split()[:4]
+    assert main([*argv[:-len(SMALL)], "--ledger", "", *SMALL]) == 2
+
+
 def test_bad_config_value_is_a_clear_error(tmp_path, capsys):
     assert main(["train", "--cache", str(tmp_path), "--task.T", "1"]) == 2  # one line, exit 2
     err = capsys.readouterr().err.strip()

@@ -3,6 +3,7 @@ link of README.md, ARCHITECTURE.md and docs/ points to a file and every module, 
 source path they cite exists, the README's commands are the ones CI runs, and the theory
 report is generated, not pasted."""
 import importlib
+import json
 import os
 import re
 import subprocess
@@ -25,6 +26,10 @@ def test_readme_python_block_runs(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     assert "peak_val_acc" in p.stdout and "ratio_per_example" in p.stdout
     assert (tmp_path / ".cache" / "toyspt").is_dir()
+    records = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
+    # both runs recorded in the ledger, each with the untracked twin its run yields
+    assert sorted((r["spec"]["seed"], r["spec"]["trackers"]) for r in records) == [(0, []), (0, ["beta"]), (1, []),
+                                                                                   (1, ["beta"])]
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)

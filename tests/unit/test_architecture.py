@@ -3,6 +3,7 @@
 layer (so there is no cycle between layers, and none inside one either), every module
 imports on its own, and no module grows past the size we can read."""
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,8 +33,32 @@ def layer(module: str) -> float:
     return 0.5 if len(parts) == 1 else LAYERS.index(parts[1])
 
 
+STRING_IMPORTS = ("import_module", "__import__")  # calls that import the module their string names
+
+
+def named_modules(node: ast.AST) -> list[str]:
+    """The toyspt modules a string in ``node`` names as an import: the argument of
+    ``importlib.import_module("...")`` or ``__import__("...")``, or a string that is nothing but
+    a toyspt module's dotted name, as tables of modules to load hold (an entry point's
+    ``module:function``, as toyspt.cli.main's table of subcommands, is not: it names what to call)."""
+    if isinstance(node, ast.Call):
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+        if name in STRING_IMPORTS and node.args and isinstance(node.args[0], ast.Constant):
+            return [str(node.args[0].value)]
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(MODULE_NAME, node.value):
+        return [node.value]
+    return []
+
+
+MODULE_NAME = r"toyspt(\.[a-z_][a-z0-9_]*)+"
+
+
 def import_graph() -> dict[str, set[str]]:
-    """module -> toyspt modules it imports (anywhere in its body, lazy imports too)."""
+    """module -> toyspt modules it imports (anywhere in its body, lazy imports too, and modules
+    it imports by name in a string: ``import_module("toyspt.x.y")``, a table of module names).
+    The root package's lazy table of public names is the one place that names every layer: it
+    loads nothing until a name is used, and no module of toyspt imports those names from it."""
     mods = modules()
 
     def resolve(name: str) -> str:
@@ -54,6 +79,8 @@ def import_graph() -> dict[str, set[str]]:
                     parts = pkg.split(".")
                     base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
                 deps |= {resolve(f"{base}.{a.name}") for a in node.names} | {resolve(base)}
+            elif m != "toyspt":
+                deps |= {resolve(n) for n in named_modules(node) if n.startswith("toyspt.")}
         graph[m] = {d for d in deps if d and d != m and not m.startswith(d + ".")}
     return graph
 
@@ -97,6 +124,13 @@ def test_a_planted_upward_import_is_found():
     assert layer("toyspt.cli.main") > layer("toyspt.nn.model") > layer("toyspt")
     graph = {"toyspt.nn.model": {"toyspt.figs.task"}}
     assert [m for m, deps in graph.items() if any(layer(d) > layer(m) for d in deps)] == ["toyspt.nn.model"]
+
+
+def test_a_module_imported_by_its_name_in_a_string_is_an_import():
+    code = ("import importlib\nKINDS = ('toyspt.ucr.kind', 'toyspt.cli.ucr:register')\n"
+            "importlib.import_module('toyspt.figs.task')\n__import__('toyspt.lra.model')\ndoc = 'toyspt is here'\n")
+    named = {n for node in ast.walk(ast.parse(code)) for n in named_modules(node)}
+    assert named == {"toyspt.ucr.kind", "toyspt.figs.task", "toyspt.lra.model"}
 
 
 def test_import_graph_is_acyclic():

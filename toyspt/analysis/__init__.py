@@ -2,7 +2,11 @@
 studies and figures that read it. Nothing here knows which data a run trained on; the study
 designs (:mod:`toyspt.ucr.design`, the figures) say which metric is primary and which sets are related.
 
-    stats       paired differences, Holm, Fieller shares, base rates, within-set association
+    paired      paired differences: the typed result of one test (PairedTest), t and signed-rank, TOST
+    multiplicity Holm's adjustment over a family
+    shares      an arm's share of SPT's gain (Fieller)
+    pooling     a random-effects pooled gain over sets (DerSimonian-Laird, Hartung-Knapp), I^2
+    stats       a predictor against an outcome: base rates (exact McNemar), within-set association
     rank_tests  the Wilcoxon signed-rank test every verdict uses, its interval and power
     rows        one row per label run (toyspt.analysis.tables.run_row with the label phase's
                 columns) and the frame a figure builds from its runs
@@ -15,7 +19,11 @@ designs (:mod:`toyspt.ucr.design`, the figures) say which metric is primary and 
 from toyspt.util.lazy import exports
 
 __all__, __getattr__, __dir__ = exports(globals(), {
-    "toyspt.analysis.stats": ("paired", "holm", "share_of_gain", "hits_vs_base_rate", "within_set_association"),
+    "toyspt.analysis.paired": ("PairedTest", "Paired", "tost"),  # not paired(): the module's name
+    "toyspt.analysis.multiplicity": ("holm",),
+    "toyspt.analysis.shares": ("share_of_gain",),
+    "toyspt.analysis.pooling": ("random_effects",),
+    "toyspt.analysis.stats": ("hits_vs_base_rate", "within_set_association"),
     "toyspt.analysis.rows": ("label_row", "label_frame"),
     "toyspt.analysis.gains": ("gain_table", "gain_and_share"),
     "toyspt.analysis.basin": ("basin_of", "basin_row", "predictor_test"),

@@ -9,7 +9,7 @@
 **Zero rule: "wilcox".** Zero differences are dropped before ranking (Wilcoxon's original
 rule; Pratt's rule ranks them and then leaves them out of the statistic, which gives other
 p-values, e.g. for ``[0, 0, 0.01, -0.02, 0.03, 0.04, 0.05]``). A dropped zero is reported
-as a tie by :func:`toyspt.analysis.stats.paired`.
+as a tie by :func:`toyspt.analysis.paired.paired`.
 
 **Method, chosen here, never by scipy's "auto"** (whose choice with zeros and ties changed at
 scipy 1.15): for up to :data:`EXACT_MAX` nonzero differences the exact permutation

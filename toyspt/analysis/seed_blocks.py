@@ -139,7 +139,7 @@ def block_table(frame: pd.DataFrame, blocks: Mapping[str, Sequence[int]], arm: s
     """:func:`block_rows` for every named block (``{name: seeds}``), one row per block x set
     (:data:`BLOCK_COLUMNS`; seeds as text), with the scan's p Holm-adjusted over the sets of its
     block (``scan_p_holm``: is any set's most extreme block more than chance?)."""
-    from toyspt.analysis.stats import holm
+    from toyspt.analysis.multiplicity import holm
 
     parts = []
     for name, seeds in blocks.items():

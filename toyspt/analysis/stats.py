@@ -1,24 +1,14 @@
-"""The statistics every comparison of arms uses: pure functions on numpy / pandas values.
+"""A predictor against an outcome: pure functions on numpy / pandas values.
 
-* :func:`paired`: paired differences (arm - base, one per seed): the mean with its 95% t
-  interval and t p (descriptive), and the verdict's one test: Wilcoxon signed-rank (exact,
-  zeros dropped) with its direction, the Hodges-Lehmann estimate and the interval inverting
-  it, and its minimal detectable effect at a given level (:mod:`toyspt.analysis.rank_tests`);
-* :func:`tost`: equivalence of paired differences to 0 within a margin (two one-sided t tests);
-* :func:`holm`: Holm's step-down adjustment over a family of p-values;
-* :func:`share_of_gain`: an arm's share of SPT's gain (ratio of mean gains) with Fieller's
-  interval, which is exact for a ratio of correlated normal means and unbounded when the
-  denominator is not significantly different from 0 (a delta-method interval would then be
-  finite and wrong);
 * :func:`hits_vs_base_rate`: a predictor against always answering the majority class on the
   same runs, exact McNemar on the runs where the two disagree (:func:`mcnemar_exact`);
 * :func:`within_set_association`: a run-level predictor against an outcome *within* sets
   (stratified), so that differences between sets are not read as an association.
 
-Every function refuses bad input (too few values, mismatched lengths, NaN where none is
-allowed) with a ValueError that names what is wrong. scipy does the distributions and tests;
-only Holm's adjustment, the stratified permutations and what :mod:`toyspt.analysis.rank_tests`
-lists are written here (scipy has none of them).
+Paired differences are :mod:`toyspt.analysis.paired`, Holm :mod:`toyspt.analysis.multiplicity`,
+shares of a gain :mod:`toyspt.analysis.shares`, pooling over sets :mod:`toyspt.analysis.pooling`.
+Every function refuses bad input with a ValueError that names what is wrong. scipy does the
+distributions and tests; only the stratified permutations are written here.
 """
 from __future__ import annotations
 
@@ -26,205 +16,10 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, stats
+from scipy import stats
 
-from toyspt.analysis import rank_tests
-
-DECIMALS = 12  # differences are rounded to this many decimals before ties and signs are counted
 MIN_PERMUTATIONS = 1000  # within_set_association refuses fewer permutations than this
 
-
-def _values(v, what: str, allow_nan: bool = True) -> np.ndarray:
-    """A 1-D float array of finite values (NaN allowed when ``allow_nan``)."""
-    try:
-        a = np.asarray(v, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what}: expected numbers, got {type(v).__name__}") from None
-    if a.ndim != 1:
-        raise ValueError(f"{what}: expected a 1-D sequence, got shape {a.shape}")
-    if np.isinf(a).any():
-        raise ValueError(f"{what}: {int(np.isinf(a).sum())} infinite value(s)")
-    if not allow_nan and np.isnan(a).any():
-        raise ValueError(f"{what}: {int(np.isnan(a).sum())} NaN value(s) where none is allowed")
-    return a
-
-
-# ---------------------------------------------------------------------------------------
-# paired differences
-
-def mde(sd: float, n: int, power: float = 0.8, alpha: float = 0.05) -> float:
-    """Minimal detectable effect of a two-sided paired (one-sample) t-test at level ``alpha``:
-    the mean difference that is rejected with probability ``power`` when the differences are
-    normal with standard deviation ``sd``. Exact under that model: the t statistic is then
-    noncentral t with n - 1 degrees of freedom and noncentrality ``delta sqrt(n) / sd``, and
-    power(delta) = P(|T| > t_crit) is solved for delta with ``scipy.stats.nct`` (the normal
-    approximation ``(z_{1-alpha/2} + z_power) sd / sqrt(n)`` is too small at few seeds)."""
-    if n < 2:
-        raise ValueError(f"n: need at least 2 differences, got {n}")
-    if not (sd >= 0 and math.isfinite(sd)):
-        raise ValueError(f"sd: must be finite and >= 0, got {sd}")
-    if not (0 < power < 1 and 0 < alpha < 1):
-        raise ValueError(f"power and alpha: must be in (0, 1), got {power}, {alpha}")
-    if sd == 0:
-        return 0.0
-    df = n - 1
-    crit = stats.t.ppf(1 - alpha / 2, df)
-
-    def gap(d):  # power at standardised effect d, minus the target
-        nc = d * math.sqrt(n)
-        # the lower tail as sf at -nc (by symmetry): nct.cdf returns NaN far in its left tail
-        return stats.nct.sf(crit, df, nc) + stats.nct.sf(crit, df, -nc) - power
-
-    hi = 1.0
-    while gap(hi) < 0:
-        hi *= 2
-    return float(optimize.brentq(gap, 0.0, hi, xtol=1e-12)) * sd
-
-
-PAIRED_KEYS = ("n", "mean_diff", "sd_diff", "ci_low", "ci_high", "t_p", "hl", "hl_low", "hl_high", "wilcoxon_p",
-               "wilcoxon_method", "direction", "wilcoxon_min_p", "wins", "ties", "losses", "mde80")
-
-
-def _rounded(a: np.ndarray, decimals: int) -> np.ndarray:
-    return np.round(a, decimals) + 0.0  # + 0.0 turns -0.0 into 0.0
-
-
-def paired(d, decimals: int = DECIMALS, level: float = 0.05) -> dict:
-    """Paired differences ``d`` (arm - base, one per seed; NaN dropped): a dict of
-    :data:`PAIRED_KEYS`. Differences are rounded to ``decimals`` first, so that float noise of
-    subtracting accuracies (k/N) neither breaks ties nor makes a zero nonzero.
-
-    * Descriptive: ``mean_diff``, ``sd_diff`` (ddof=1), the 95% t interval ``ci_low, ci_high``
-      and the paired t-test's two-sided ``t_p``. With no spread (every difference equal) all
-      three are NaN: undefined, not a certainty.
-    * Verdict-bearing, one test (:func:`toyspt.analysis.rank_tests.signed_rank`): the Wilcoxon
-      signed-rank test, zero rule "wilcox" (zeros dropped), exact sign-flip distribution with
-      mid-ranks (``wilcoxon_method`` "exact", or "normal" beyond
-      :data:`toyspt.analysis.rank_tests.EXACT_MAX`); ``wilcoxon_p`` two-sided; ``direction`` the
-      side that test is about (+1: positive differences outrank negative ones); the
-      Hodges-Lehmann estimate ``hl`` with the 95% interval ``hl_low, hl_high`` that inverts
-      the same test (±inf where it cannot reject at this n); ``wilcoxon_min_p``, the smallest p
-      these ranks allow (0.0625 with 5 nonzero differences). Every difference 0: p 1.
-    * ``wins, ties, losses``: differences > 0, == 0, < 0 (after the rounding).
-    * ``mde80``: :func:`toyspt.analysis.rank_tests.mde_signed_rank` at 80% power and ``level``
-      (pass alpha / m for a Holm family of m) from ``sd_diff`` and n: inf where the test
-      cannot reach ``level`` at n, NaN with no spread."""
-    a = _values(d, "d")
-    a = _rounded(a[~np.isnan(a)], decimals)
-    n = len(a)
-    if n < 2:
-        raise ValueError(f"d: need at least 2 non-NaN differences, got {n}")
-    spread = np.ptp(a) > 0  # not sd > 0: the sd of equal values can be an ulp above 0
-    mean, sd = float(a.mean()), float(a.std(ddof=1)) if spread else 0.0
-    if spread:
-        t = stats.ttest_1samp(a, 0.0)
-        ci = t.confidence_interval(0.95)
-        lo, hi, t_p = float(ci.low), float(ci.high), float(t.pvalue)
-    else:  # every difference equal: no spread, so no t statistic, interval or power model
-        lo = hi = t_p = math.nan
-    w = rank_tests.signed_rank(a)
-    return dict(n=n, mean_diff=mean, sd_diff=sd, ci_low=lo, ci_high=hi, t_p=t_p, hl=w["hl"], hl_low=w["hl_low"],
-                hl_high=w["hl_high"], wilcoxon_p=w["p"], wilcoxon_method=w["method"], direction=w["direction"],
-                wilcoxon_min_p=w["min_p"], wins=int((a > 0).sum()), ties=int((a == 0).sum()),
-                losses=int((a < 0).sum()), mde80=rank_tests.mde_signed_rank(sd, n, level))
-
-
-def tost(d, margin: float, decimals: int = DECIMALS) -> dict:
-    """Equivalence of paired differences ``d`` to 0 within ``±margin`` (Schuirmann's two one-sided
-    t tests, NaN dropped, rounded as :func:`paired` does): ``p`` = max of the p of
-    H0: mean <= -margin and of H0: mean >= +margin (equivalent at level alpha when p <= alpha,
-    i.e. when the 1 - 2 alpha t interval lies inside ±margin), with the 90% interval
-    ``ci90_low, ci90_high``. NaN with no spread (undefined, as in :func:`paired`)."""
-    if not (margin > 0 and math.isfinite(margin)):
-        raise ValueError(f"margin: must be finite and > 0, got {margin}")
-    a = _values(d, "d")
-    a = _rounded(a[~np.isnan(a)], decimals)
-    if len(a) < 2:
-        raise ValueError(f"d: need at least 2 non-NaN differences, got {len(a)}")
-    if np.ptp(a) == 0:
-        return dict(n=len(a), margin=margin, p=math.nan, ci90_low=math.nan, ci90_high=math.nan)
-    lower = stats.ttest_1samp(a, -margin, alternative="greater").pvalue
-    upper = stats.ttest_1samp(a, margin, alternative="less").pvalue
-    ci = stats.ttest_1samp(a, 0.0).confidence_interval(0.90)
-    return dict(n=len(a), margin=margin, p=float(max(lower, upper)), ci90_low=float(ci.low),
-                ci90_high=float(ci.high))
-
-
-# ---------------------------------------------------------------------------------------
-# multiple comparisons
-
-def holm(pvalues):
-    """Holm-Bonferroni adjusted p-values: the i-th smallest of m p-values becomes
-    ``max_{j <= i} min(1, (m - j + 1) p_(j))`` (monotone in p, capped at 1). Rejecting where the
-    adjusted p <= alpha is Holm's step-down procedure at family-wise level alpha. NaN stays NaN
-    and does not count in m. A pandas Series keeps its index; anything else gives an array."""
-    a = _values(pvalues, "pvalues")
-    if ((a < 0) | (a > 1)).any():
-        raise ValueError(f"pvalues: must lie in [0, 1], got {a[(a < 0) | (a > 1)][:3].tolist()}")
-    out = np.full(a.shape, np.nan)
-    idx = np.flatnonzero(~np.isnan(a))
-    order = idx[np.argsort(a[idx], kind="stable")]
-    m = len(order)
-    out[order] = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * a[order]))
-    return pd.Series(out, index=pvalues.index, name=pvalues.name) if isinstance(pvalues, pd.Series) else out
-
-
-# ---------------------------------------------------------------------------------------
-# ratios of mean gains
-
-SHARE_KEYS = ("n", "share", "ci_low", "ci_high", "bounded", "interval", "arm_mean", "spt_mean", "spt_p")
-
-
-def fieller(a_mean: float, b_mean: float, v_aa: float, v_bb: float, v_ab: float, df: int,
-            level: float = 0.95) -> tuple[float, float, str]:
-    """Fieller's interval for ``a_mean / b_mean`` from the variances and covariance of the two
-    means and the t degrees of freedom: the rho with ``(a - rho b)^2 <= t^2 var(a - rho b)``.
-    (low, high, 'bounded') when b is significantly different from 0 at ``level``; otherwise
-    the set is two rays or the whole line, returned as (-inf, inf, 'two rays' | 'whole line')."""
-    t2 = stats.t.ppf(0.5 + level / 2, df) ** 2
-    A = b_mean ** 2 - t2 * v_bb
-    B = a_mean * b_mean - t2 * v_ab
-    C = a_mean ** 2 - t2 * v_aa
-    disc = B * B - A * C
-    if A <= 0:
-        return -math.inf, math.inf, "two rays" if disc > 0 else "whole line"
-    root = math.sqrt(max(disc, 0.0))
-    return float((B - root) / A), float((B + root) / A), "bounded"
-
-
-def _pairs(arm_diff, spt_diff, decimals: int = DECIMALS) -> tuple[np.ndarray, np.ndarray]:
-    if isinstance(arm_diff, pd.Series) and isinstance(spt_diff, pd.Series):
-        arm_diff, spt_diff = (s.sort_index() for s in arm_diff.align(spt_diff, join="inner"))
-    a, b = _values(arm_diff, "arm_diff"), _values(spt_diff, "spt_diff")
-    if len(a) != len(b):
-        raise ValueError(f"arm_diff and spt_diff: lengths differ ({len(a)} vs {len(b)}); pair them by seed")
-    keep = ~(np.isnan(a) | np.isnan(b))
-    if keep.sum() < 2:
-        raise ValueError(f"arm_diff, spt_diff: need at least 2 seeds with both differences, got {int(keep.sum())}")
-    return _rounded(a[keep], decimals), _rounded(b[keep], decimals)
-
-
-def share_of_gain(arm_diff, spt_diff, level: float = 0.95, decimals: int = DECIMALS) -> dict:
-    """An arm's share of SPT's gain: ``mean(arm_diff) / mean(spt_diff)``, both differences to
-    scratch paired on the same seeds (two pandas Series are paired on their index; a seed missing
-    or NaN in either is dropped), both rounded to ``decimals`` first as :func:`paired` rounds (so
-    float noise cannot make a zero gain "significant" and the share bounded). A dict of
-    :data:`SHARE_KEYS`: the share, its Fieller interval (:func:`fieller`, from the sample
-    covariance of the pairs, n - 1 degrees of freedom), ``bounded`` False and ±inf when SPT's
-    gain is not significantly different from 0 at ``level`` (then no share is meaningful), the
-    two means and ``spt_p`` (SPT's gain, paired t; NaN when its differences do not vary)."""
-    a, b = _pairs(arm_diff, spt_diff, decimals)
-    n = len(a)
-    cov = np.cov(a, b, ddof=1) / n
-    lo, hi, kind = fieller(a.mean(), b.mean(), cov[0, 0], cov[1, 1], cov[0, 1], n - 1, level)
-    spt_p = float(stats.ttest_1samp(b, 0.0).pvalue) if np.ptp(b) > 0 else math.nan
-    return dict(n=n, share=float(a.mean() / b.mean()) if b.mean() != 0 else math.nan, ci_low=lo, ci_high=hi,
-                bounded=kind == "bounded", interval=kind, arm_mean=float(a.mean()), spt_mean=float(b.mean()),
-                spt_p=spt_p)
-
-
-# ---------------------------------------------------------------------------------------
-# a predictor's hit rate
 
 def mcnemar_exact(only_predictor: int, only_majority: int) -> float:
     """Exact McNemar p of a predictor against always answering the majority class, scored on
@@ -389,5 +184,4 @@ def within_set_association(frame: pd.DataFrame, group: str = "dataset", x: str =
     return dict(x=x, y=y, group=group, n_perm=n_perm, **out)
 
 
-__all__ = ["DECIMALS", "MIN_PERMUTATIONS", "PAIRED_KEYS", "SHARE_KEYS", "mde", "paired", "tost", "holm",
-           "fieller", "share_of_gain", "mcnemar_exact", "hits_vs_base_rate", "within_set_association"]
+__all__ = ["MIN_PERMUTATIONS", "mcnemar_exact", "hits_vs_base_rate", "within_set_association"]

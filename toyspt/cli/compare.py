@@ -18,6 +18,7 @@ from toyspt.cli.flags import (
     add_arms_flag,
     add_config_flags,
     add_evaluate_flag,
+    add_ledger_flag,
     add_numerics_flag,
     add_seeds,
     add_sweep_flags,
@@ -28,11 +29,24 @@ from toyspt.cli.flags import (
     split_unique,
 )
 
+# the modules above the data layer that register a kind of data (toyspt.data.source.register):
+# --data kind:NAME offers every kind they and toyspt.data register
+DATA_KINDS = ("toyspt.ucr.kind", "toyspt.lra.tasks", "toyspt.lra.fashion")
+
+
+def kinds() -> dict:
+    """Every kind of data ``--data`` takes (:func:`toyspt.data.source.kinds`, :data:`DATA_KINDS` loaded first)."""
+    import importlib
+
+    from toyspt.data.source import kinds as registered
+
+    for module in DATA_KINDS:
+        importlib.import_module(module)
+    return registered()
+
 
 def add_data_flags(p, default: str = "toy") -> None:
-    """``--data`` and every registered kind's own flags (:func:`toyspt.data.source.kinds`)."""
-    from toyspt.data.source import kinds
-
+    """``--data`` and every registered kind's own flags (:func:`kinds`)."""
     known = kinds()
     usage = ", or ".join(k.usage or f"{k.kind}:NAME" for k in known.values())
     p.add_argument("--data", default=default, help=f"{usage} (default {default})")
@@ -44,8 +58,6 @@ def add_data_flags(p, default: str = "toy") -> None:
 def parse_data(text: str) -> tuple[str, list[str]]:
     """(kind, names) of ``--data``: ``toy`` -> ("toy", []), ``ucr:A,ucr:B`` -> ("ucr", ["A", "B"]);
     an unknown kind, or two kinds at once, refused by name."""
-    from toyspt.data.source import kinds
-
     items = split_unique(text.strip(), "--data", "data set")
     parts = [i.partition(":") for i in items]
     kind = parts[0][0]
@@ -65,7 +77,7 @@ def base_of(args):
     parses its names and flags, its model/training defaults under the ``--model.*``/``--train.*``
     flags; another kind's flags are refused."""
     from toyspt.cli.flags import CONFIGS, check_storable, make_config, numerics_of
-    from toyspt.data.source import kind_of, kinds
+    from toyspt.data.source import kind_of
     from toyspt.runs.specs import RunSpec
 
     kind, names = parse_data(args.data)
@@ -90,7 +102,8 @@ def cmd_compare(args) -> int:
     import torch
 
     from toyspt.analysis.tables import compare, default_columns, write_tables
-    from toyspt.runs import RunCache, executor_scope
+    from toyspt.cli.flags import open_ledger, store_of
+    from toyspt.runs import executor_scope
     from toyspt.runs.sweeps import SweepOptions
 
     torch.set_num_threads(1)
@@ -104,9 +117,12 @@ def cmd_compare(args) -> int:
     distinct_arms(arms, base)  # two arms that are one run, or a run too large to store: refused before training
     print(f"train config: {json.dumps(asdict(base.train))}")
     columns = {} if args.no_probes else default_columns(blindness=args.blindness)
+    # the runs' data kinds are what the ledger covers; with probe columns (they read weights) it only records
+    kinds = tuple(dict.fromkeys(d.kind for d in data)) if data else (base.data.kind,)
+    ledger = open_ledger(args.ledger, kinds, answers=not columns)
     with executor_scope(args.workers, args.dask) as ex:
         options = SweepOptions(workers=args.workers, executor=ex, lockstep=not args.no_lockstep, desc="compare")
-        table, per_seed = compare(arms, args.seeds, base, RunCache(args.cache), data, options=options,
+        table, per_seed = compare(arms, args.seeds, base, store_of(args.cache, ledger), data, options=options,
                                   recompute=args.recompute, columns=columns)
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(table.to_string(index=False))
@@ -121,6 +137,7 @@ def add_compare_flags(p, arms: str, data: str = "toy", blindness: bool = False) 
     add_seeds(p)
     add_data_flags(p, data)
     add_sweep_flags(p)
+    add_ledger_flag(p)
     add_evaluate_flag(p, "peak")
     add_numerics_flag(p)
     p.add_argument("--no-probes", action="store_true",
@@ -140,4 +157,5 @@ def register(sub) -> None:
     c.set_defaults(func=cmd_compare)
 
 
-__all__ = ["register", "cmd_compare", "add_compare_flags", "add_data_flags", "parse_data", "base_of"]
+__all__ = ["register", "cmd_compare", "add_compare_flags", "add_data_flags", "parse_data", "base_of", "kinds",
+           "DATA_KINDS"]

@@ -28,13 +28,14 @@ from toyspt.cli.flags import (
     add_sweep_flags,
     default_workers,
     numerics_of,
+    open_ledger,
     out_dir,
-    out_file,
     reference_dir,
     run_main,
 )
 from toyspt.figs import CONTRAST, FIGURES, TIERS, in_tier, load
-from toyspt.runs.ledger import DEFAULT_LEDGER, Ledger
+from toyspt.runs.ledger import Ledger
+from toyspt.ucr.design import LEDGER
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:
@@ -57,7 +58,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
                         "finished run is stored and recorded, figures whose runs are all done are drawn, and what "
                         "is left is printed with its estimated cost; the same command goes on from there")
     p.add_argument("--ledger", default=None, metavar="PATH",
-                   help=f"the results ledger of the UCR runs (default {DEFAULT_LEDGER}, none with --quick; "
+                   help=f"the results ledger of the UCR runs (default {LEDGER.path}, none with --quick; "
                         "'none': no ledger): finished runs are recorded there, and figures are drawn from its "
                         "records where the run cache has no entry (docs/ledger.md)")
     add_sweep_flags(p, workers=default_workers())
@@ -77,17 +78,9 @@ def duration(text: str) -> float:
 
 
 def ledger_of(args: argparse.Namespace) -> Ledger | None:
-    """The ledger the flags name (None: no ledger)."""
-    path = args.ledger if args.ledger is not None else (None if args.quick else str(DEFAULT_LEDGER))
-    if path is None or path == "none":
-        return None
-    if not path.strip():
-        raise ValueError("--ledger: an empty path (give a file, or 'none' for no ledger)")
-    try:
-        out_file(path)  # appended to: a folder, a device or a path under a file is refused before any work
-    except argparse.ArgumentTypeError as e:
-        raise ValueError(f"--ledger: {e}") from None
-    return Ledger(Path(path), tier=args.tier)
+    """The ledger the flags name (None: no ledger): the UCR study's (:data:`toyspt.ucr.design.LEDGER`)."""
+    path = args.ledger if args.ledger is not None else (None if args.quick else str(LEDGER.path))
+    return open_ledger(path, LEDGER, tier=args.tier)
 
 
 def select(only: str | None, tier: str = "default") -> tuple[str, ...]:

@@ -96,6 +96,43 @@ def add_sweep_flags(p: argparse.ArgumentParser, workers: int = 1) -> None:
                    help="train seeds one at a time (results are bitwise identical, only slower)")
 
 
+def add_ledger_flag(p: argparse.ArgumentParser, default: str = "none") -> None:
+    """``--ledger PATH``: a results ledger the sweep records every finished entry of its data in."""
+    p.add_argument("--ledger", default=None, metavar="PATH",
+                   help=f"a results ledger (docs/ledger.md; default {default}, 'none': no ledger): every finished "
+                        "run of the data it covers is recorded there, and a run the cache lacks is answered by its "
+                        "record where no weights are needed")
+
+
+def open_ledger(path: str | None, study, tier: str = "", answers: bool = True):
+    """The ledger ``--ledger`` names, as ``study`` declares it (a :class:`toyspt.runs.ledger.StudyLedger`,
+    or the data kinds it covers), or None for none (``None`` or ``none``); a path that cannot be
+    a ledger file is refused before any work."""
+    from pathlib import Path
+
+    from toyspt.runs.ledger import StudyLedger
+
+    if path is None or path == "none":
+        return None
+    if not path.strip():
+        raise ValueError("--ledger: an empty path (give a file, or 'none' for no ledger)")
+    try:
+        out_file(path)  # appended to: a folder, a device or a path under a file is refused before any work
+    except argparse.ArgumentTypeError as e:
+        raise ValueError(f"--ledger: {e}") from None
+    if not isinstance(study, StudyLedger):
+        study = StudyLedger(Path(path), tuple(study))
+    return study.open(path, tier=tier, answers=answers)
+
+
+def store_of(cache: str | None, ledger):
+    """The store a sweep uses: the run cache at ``cache``, before ``ledger`` where there is one."""
+    from toyspt.runs.cache import RunCache
+    from toyspt.runs.store import LayeredStore
+
+    return RunCache(cache) if ledger is None else LayeredStore((RunCache(cache), ledger))
+
+
 def add_numerics_flag(p: argparse.ArgumentParser) -> None:
     """``--compile`` / ``--no-compile`` (default): the numerics path of toy and UCR runs."""
     g = p.add_mutually_exclusive_group()

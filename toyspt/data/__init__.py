@@ -1,5 +1,6 @@
 """Data: the toy task families and SPT masking (:mod:`.tasks`), what a run"s data is
 (:mod:`.source`), score-space directions (:mod:`.directions`)."""
+from toyspt.data import tasks as _tasks  # noqa: F401  (registers the toy kind of data: toyspt.data.source)
 from toyspt.util.lazy import exports
 
 __all__, __getattr__, __dir__ = exports(globals(), {

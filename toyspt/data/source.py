@@ -18,12 +18,13 @@ hash), or whatever comes next. A source provides
 :data:`SOURCES` maps each kind to its :class:`DataKind`: how a run's key fields rebuild the
 source (``from_fields(d) -> (data, swap)``) and, for the command line, how ``--data kind:NAME``
 names it, its flags and its model/training defaults. A kind registers itself (:func:`register`)
-in the module that defines it; toyspt's own are :data:`BUILTIN`, loaded on first use, so a new
-kind of data is one module and nothing in ``toyspt.cli`` changes.
+in the module that defines it, in the layer that owns it, and is known once that module is
+imported: the toy tasks' by this package (``toyspt.data``), the UCR kind (``toyspt.ucr.kind``) by
+its package (``toyspt.ucr``: any UCR source or spec registers it), and ``toyspt compare`` loads
+those of the layers above that it offers (``toyspt.cli.compare.DATA_KINDS``).
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, runtime_checkable
 
@@ -68,8 +69,6 @@ class DataKind:
 
 
 SOURCES: dict[str, DataKind] = {}  # kind -> what it provides
-# the modules that register toyspt's own kinds
-BUILTIN = ("toyspt.data.tasks", "toyspt.ucr.kind", "toyspt.lra.tasks", "toyspt.lra.fashion")
 
 
 def register(kind: str, from_fields: Rebuild, **provides: Any) -> DataKind:
@@ -80,9 +79,7 @@ def register(kind: str, from_fields: Rebuild, **provides: Any) -> DataKind:
 
 
 def kinds() -> dict[str, DataKind]:
-    """Every registered kind, toyspt's own (:data:`BUILTIN`) loaded first."""
-    for module in BUILTIN:
-        importlib.import_module(module)
+    """Every registered kind (those of the modules imported so far)."""
     return SOURCES
 
 
@@ -90,7 +87,7 @@ def kind_of(kind: str) -> DataKind:
     """The registered ``kind`` (a clear error naming the known ones)."""
     if kind not in SOURCES and kind not in kinds():
         raise ValueError(f"data source: unknown kind {kind!r}; known: {sorted(SOURCES)} "
-                         "(import the module that defines it)")
+                         "(a kind is known once the module that defines it is imported)")
     return SOURCES[kind]
 
 
@@ -99,4 +96,4 @@ def from_fields(kind: str, d: dict[str, Any]) -> tuple[DataSource, DataSource | 
     return kind_of(kind).from_fields(d)
 
 
-__all__ = ["DataSource", "DataKind", "SOURCES", "BUILTIN", "register", "kinds", "kind_of", "from_fields"]
+__all__ = ["DataSource", "DataKind", "SOURCES", "register", "kinds", "kind_of", "from_fields"]

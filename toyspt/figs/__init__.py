@@ -20,6 +20,7 @@ in ``ctx.out`` (quick figures stamped QUICK), after checking the documented colu
 """
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -75,12 +76,13 @@ class FigContext:
         if self.tier not in TIERS:
             raise ValueError(f"tier: choose one of {TIERS}, got {self.tier!r}")
 
-    @property
-    def real_tier(self):
-        """The real-data study's tier (:class:`toyspt.ucr.design.Tier`; quick: its smoke version)."""
-        from toyspt.ucr.design import tier
+    @functools.cached_property
+    def study(self):
+        """The real-data study of this job (:class:`toyspt.ucr.design.Study`: its tier, quick: its
+        smoke version; the paper's sets found, once for every figure)."""
+        from toyspt.ucr.design import Study, tier
 
-        return tier(self.tier, self.quick, self.seeds, self.numerics)
+        return Study.found(tier(self.tier, self.quick, self.seeds, self.numerics))
 
     @property
     def base(self) -> RunSpec:

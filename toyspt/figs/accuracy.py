@@ -42,13 +42,20 @@ def headline(ctx, runs) -> dict:
                share_proximity=sum(basin_of(p) == PROXIMITY for p in pis) / len(pis))
     for m in ("test_at_peak", "final_train_acc"):
         per_seed = {a: [r[m] for r in summ[a]] for a in HEADLINE_ARMS}
-        g = gain_and_share(per_seed, "qk_transfer")
         out[m] = dict(mean={a: sum(v) / len(seeds) for a, v in per_seed.items()},
                       per_seed_spt_minus_scratch=[a - b for a, b in zip(per_seed["spt"], per_seed["scratch"])],
-                      # gain -> spt_minus_scratch, gain_low -> spt_minus_scratch_low, share -> qk_share_of_gain, ...
-                      **{k.replace("gain", "spt_minus_scratch").replace("share", "qk_share_of_gain"): v
-                         for k, v in g.items()})
+                      **_gain_entry(gain_and_share(per_seed, "qk_transfer")))
     return out
+
+
+def _gain_entry(g: dict) -> dict:
+    """The headline's keys (the docs quote them) from :func:`toyspt.analysis.gains.gain_and_share`:
+    SPT's gain over scratch as ``spt_minus_scratch*``, Q/K-only's share as ``qk_share_of_gain*``."""
+    names = dict(gain="spt_minus_scratch", gain_low="spt_minus_scratch_low", gain_high="spt_minus_scratch_high",
+                 gain_p="spt_minus_scratch_p", gain_hl="spt_minus_scratch_hl", share="qk_share_of_gain",
+                 share_low="qk_share_of_gain_low", share_high="qk_share_of_gain_high",
+                 share_interval="qk_share_of_gain_interval")
+    return {names[k]: v for k, v in g.items()}
 
 
 def history_frame(ctx, runs, arms) -> pd.DataFrame:

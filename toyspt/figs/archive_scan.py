@@ -16,12 +16,22 @@ with ``unit``, the related-set unit)
 ``archive_scan_runs.csv`` (one row per run), ``archive_scan_baselines.csv`` (one row per set,
 baseline and protocol: :data:`toyspt.ucr.baselines.COLUMNS`) and ``archive_scan_standing.csv``
 (per archive and paper set, the Transformers' accuracy beside the baselines': :data:`STANDING_COLUMNS`).
+
+Metadata beside the signed-rank test over units (``across_sets``; ``across_archive``: the archive
+sets alone): the random-effects pooled gain over every set, archive and paper
+(:func:`toyspt.analysis.gains.pooled_gain`: ``pooled``, ``pooled_low``, ``pooled_high`` (Hartung-Knapp
+95%), ``i2``, and the rest in ``pooling``); Spearman's rho of each set's mean gain with its training
+series (train + validation) per class (``gain_vs_per_class``) and with its smallest class's
+(``gain_vs_smallest_class``, the quantity the archive rule bounds below by 5). ``small_sets``: the
+same table for a descriptive stratum of sets below that bound, drawn only where the tier names
+such sets (``Tier.small_sets``) and their runs exist.
 """
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from toyspt.analysis import gains
 from toyspt.analysis.rows import label_frame, probe_specs
@@ -29,7 +39,7 @@ from toyspt.ucr import design
 from toyspt.ucr.archive import DEFAULT_RULE, RELATED_SETS, take, unit_of
 from toyspt.ucr.baselines import BASELINES, PROTOCOLS, BaselineSpec
 from toyspt.ucr.baselines import COLUMNS as BASELINE_COLUMNS
-from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available, load_ucr
+from toyspt.ucr.data import PAPER_DATASETS, UCRSource, load_ucr
 
 NAME = "archive_scan"
 TITLE = "SPT beyond the paper's sets: its gain per UCR set, and how much of it Q/K-only transfer keeps"
@@ -41,12 +51,14 @@ def specs(ctx):
     """``(group, source, arm, seed)``: the archive sets' runs (group "archive") and the paper
     sets' scratch, spt and qk_transfer (group "paper", the same runs as the other figures');
     ``("baselines", source)``: 1-NN DTW and ROCKET on each of those sets (not in quick mode)."""
-    t = ctx.real_tier
+    t = ctx.study.tier
     arch = [load_ucr(n) for n in take(DEFAULT_RULE, t.archive_sets)] if t.archive_sets else []
     out = {("archive", UCRSource.of(d), a, s.seed): s for d, a, s in design.archive_specs(arch, t)}
-    paper, _ = available(PAPER_DATASETS)
+    paper = list(ctx.study.datasets)
     out.update({("paper", UCRSource.of(d), a, s.seed): s
                 for d, a, s in design.paper_specs(paper, t, design.ARCHIVE_ARMS)})
+    out.update({("small", UCRSource.of(d), a, s.seed): s
+                for d, a, s in design.archive_specs([load_ucr(n) for n in small_sets(t)], t)})
     baselines = {} if ctx.quick else {("baselines", UCRSource.of(d)): BaselineSpec(UCRSource.of(d))
                                       for d in arch + paper}
     return out | probe_specs(out) | baselines
@@ -64,25 +76,75 @@ def baseline_frame(runs) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=BASELINE_COLUMNS)
 
 
+def small_sets(t) -> tuple[str, ...]:
+    """The descriptive small-sets stratum's sets (fewer than the rule's training series in a class):
+    the tier's ``small_sets`` where the study design gives it one, none otherwise."""
+    return tuple(getattr(t, "small_sets", ()))
+
+
+def sizes_of(runs, group: str) -> dict[str, tuple[int, int, int]]:
+    """Per set of ``group``: (training series (train + validation), length, classes)."""
+    return {src.name: (len(d.train) + len(d.val), d.length, d.n_classes) for (g, src, *_) in runs if g == group
+            for d in [src.load()]}
+
+
+def per_class(runs) -> dict[str, tuple[float, int]]:
+    """Per set: training series (train + validation) per class, and those of its smallest class."""
+    out = {}
+    for src in {label[1] for label in runs}:
+        d = src.load()
+        counts = np.bincount(np.concatenate([d.train.y.numpy(), d.val.y.numpy()]))
+        out[src.name] = (float(counts.mean()), int(counts.min()))
+    return out
+
+
+def _spearman(x, y) -> dict:
+    rho = stats.spearmanr(x, y)
+    return dict(rho=float(rho.statistic), p=float(rho.pvalue), n=len(x))
+
+
+def _across(both: pd.DataFrame) -> dict:
+    try:
+        return dict(gains.across_sets(both, unit_of), rule={u: list(s) for u, (s, _) in RELATED_SETS.items()})
+    except ValueError as e:  # fewer than 2 units with a gain
+        return dict(error=str(e))
+
+
+def across_meta(both: pd.DataFrame, frame: pd.DataFrame, runs) -> dict:
+    """The across-set answers: the signed-rank test over units (all sets; the archive alone), the
+    random-effects pooled gain over sets with its heterogeneity, and the gain against the
+    smallest class's training series (Spearman over sets)."""
+    pooled = gains.pooled_gain(frame, design.PRIMARY)
+    sizes = per_class(runs)
+    g = both.set_index("dataset").gain
+    mean, least = ([sizes[n][i] for n in g.index] for i in (0, 1))
+    return dict(across_sets=_across(both), across_archive=_across(both[both.group == "archive"]),
+                pooled=pooled["estimate"], pooled_low=pooled["low"], pooled_high=pooled["high"], i2=pooled["i2"],
+                pooling=pooled,
+                gain_vs_per_class=dict(_spearman(mean, g.to_numpy()), per_class=dict(zip(g.index, mean))),
+                gain_vs_smallest_class=dict(_spearman(least, g.to_numpy()), smallest_class=dict(zip(g.index, least))))
+
+
 def draw(ctx, runs):
-    t = ctx.real_tier
+    t = ctx.study.tier
     base = baseline_frame(runs)
     runs = {label: r for label, r in runs.items() if label[0] != "baselines"}
     arch = label_frame(runs, group="archive")
-    sizes = {src.name: (len(d.train) + len(d.val), d.length, d.n_classes) for (g, src, *_) in runs if g == "archive"
-             for d in [src.load()]}
-    table = gains.archive_table(arch, sizes, design.PRIMARY, unit_of)
-    paper = gains.archive_table(label_frame(runs, group="paper"), {n: (0, 0, 0) for n in PAPER_DATASETS},
-                                design.PRIMARY, unit_of)
+    table = gains.archive_table(arch, sizes_of(runs, "archive"), design.PRIMARY, unit_of)
+    paper_frame = label_frame(runs, group="paper")
+    paper = gains.archive_table(paper_frame, {n: (0, 0, 0) for n in PAPER_DATASETS}, design.PRIMARY, unit_of)
     ctx.meta[NAME] = dict(tier=t.name, rule=DEFAULT_RULE.__dict__ | {"exclude": list(DEFAULT_RULE.exclude)},
                           sets=list(table.dataset), seeds=len(t.archive_seeds), primary=design.PRIMARY,
                           counts=gains.archive_counts(table))
     both = pd.concat([table.assign(group="archive"), paper.assign(group="paper")], ignore_index=True)
-    try:
-        across = dict(gains.across_sets(both, unit_of), rule={u: list(s) for u, (s, _) in RELATED_SETS.items()})
-    except ValueError as e:  # fewer than 2 units with a gain
-        across = dict(error=str(e))
-    ctx.meta[NAME]["across_sets"] = across
+    main = {label: r for label, r in runs.items() if label[0] in ("archive", "paper")}
+    ctx.meta[NAME].update(across_meta(both, pd.concat([arch, paper_frame], ignore_index=True), main))
+    across = ctx.meta[NAME]["across_sets"]
+    if any(label[0] == "small" for label in runs):  # the descriptive stratum, where the tier has one
+        small = gains.archive_table(label_frame(runs, group="small"), sizes_of(runs, "small"), design.PRIMARY,
+                                    unit_of)
+        ctx.meta[NAME]["small_sets"] = dict(descriptive=True, rows=small.to_dict("records"),
+                                            counts=gains.archive_counts(small))
     fig, axes = plt.subplots(1, 3, figsize=(18, 1.8 + 0.32 * max(1, len(both))), squeeze=False)
     y = np.arange(len(both))[::-1]
     ax = axes[0, 0]
@@ -113,9 +175,10 @@ def draw(ctx, runs):
     ax.set_xlim(-1.1, 2.1)
     ax.set_yticks(y, [""] * len(y))
     ax.set(xlabel="qk_transfer's share of SPT's gain (Fieller 95% CI, clipped to [-1, 2])",
-           title=f"Q/K-only keeps >= half of the gain on {cnt['qk_keeps_half']} sets\n"
-                 f"({cnt['qk_keeps_half_lower_bound']} with the interval's lower end >= 1/2)")  # two lines: the
-    # left panel's two-line title reaches into this one's when it is one line
+           title=f"of the {cnt['gain_positive']} archive sets where SPT's mean gain is positive, Q/K-only keeps >= "
+                 f"half of it on {cnt['qk_keeps_half_where_gain_positive']}\n"
+                 f"({cnt['qk_keeps_half_lower_bound_where_gain_positive']} with the interval's lower end >= 1/2)")
+    # two lines: the left panel's two-line title reaches into this one's when it is one line
     ax.title.set_fontsize(8)
     standing = standing_frame(both, base)
     _standing(axes[0, 2], standing, y)

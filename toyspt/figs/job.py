@@ -3,7 +3,8 @@ its runs are stored, metadata.json kept up to date (``python paper_figs.py``, ``
 :mod:`toyspt.cli.figs` only parses the flags into a :class:`FigureJob` and calls :func:`run_job`).
 
 The steps: each figure's specs (:func:`toyspt.figs.load`), one plan of all of them
-(:func:`toyspt.runs.planning.make_plan`, with the results ledger where there is one), a
+(:func:`toyspt.runs.planning.make_plan` on the job's store: the run cache, before the results
+ledger where there is one, :class:`toyspt.runs.store.LayeredStore`), a
 :class:`toyspt.figs.schedule.Schedule` (the sweep's order, the real-data study's phases first,
 and the ETA: :func:`cost_line` is printed before anything trains), a
 :class:`toyspt.figs.schedule.Drawer` (each figure rendered the moment its last result arrives;
@@ -26,10 +27,11 @@ from toyspt.figs import CONTRAST, HEADLINE, FigContext, load, render
 from toyspt.figs.metadata import Metadata, compute_by_figure, from_ledger, owners
 from toyspt.figs.schedule import Drawer, Schedule, clock
 from toyspt.runs import RunCache, RunSpec, sweep
-from toyspt.runs.ledger import Ledger, data_kind
+from toyspt.runs.ledger import Ledger
 from toyspt.runs.planning import make_plan
+from toyspt.runs.store import LayeredStore
 from toyspt.runs.sweeps import Stopped, SweepOptions
-from toyspt.ucr.design import phase_of
+from toyspt.ucr.design import Study
 from toyspt.util import plots
 from toyspt.util.atomic import uninterrupted
 
@@ -89,14 +91,15 @@ def run_job(job: FigureJob) -> int:
     where = {label: (c, mods[n]) for label, c, n in jobs}
     every = [s for label in drawing for s in planned[label].values()]
     ledger = job.ledger
-    # the real-data study's order: whole comparisons first (toyspt.ucr.design.phase_of), other runs as they come
+    store = cache if ledger is None else LayeredStore((cache, ledger))  # entries recorded where the ledger covers them
+    # the real-data study's order: whole comparisons first (toyspt.ucr.design.Study.phase), other runs as they come
     phase: dict[str, int] = {}
     for label in drawing:
         for facts, s in planned[label].items():
-            if data_kind(s) == "ucr":
-                phase[s.key()] = min(phase.get(s.key(), 9), phase_of(facts if isinstance(facts, tuple) else (facts,)))
+            if (ph := Study.phase(s, facts)) is not None:
+                phase[s.key()] = min(phase.get(s.key(), 9), ph)
     with main_threads(1 if job.workers > 1 or job.dask else None):
-        pl = make_plan(every, cache, job.recompute, ledger)
+        pl = make_plan(every, store, job.recompute)
         schedule = Schedule(planned, pl, job.workers, phase=phase)
         if pl.todo:
             print(cost_line(schedule, job.tier), flush=True)
@@ -119,7 +122,7 @@ def run_job(job: FigureJob) -> int:
             with uninterrupted():  # a figure's PNG, PDF, CSV and its metadata are written together
                 csvs.extend(str(p.relative_to(out)) for p in render(c, mod, specs, results) if p.suffix == ".csv")
                 timings[label] = round(time.time() - t, 2)
-                recorded = from_ledger(specs.values(), pl)  # entries answered by records: their kernels
+                recorded = from_ledger(specs.values(), pl, store)  # entries answered by records: their kernels
                 meta.figure(label, dict(draw_seconds=timings[label], written_after_seconds=round(time.time() - t0, 1),
                                         **credit().get(label, {}), **({"from_ledger": recorded} if recorded else {}),
                                         **c.meta.get(mod.NAME, {})))
@@ -147,7 +150,7 @@ def run_job(job: FigureJob) -> int:
         try:
             options = SweepOptions(workers=job.workers, dask=job.dask, lockstep=job.lockstep, desc=drawer.describe,
                                    priority=schedule.priority)
-            sweep(every, cache, options, on_result=drawer.add, watch=drawer, plan=pl)
+            sweep(every, store, options, on_result=drawer.add, watch=drawer, plan=pl)
         except KeyboardInterrupt:
             meta.finish(last_run(interrupted=True))  # the figures written so far, and what trained
             raise

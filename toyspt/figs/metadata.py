@@ -99,12 +99,13 @@ def compute_by_figure(planned: dict[str, list], trained: dict[str, float],
     return out
 
 
-def from_ledger(specs: Iterable, plan) -> dict[str, int]:
-    """How many of a figure's entries (its ``specs``, planned by ``plan``) were answered by
-    ledger records, per the records' ``cpu_capability``: the kernels that made those numbers,
-    which may not be this host's (``written_on``)."""
-    keys = {plan.answer[s.key()].key() for s in specs}
-    return dict(sorted(Counter(plan.from_ledger[k] for k in keys if k in plan.from_ledger).items()))
+def from_ledger(specs: Iterable, plan, store) -> dict[str, int]:
+    """How many of a figure's entries (its ``specs``, planned by ``plan`` on ``store``) were
+    answered by ledger records, per the records' ``cpu_capability`` (the store's ``provenance``):
+    the kernels that made those numbers, which may not be this host's (``written_on``)."""
+    answers = {plan.answer[s.key()].key(): plan.answer[s.key()] for s in specs}
+    made = (store.provenance(a) for k, a in answers.items() if k in plan.done)
+    return dict(sorted(Counter(m for m in made if m is not None).items()))
 
 
 MAX_METADATA_BYTES = 64 << 20  # a metadata.json of every figure and contrast is ~0.1 MB

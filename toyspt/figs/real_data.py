@@ -37,7 +37,7 @@ from toyspt.figs.ucr import no_data
 from toyspt.nn.model import ModelConfig
 from toyspt.runs.state_probes import ProximitySpec, proximities
 from toyspt.ucr import design
-from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available
+from toyspt.ucr.data import UCRSource
 from toyspt.ucr.init_probes import InitProbeSpec
 from toyspt.ucr.runs import UCR_MODEL_DEFAULTS
 
@@ -56,8 +56,7 @@ def specs(ctx):
     """``("basin", source, seed)``: tracked SPT-only runs; ``("label", source, arm, seed)``:
     scratch and spt; ``("proximity", *label)``: the proximity indices of their stored weights
     (cached probes); ``("probes", source)``: the init probes of the set."""
-    datasets, _ = available(PAPER_DATASETS)
-    t = ctx.real_tier
+    datasets, t = ctx.study.datasets, ctx.study.tier
     out = {("basin", UCRSource.of(d), s.seed): s for d, s in design.basin_specs(datasets, t)}
     out.update({("label", UCRSource.of(d), a, s.seed): s
                 for d, a, s in design.paper_specs(datasets, t, design.POWER_ARMS)})
@@ -131,8 +130,7 @@ def predictor_check(basin: pd.DataFrame, column: str = "basin_predictor", thresh
 
 
 def draw(ctx, runs):
-    datasets, skipped = available(PAPER_DATASETS)
-    t = ctx.real_tier
+    datasets, skipped, t = ctx.study.datasets, ctx.study.skipped, ctx.study.tier
     if not datasets:
         ctx.meta[NAME] = dict(tier=t.name, skipped=skipped, runs=0)
         return no_data({NAME: COLUMNS, "real_basin": BASIN_COLUMNS})

@@ -2,8 +2,8 @@
 weight group. Top: every arm against scratch on the primary metric (mean test accuracy over the
 last fifth of the label epochs), paired by seed, mean and 95% t interval (descriptive), * where
 the Holm-adjusted signed-rank p is <= 0.05 (the verdict's test, :mod:`toyspt.analysis.gains`;
-confirmatory family: spt x the primary metric x the four sets; every other arm's family is
-its own sets, descriptive): one weight group from SPT (W_Q
+confirmatory family: spt x the primary metric x the four sets; every other arm is descriptive,
+all arms x sets one Holm family): one weight group from SPT (W_Q
 W_K; W_V W_O; embedding; MLP; LayerNorms) or all but W_Q W_K; the controls (SPT's norms with
 random directions; SPT's values permuted within each tensor; scratch for SPT's whole budget);
 the baselines with built-in locality. Bottom: each arm's share of SPT's gain (Fieller 95%
@@ -17,6 +17,9 @@ comparison again on seeds 20-39 alone, the seeds no one had seen when the protoc
 ``real_gain_seed_block.csv`` holds the seed-block tests on every set (:mod:`toyspt.analysis.seed_blocks`):
 the default tier's seeds 0-4 against the others, and the seeds whose SPT-only parent is a tracked
 run (the one code path that differs by seed) against the others; metadata ``seed_block`` the same.
+Metadata ``leave_block_out``: the confirmatory comparison again without the default tier's seeds
+0-4 (``without_default_tier``) and on the seeds before the unseen ones alone (``before_unseen``: 0-19; 20-39 are
+``seeds_20_39``), each Holm over the four sets; ``arm_family``: the arms-vs-scratch family.
 """
 from __future__ import annotations
 
@@ -26,10 +29,9 @@ from matplotlib.ticker import MaxNLocator
 
 from toyspt.analysis import gains
 from toyspt.analysis.basin import basin_accuracy
-from toyspt.analysis.rows import label_frame, probe_specs
-from toyspt.analysis.seed_blocks import block_table
+from toyspt.analysis.rows import label_frame
+from toyspt.analysis.seed_blocks import block_table, seeds_text
 from toyspt.ucr import design
-from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available
 from toyspt.util.plots import color
 
 NAME = "real_gain"
@@ -47,14 +49,11 @@ SHARE_LIMITS = (-1.0, 2.0)  # shares drawn within these; an interval beyond is d
 
 def specs(ctx):
     """``(source, arm, seed)``: every arm of the study on every available paper set."""
-    datasets, _ = available(PAPER_DATASETS)
-    runs = {(UCRSource.of(d), arm, s.seed): s for d, arm, s in design.paper_specs(datasets, ctx.real_tier, ARMS)}
-    return runs | probe_specs(runs)
+    return ctx.study.label_specs(ARMS)
 
 
 def draw(ctx, runs):
-    datasets, skipped = available(PAPER_DATASETS)
-    t = ctx.real_tier
+    datasets, skipped, t = ctx.study.datasets, ctx.study.skipped, ctx.study.tier
     default_seeds = design.tier("default").power_seeds
     runs_frame = label_frame(runs)
     compared = [a for a in ARMS if a != "scratch"]
@@ -78,6 +77,8 @@ def draw(ctx, runs):
     unseen = gains.gain_table(runs_frame[runs_frame.seed.isin(design.CONFIRMATORY_SEEDS)], ["spt"],
                               [design.PRIMARY], design.PRIMARY)
     ctx.meta[NAME]["seeds_20_39"] = unseen.to_dict("records")
+    ctx.meta[NAME]["leave_block_out"] = leave_block_out(runs_frame, t.power_seeds, default_seeds)
+    ctx.meta[NAME]["arm_family"] = gains.arm_family(gain, design.PRIMARY)
     n = max(1, len(datasets))
     fig, axes = plt.subplots(2, n, figsize=(2 + 4.2 * n, 9), squeeze=False)
     for j, d in enumerate(datasets):
@@ -117,6 +118,17 @@ def draw(ctx, runs):
         ax.title.set_fontsize(8)
     fig.suptitle(f"{TITLE}\ntier {t.name}: scratch/spt {len(t.power_seeds)} seeds, other arms {len(t.arm_seeds)}, "
                  f"baselines {len(t.baseline_seeds)}; * Holm-adjusted signed-rank p <= 0.05 (confirmatory: spt on "
-                 f"{design.PRIMARY}; other arms descriptive)", fontsize=9)
+                 f"{design.PRIMARY}; other arms descriptive, one Holm family over arms x sets)", fontsize=9)
     fig.tight_layout()
     return fig, {NAME: gain, f"{NAME}_runs": runs_frame, f"{NAME}_seeds_20_39": unseen, f"{NAME}_seed_block": blocks}
+
+
+def leave_block_out(frame, power_seeds, default_seeds) -> dict:
+    """The confirmatory comparison (spt vs scratch, primary metric, Holm over the sets) on seed
+    subsets, as :func:`toyspt.analysis.gains.gain_table` rows: without the default tier's seeds
+    (the block the seed-block question flags) and on the power seeds before the unseen ones."""
+    first = [s for s in power_seeds if s not in design.CONFIRMATORY_SEEDS]
+    subsets = dict(without_default_tier=[s for s in power_seeds if s not in default_seeds], before_unseen=first)
+    return {name: dict(seeds=seeds_text(seeds), rows=gains.gain_table(frame[frame.seed.isin(seeds)], ["spt"],
+                                                                       [design.PRIMARY], design.PRIMARY)
+                       .to_dict("records")) for name, seeds in subsets.items()}

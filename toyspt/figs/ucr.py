@@ -25,7 +25,6 @@ import seaborn as sns
 
 from toyspt.analysis import gains, rows
 from toyspt.ucr import design
-from toyspt.ucr.data import PAPER_DATASETS, UCRSource, available
 from toyspt.util.plots import color, seeded_jitter
 
 NAME = "ucr"
@@ -50,9 +49,7 @@ def specs(ctx):
     """``(source, arm, seed)``: the label runs of every available set at the tier's seeds;
     ``("proximity", source, arm, seed)``: the proximity indices of those whose tables carry them
     (cached probes of the stored weights, :func:`toyspt.analysis.rows.probe_specs`)."""
-    datasets, _ = available(PAPER_DATASETS)
-    runs = {(UCRSource.of(d), arm, s.seed): s for d, arm, s in design.paper_specs(datasets, ctx.real_tier, ARMS)}
-    return runs | rows.probe_specs(runs)
+    return ctx.study.label_specs(ARMS)
 
 
 def no_data(frames: dict[str, list[str]]):
@@ -65,8 +62,7 @@ def no_data(frames: dict[str, list[str]]):
 
 
 def draw(ctx, runs):
-    datasets, skipped = available(PAPER_DATASETS)
-    t = ctx.real_tier
+    datasets, skipped, t = ctx.study.datasets, ctx.study.skipped, ctx.study.tier
     seeds = {a: len(design.arm_seeds(t, a)) for a in ARMS if design.arm_seeds(t, a)}
     ctx.meta[NAME] = dict(tier=t.name, datasets=[d.config.name for d in datasets], skipped=skipped,
                           read_from={d.config.name: d.read_from for d in datasets}, arms=list(seeds), seeds=seeds,

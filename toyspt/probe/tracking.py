@@ -248,6 +248,8 @@ class ProfileTracker:
     """Proximity and self index after every epoch (``at``: those only); full positional and attention
     profiles at each phase start and every ``every`` epochs (2 x (2T-1) records per head)."""
 
+    bulk = ("attn_weight", "pos_score")  # per-offset profiles (2T-1 per head): a results ledger leaves them out
+
     def __init__(self, data: TaskData, every: int = 10, n: int = PROFILE_BATCH, at=None):
         if every <= 0:
             raise ValueError(f"every: must be positive, got {every}")
@@ -294,6 +296,11 @@ TRACKERS: dict[str, Callable[..., Any]] = {
     "probes": ProbeTracker,
     "beta": BetaTracker,  # toyspt.probe.basin: the model's recon gain on the uniform visible mean, per SPT epoch
 }
+
+
+# the metrics that trackers declare (``bulk``, beside their code) a results ledger's record leaves
+# out; a record keeps every other number a tracker produces (toyspt.runs.ledger)
+BULK_METRICS = frozenset(m for t in TRACKERS.values() for m in getattr(t, "bulk", ()))
 
 
 def _parse(name: str) -> tuple[str, dict[str, Any]]:
@@ -368,5 +375,5 @@ def proximity_of(result, which: str, x: torch.Tensor) -> float:
 
 __all__ = ["matrices", "displacement", "relative_displacement", "diagonal_means", "offsets", "positional_profile",
            "attention_maps", "proximity_index", "self_index", "profile_rows", "probe_rows", "DisplacementTracker",
-           "ProfileTracker", "ProbeTracker", "TRACKERS", "make_trackers", "records_frame", "tracker_price",
-           "proximity_of", "PROBE_BATCH"]
+           "ProfileTracker", "ProbeTracker", "TRACKERS", "BULK_METRICS", "make_trackers", "records_frame",
+           "tracker_price", "proximity_of", "PROBE_BATCH"]

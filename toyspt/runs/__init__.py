@@ -2,8 +2,11 @@
 
     specs         what determines a cache entry, hashed to a key (Spec, Entry, Table, RunSpec; UCR and
                   LRA-demo specs live beside their data: toyspt.ucr.runs, toyspt.lra.demo)
-    cache         finished entries on disk by key, verified on load (RunCache)
-    records       a finished entry's exact stored form; ledger: the results ledger of them
+    store         the store protocol (load, store, remove, check_writable) and LayeredStore
+    cache         finished entries on disk by key, verified on load (RunCache, a store); cache_files
+    exact         the exact encoding: an entry's JSON in a compact form that decodes to the same text
+    ledger        the results ledger (Ledger, a store; StudyLedger: a study's declaration of its ledger);
+                  ledger_file (the format, parsing), ledger_append (appending, merging)
     executors     where training runs: this process, a process pool, a dask cluster
     planning      which entry answers each spec, what trains (make_plan, Plan)
     pricing       what a run costs on the reference machine (RunSpec.seconds)
@@ -21,6 +24,8 @@ from toyspt.util.lazy import exports
 __all__, __getattr__, __dir__ = exports(globals(), {
     "toyspt.runs.specs": ("Spec", "RunSpec", "spec_from_dict", "with_overrides"),
     "toyspt.runs.cache": ("RunCache", "CacheError", "DEFAULT_CACHE"),
+    "toyspt.runs.store": ("Store", "LayeredStore"),
+    "toyspt.runs.ledger": ("Ledger", "StudyLedger"),
     "toyspt.runs.executors": ("make_executor", "executor_scope"),
     "toyspt.runs.sweeps": ("get_run", "load_answer", "sweep", "SweepOptions"),
 })

@@ -32,16 +32,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
-import hashlib
 import hmac
 import json
 import os
 import re
 import secrets
 import shutil
-import socket
-import stat
 import sys
 import tempfile
 import time
@@ -49,6 +45,18 @@ from pathlib import Path
 
 import torch
 
+from toyspt.runs.cache_files import (
+    FILES,
+    MAX_BYTES,
+    STALE_TMP_SECONDS,
+    Damaged,
+    _mac,
+    _move_aside,
+    _read_text,
+    _sha256,
+    _tmp_prefix,
+    _writer_gone,
+)
 from toyspt.runs.specs import Entry, Spec
 from toyspt.util import safeload
 from toyspt.util.atomic import disk_fault
@@ -56,60 +64,16 @@ from toyspt.util.files import UnsafeFile, open_regular
 from toyspt.util.hashing import digest, jsonable
 
 DEFAULT_CACHE = Path(os.environ.get("TOYSPT_CACHE", ".cache/toyspt"))
-FILES = ("spec.json", "result.json", "weights.pt")
-STALE_TMP_SECONDS = 3600  # a temporary entry older than this (far longer than any run) is a killed writer's
-# the largest file of each kind read back (far above real entries: a few KB of json, MB of weights)
-MAX_BYTES = {"manifest.json": 1 << 16, "spec.json": 1 << 24, "result.json": 1 << 26,
-             "weights.pt": safeload.BUDGET.max_bytes, ".key": 128}
-
-
 class CacheError(OSError):
     """A cache entry or folder that cannot be read or written (not damage: nothing is deleted)."""
 
 
-class Damaged(ValueError):
-    """A cache entry whose files contradict each other or its key."""
-
-
-def _open_entry_file(path: Path):
-    """``path`` opened for reading after checking, before any read, that it is a regular file
-    (not a link, FIFO or device) of at most ``MAX_BYTES[name]``; :class:`Damaged` if not."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-    except FileNotFoundError:
-        raise Damaged(f"{path.name} is missing") from None
-    except OSError:
-        if not os.path.islink(path):
-            raise
-        raise Damaged(f"{path.name} is a symbolic link") from None
-    f = os.fdopen(fd, "rb")
-    st, limit = os.fstat(fd), MAX_BYTES[path.name]
-    if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-        f.close()
-        raise Damaged(f"{path.name} is not a regular file" if not stat.S_ISREG(st.st_mode) else
-                      f"{path.name} has {st.st_size} bytes, over the limit of {limit}; not read")
-    return f
-
-
-def _read_text(path: Path) -> str:
-    with _open_entry_file(path) as f:
-        return f.read(MAX_BYTES[path.name]).decode()
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with _open_entry_file(path) as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _mac(secret: bytes, key: str, name: str, sha: str) -> str:
-    return hmac.new(secret, f"{key}\0{name}\0{sha}".encode(), hashlib.sha256).hexdigest()
-
-
 class RunCache:
-    """A directory of finished runs keyed by spec hash."""
+    """A directory of finished runs keyed by spec hash: a store (:class:`toyspt.runs.store.Store`)
+    that covers every spec and keeps weights."""
+
+    name = "cache"
+    keeps_weights = True
 
     def __init__(self, root: str | os.PathLike = DEFAULT_CACHE):
         if not str(root).strip():  # Path("") is the current folder
@@ -175,6 +139,12 @@ class RunCache:
         k = spec.key()
         return self.root / k[:2] / k
 
+    def covers(self, spec: Spec) -> bool:
+        return True
+
+    def provenance(self, spec: Spec) -> None:
+        return None
+
     def has(self, spec: Spec) -> bool:
         return self.load(spec) is not None
 
@@ -227,8 +197,8 @@ class RunCache:
         except (KeyError, TypeError) as e:
             raise Damaged(f"result.json lacks {e}") from None
 
-    def load(self, spec: Spec) -> Entry | None:
-        """The cached result, or None when missing or damaged (a damaged entry is reported on
+    def load(self, spec: Spec, weights: bool = False) -> Entry | None:
+        """The cached result (always with its weights), or None when missing or damaged (a damaged entry is reported on
         stderr and set aside; an unreadable one, or a missing or damaged key, raises
         :class:`CacheError`)."""
         d = self.path(spec)
@@ -333,66 +303,6 @@ class RunCache:
             with contextlib.suppress(OSError):
                 if _writer_gone(p.name) or now - p.lstat().st_mtime > age:
                     shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
-
-
-def _move_aside(d: Path, folder: Path, stem: str, why: str, quiet: bool = False) -> Path | None:
-    """Rename ``d`` to ``folder/<stem>-<n>`` beside ``<stem>-<n>.why``; OSError unless ``quiet``."""
-    try:
-        for n in range(1000):
-            dest = folder / f"{stem}-{n}"
-            try:
-                with open(f"{dest}.why", "x") as f:
-                    f.write(why + "\n")
-            except FileExistsError:
-                continue
-            try:
-                os.rename(d, dest)
-            except OSError:
-                os.unlink(f"{dest}.why")
-                raise
-            return dest
-    except OSError:
-        if not quiet:
-            raise
-    return None
-
-
-@functools.lru_cache(maxsize=1)
-def _writer_space() -> str:
-    """Who may ask about a writer's process id: this host's name and a short hash of this boot
-    and this PID namespace (a container sharing the host name and the cache folder has another
-    namespace, where the same number names another process or none)."""
-    try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        ns = os.stat("/proc/self/ns/pid").st_ino
-    except OSError:
-        return socket.gethostname().replace("-", "_") + "_any"  # unknown: never ask by pid (see below)
-    tag = hashlib.sha256(f"{boot}/{ns}".encode()).hexdigest()[:12]
-    return f"{socket.gethostname().replace('-', '_')}_{tag}"
-
-
-def _tmp_prefix() -> str:
-    """``.tmp-<host>_<boot and pid namespace>-<pid>-``: who is writing a temporary entry."""
-    return f".tmp-{_writer_space()}-{os.getpid()}-"
-
-
-def _writer_gone(name: str) -> bool:
-    """Whether the temporary entry ``name`` was written by a process of this host, boot and PID
-    namespace that has ended. Names of other writers (another host or namespace, an older
-    format) or that do not parse (a pid of 20 digits) are never asked about: age alone removes
-    them (:meth:`RunCache.sweep_stale`)."""
-    parts = name.split("-")
-    if len(parts) < 4 or parts[1] != _writer_space() or parts[1].endswith("_any"):
-        return False
-    if not (parts[2].isascii() and parts[2].isdigit() and 0 < len(parts[2]) <= 7):  # pid_max <= 2**22
-        return False
-    try:
-        os.kill(int(parts[2]), 0)
-    except ProcessLookupError:
-        return True
-    except (OSError, OverflowError, ValueError):  # exists but not ours to signal; or not a pid
-        return False
-    return False
 
 
 __all__ = ["RunCache", "CacheError", "DEFAULT_CACHE", "FILES"]

@@ -13,20 +13,17 @@ taken from the cache, from a twin (a tracked SPT-only run serves as the parent o
 that continue SPT), or trained first. A spec that only reads its parent's weights
 (``reads_parent()``: a probe of a stored run) takes any entry that answers the parent. An
 entry whose twin entry is missing (a run killed between storing the two) has it written from
-its own: nothing is trained again. With a results ledger (:mod:`toyspt.runs.ledger`), an asked
-spec that no cache entry answers is answered by its record (no weights); every entry the ledger
-covers that was read from the cache but is not recorded yet is recorded while planning.
+its own: nothing is trained again. Entries are read from a store (:mod:`toyspt.runs.store`: a
+run cache, or layers such as a cache before a results ledger): an asked spec may be answered by
+an entry without weights (a ledger record), a parent only by one with its weights.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
-from toyspt.runs.cache import RunCache
 from toyspt.runs.specs import Entry, Spec
-
-if TYPE_CHECKING:
-    from toyspt.runs.ledger import Ledger
+from toyspt.runs.store import Store
 
 
 def lineage(spec: Spec) -> list[Spec]:
@@ -37,33 +34,33 @@ def lineage(spec: Spec) -> list[Spec]:
     return out
 
 
-def load_answer(cache: RunCache, spec: Spec) -> Entry | None:
-    """The cached run of ``spec`` or of one of its alternatives."""
+def load_answer(store: Store, spec: Spec, weights: bool = False) -> Entry | None:
+    """The stored entry of ``spec`` or of one of its alternatives (``weights``: one with its weights)."""
     for s in (spec, *spec.alternatives()):
-        if (hit := cache.load(s)) is not None:
+        if (hit := store.load(s, weights)) is not None:
             return hit
     return None
 
 
-def store_with_twins(cache: RunCache, spec: Spec, result: Entry) -> dict[str, Entry]:
+def store_with_twins(store: Store, spec: Spec, result: Entry) -> dict[str, Entry]:
     """Store ``result`` as ``spec``'s entry and as the entry of each of its twins; returns
     {key: entry} of the twins (as computed here, not reloaded)."""
-    cache.store(spec, result)
+    store.store(spec, result)
     out = {}
     for twin in spec.twins():
         out[twin.key()] = r = spec.twin_result(twin, result)
-        cache.store(twin, r)
+        store.store(twin, r)
     return out
 
 
-def store_with_twins_only(cache: RunCache, spec: Spec, result: Entry) -> dict[str, Entry]:
-    """Store the twins' entries of ``spec``'s stored ``result`` (the repair of a run killed
-    between storing its own entry and its twins'); {key: entry}."""
+def store_with_twins_only(store: Store, spec: Spec, result: Entry) -> dict[str, Entry]:
+    """Store the twins' entries of ``spec``'s stored ``result`` where no entry with weights is
+    stored (the repair of a run killed between storing its own entry and its twins'); {key: entry}."""
     out = {}
     for twin in spec.twins():
         out[twin.key()] = r = spec.twin_result(twin, result)
-        if cache.load(twin) is None:
-            cache.store(twin, r)
+        if store.load(twin, weights=True) is None:
+            store.store(twin, r)
     return out
 
 
@@ -81,8 +78,6 @@ class Plan:
     after: dict[str, str] = field(default_factory=dict)
     loaded: list[tuple[Spec, Entry]] = field(default_factory=list)  # every entry read while planning
     reads: dict[str, str] = field(default_factory=dict)  # todo key -> the entry key it reads (reads_parent)
-    ledger: "Ledger | None" = None  # where finished entries it covers are recorded (None: nowhere)
-    from_ledger: dict[str, str] = field(default_factory=dict)  # key answered by a record -> its cpu_capability
 
     def children(self) -> dict[str, list[Spec]]:
         """todo key -> the todo specs that continue its run."""
@@ -109,10 +104,9 @@ class Plan:
         return out
 
 
-def make_plan(specs: Sequence[Spec], cache: RunCache, recompute: bool = False,
-              ledger: "Ledger | None" = None) -> Plan:
-    """Plan a sweep of ``specs`` (see the module docstring); ``recompute`` drops the entries of
-    the answering specs, their parents and twins first (and does not read the ledger)."""
+def make_plan(specs: Sequence[Spec], store: Store, recompute: bool = False) -> Plan:
+    """Plan a sweep of ``specs`` (see the module docstring) on ``store``; ``recompute`` drops the
+    entries of the answering specs, their parents and twins first."""
     unique = list({s.key(): s for s in specs}.values())
     asked = {s.key() for s in unique}
     twin_of: dict[str, Spec] = {}  # twin key -> the asked spec whose run yields it
@@ -132,16 +126,15 @@ def make_plan(specs: Sequence[Spec], cache: RunCache, recompute: bool = False,
         for s in targets:
             for x in lineage(twin_of.get(s.key(), s)):
                 for y in (x, *x.alternatives(), *x.twins()):
-                    cache.remove(y)
+                    store.remove(y)
     done: dict[str, Entry] = {}
-    recorded: dict[str, str] = {}  # keys answered by the ledger -> the kernels of their records
     own: dict[str, Entry | None] = {}  # asked specs' own entries, loaded once
 
     seen: dict[str, Spec] = {}
 
     def cached(x: Spec) -> Entry | None:
         if x.key() not in own:
-            own[x.key()] = cache.load(x)
+            own[x.key()] = store.load(x, weights=True)
             seen[x.key()] = x
         return own[x.key()]
 
@@ -150,22 +143,20 @@ def make_plan(specs: Sequence[Spec], cache: RunCache, recompute: bool = False,
         p = twin_of.get(x.key())
         if p is None or (hit := cached(p)) is None:
             return None
-        made = store_with_twins_only(cache, p, hit)
+        made = store_with_twins_only(store, p, hit)
         own[x.key()] = made[x.key()]
         return own[x.key()]
 
     for s in targets:
-        r = load_answer(cache, s)
+        r = load_answer(store, s, weights=True)
         if r is None and s.key() in twin_of:
             r = repaired(s)
-        if r is None and ledger is not None and not recompute and ledger.covers(s):
-            r = ledger.answer(s)
-            if r is not None:
-                recorded[s.key()] = ledger.capability(s)
+        if r is None:  # an entry without weights (a ledger record) answers an asked spec
+            r = load_answer(store, s)
         if r is not None:
             own[s.key()] = r
             done[s.key()] = r
-    plan = Plan(answer, done, [], ledger=ledger, from_ledger=recorded)
+    plan = Plan(answer, done, [])
     todo: dict[str, Spec] = {}
 
     def available(p: Spec) -> bool:
@@ -223,9 +214,6 @@ def make_plan(specs: Sequence[Spec], cache: RunCache, recompute: bool = False,
         k = plan.reads.get(s.key(), p.key() if p is not None else None)
         if k is not None and k in plan.makes:
             plan.after[s.key()] = plan.makes[k].key()
-    if ledger is not None:
-        for x, r in plan.loaded:
-            ledger.add(x, r)
     return plan
 
 

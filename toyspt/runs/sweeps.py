@@ -1,4 +1,5 @@
-"""Sweeps: many specs through the cache, missing runs trained by an executor.
+"""Sweeps: many specs through a store (a run cache, or a cache before a results ledger:
+:mod:`toyspt.runs.store`), missing runs trained by an executor.
 
 Specs that share a ``group()`` (toy runs that differ only by seed) are planned into jobs
 of at most :data:`MAX_GROUP` that train together; every other spec is a job of its own.
@@ -24,8 +25,9 @@ from tqdm.auto import tqdm
 
 from toyspt.runs.cache import RunCache
 from toyspt.runs.executors import halt, make_executor, slots
-from toyspt.runs.planning import Plan, load_answer, make_plan, store_with_twins
+from toyspt.runs.planning import Plan, load_answer, make_plan, store_with_twins, store_with_twins_only
 from toyspt.runs.specs import Entry, Spec
+from toyspt.runs.store import Store
 from toyspt.util.hashing import jsonable
 
 MAX_GROUP = 8  # seeds per lockstep job; more only delays the first stored result
@@ -63,32 +65,32 @@ def as_stored(result: Entry) -> Entry:
     return type(result).from_stored(json.loads(json.dumps(jsonable(result.to_json()))), result.tensors())
 
 
-def _start_of(spec: Spec, parent: Spec, cache: RunCache, known: dict[str, Entry]) -> Entry | None:
+def _start_of(spec: Spec, parent: Spec, store: Store, known: dict[str, Entry]) -> Entry | None:
     """The parent entry ``spec`` starts from: the parent's own, or for a spec that only reads its
     parent's weights, any entry answering the parent (an alternative's, a tracked twin's)."""
     if not spec.reads_parent():
-        return known.get(parent.key()) or cache.load(parent)
+        return known.get(parent.key()) or store.load(parent, weights=True)
     for c in (parent, *parent.alternatives()):
         if c.key() in known:
             return known[c.key()]
-    return load_answer(cache, parent)
+    return load_answer(store, parent, weights=True)
 
 
-def train_job(specs: Sequence[Spec], cache: RunCache, together: bool = False,
+def train_job(specs: Sequence[Spec], store: Store, together: bool = False,
               known: dict[str, Entry] | None = None) -> list[Entry]:
     """Train a job (one spec, or with ``together`` specs of one group through the group's
     engine, even a single one: the lockstep engine is the faster), store every run in
-    ``cache`` (with its twins' entries) and return the results as stored; specs with a parent
-    continue its run, taken from ``known`` (key -> result) or else from the cache."""
+    ``store`` (with its twins' entries) and return the results as stored; specs with a parent
+    continue its run, taken from ``known`` (key -> result) or else from the store."""
     specs = list(specs)
     known = known or {}
     parents = [s.parent() for s in specs]
     starts = None
     if any(p is not None for p in parents):
-        starts = [(_start_of(s, p, cache, known)) if p is not None else None for s, p in zip(specs, parents)]
+        starts = [(_start_of(s, p, store, known)) if p is not None else None for s, p in zip(specs, parents)]
         missing = [s.label() for s, p, st in zip(specs, parents, starts) if p is not None and st is None]
         if missing:
-            raise RuntimeError(f"the runs {missing[:3]} start from runs missing from the cache at {cache.root}")
+            raise RuntimeError(f"the runs {missing[:3]} start from runs missing from the store {store!r}")
     t = time.perf_counter()
     if together and specs[0].group() is not None:  # through the group's engine, even alone
         results = type(specs[0]).execute_group(specs, starts)
@@ -99,7 +101,7 @@ def train_job(specs: Sequence[Spec], cache: RunCache, together: bool = False,
     per_run = (time.perf_counter() - t) / len(specs)
     for s, r in zip(specs, results):
         r.seconds = per_run
-        store_with_twins(cache, s, r)
+        store_with_twins(store, s, r)
     return [as_stored(r) for r in results]
 
 
@@ -110,23 +112,24 @@ def run_job(specs: Sequence[Spec], root: str | Path, together: bool = False) -> 
     return [s.key() for s in specs]
 
 
-def get_run(spec: Spec, cache: RunCache | None = None, recompute: bool = False,
-            progress: bool = False) -> Entry:
-    """One run through the cache (its parent run first, if it has one)."""
-    cache = cache or RunCache()
+def get_run(spec: Spec, store: Store | None = None, recompute: bool = False,
+            progress: bool = False, weights: bool = False) -> Entry:
+    """One run through the store (default: the run cache; its parent run first, if it has one;
+    ``weights``: answered only by an entry with its weights, as a parent's must be)."""
+    store = store if store is not None else RunCache()  # (an empty ledger is falsy: it has a length)
     if recompute:
         for s in (spec, *spec.alternatives(), *spec.twins()):
-            cache.remove(s)
-    hit = load_answer(cache, spec)
+            store.remove(s)
+    hit = load_answer(store, spec, weights)
     if hit is not None:
         return hit
-    cache.check_writable()
+    store.check_writable()
     parent = spec.parent()
-    start = get_run(parent, cache, recompute, progress) if parent is not None else None
+    start = get_run(parent, store, recompute, progress, weights=True) if parent is not None else None
     t = time.perf_counter()
     result = spec.execute(progress=progress, start=start) if start is not None else spec.execute(progress=progress)
     result.seconds = time.perf_counter() - t  # as a sweep times its runs: the cost model learns from it
-    store_with_twins(cache, spec, result)
+    store_with_twins(store, spec, result)
     return as_stored(result)
 
 
@@ -172,10 +175,12 @@ class SweepOptions:
     priority: Callable[[list[Spec]], Any] | None = None  # jobs start smallest first (default: the specs' order)
 
 
-def sweep(specs: Sequence[Spec], cache: RunCache | None = None, options: SweepOptions | None = None,
+def sweep(specs: Sequence[Spec], store: Store | None = None, options: SweepOptions | None = None,
           recompute: bool = False, on_result: Callable[[str, Entry], None] | None = None,
           watch: Watch | None = None, plan: Plan | None = None) -> list[Entry]:
-    """All ``specs`` through the cache, results in the order of ``specs``. Missing runs go to
+    """All ``specs`` through ``store`` (default: the run cache at its default folder; a
+    :class:`toyspt.runs.store.LayeredStore` of a cache and a results ledger also records every
+    entry the ledger covers), results in the order of ``specs``. Missing runs go to
     ``options.executor``, else to one made here only when something must train
     (:func:`toyspt.runs.executors.make_executor` of ``workers`` and ``dask``; in this process
     for one worker); a run whose parent trains in the same sweep is sent when the parent is
@@ -195,8 +200,8 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, options: SweepOp
     workers, executor, dask, lockstep, progress, desc, priority = (o.workers, o.executor, o.dask, o.lockstep,
                                                                     o.progress, o.desc, o.priority)
     _check_specs(specs)
-    cache = cache or RunCache()
-    pl = plan if plan is not None else make_plan(specs, cache, recompute)
+    store = store if store is not None else RunCache()  # (an empty ledger is falsy: it has a length)
+    pl = plan if plan is not None else make_plan(specs, store, recompute)
     answer, done, todo = pl.answer, pl.done, pl.todo
     if watch is not None:
         watch.planned(pl)
@@ -219,7 +224,9 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, options: SweepOp
     if not todo:
         cached_results()
     else:
-        cache.check_writable()
+        store.check_writable()
+        if store.root is None and (executor is not None or workers > 1 or dask):
+            raise ValueError(f"{store!r} keeps no weights: runs trained by workers are stored in a run cache")
         own = executor is None
         ex = make_executor(workers, dask) if own else executor
         n_slots = slots(ex, workers)
@@ -238,9 +245,6 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, options: SweepOp
             for s, r in zip(job, results):
                 got[s.key()] = r
                 got.update((t.key(), s.twin_result(t, r)) for t in s.twins())
-                if pl.ledger is not None:
-                    for x in (s, *s.twins()):
-                        pl.ledger.add(x, got[x.key()])
             queue([s for s in waiting if pl.after[s.key()] in got])
             waiting = [s for s in waiting if pl.after[s.key()] not in got]
 
@@ -264,7 +268,7 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, options: SweepOp
                     job = pending.pop(0)
                     if watch is not None:
                         watch.started(job)
-                    results = train_job(job, cache, lockstep, got)
+                    results = train_job(job, store, lockstep, got)
                     stored(job, results)
                     announce(job, results)
             else:
@@ -273,7 +277,7 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, options: SweepOp
                 def fill() -> None:
                     while pending and len(futures) < n_slots + 1 and (watch is None or watch.more()):
                         job = pending.pop(0)
-                        futures[ex.submit(run_job, job, str(cache.root), lockstep)] = job
+                        futures[ex.submit(run_job, job, str(store.root), lockstep)] = job
                         if watch is not None:
                             watch.started(job)
                 fill()  # the workers start before this process uses the cached results
@@ -282,10 +286,14 @@ def sweep(specs: Sequence[Spec], cache: RunCache | None = None, options: SweepOp
                     fut = next(cf.as_completed(futures))
                     job = futures.pop(fut)
                     fut.result()
-                    results = [cache.load(s) for s in job]  # trained in another process
+                    # trained in another process, stored in the run cache: read (and so written to
+                    # every other layer of the store), twins too
+                    results = [store.load(s, weights=True) for s in job]
                     missing = [s.label() for s, r in zip(job, results) if r is None]
                     if missing:
                         raise RuntimeError(f"{missing[0]} is missing from the cache after training")
+                    for s, r in zip(job, results):
+                        store_with_twins_only(store, s, r)
                     stored(job, results)
                     fill()  # the workers go on while this process uses the results
                     announce(job, results)

@@ -31,13 +31,15 @@ every epoch).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Sequence
 
 from toyspt.analysis.basin import EARLY_EPOCHS
 from toyspt.runs.arms import arm_spec
+from toyspt.runs.ledger import StudyLedger
 from toyspt.runs.specs import RunSpec
 from toyspt.train.recipes import TrainConfig
-from toyspt.ucr.data import UCRData
+from toyspt.ucr.data import PAPER_DATASETS, UCRData, UCRSource, available
 from toyspt.ucr.runs import ucr_spec, ucr_train_config
 
 POWER_ARMS = ("scratch", "spt")
@@ -47,6 +49,10 @@ CONTROLS = ("spt_norms", "spt_permuted", "scratch_matched")
 BASELINES = ("alibi", "fire", "rope")
 ARCHIVE_ARMS = ("scratch", "spt", "qk_transfer")
 EVERY_EPOCH = ("scratch", "spt", "scratch_matched")  # evaluated every epoch (peak held-out; parents)
+# the study's results ledger (docs/ledger.md): every entry of UCR data (its runs, their probes, the
+# init probes, the reference classifiers), relative to the repository root
+KINDS = ("ucr",)  # the data kinds of the study's entries (toyspt.ucr.kind)
+LEDGER = StudyLedger(Path("figures/ledger/ucr.jsonl"), kinds=KINDS)
 PRIMARY = "mean_test_last20"
 STUDY_METRICS = (PRIMARY, "test_at_min_val_loss", "final_test_acc", "peak_held_out")  # compared, primary first
 
@@ -110,6 +116,40 @@ def phase_of(facts: tuple) -> int:
     return 1 if words & set(DECOMPOSITION + CONTROLS) else 0
 
 
+@dataclass(frozen=True)
+class Study:
+    """The real-data study as one figure job sees it: its tier, the paper's sets found (once) and
+    those skipped with the reason, its order of phases."""
+
+    tier: Tier  # seeds and training (:func:`tier`)
+    datasets: tuple[UCRData, ...]  # the paper's sets found here, loaded
+    skipped: dict[str, str]  # the paper's sets not found -> why
+
+    @classmethod
+    def found(cls, t: Tier) -> "Study":
+        """The study of tier ``t`` on the paper's sets this machine has (:func:`toyspt.ucr.data.available`)."""
+        datasets, skipped = available(PAPER_DATASETS)
+        return cls(t, tuple(datasets), skipped)
+
+    def label_specs(self, arms: Sequence[str]) -> dict:
+        """``(source, arm, seed)`` -> the label run of ``arms`` on every set found, at the tier's seeds,
+        and ``("proximity", source, arm, seed)`` -> the cached proximity probe of those that carry one."""
+        from toyspt.analysis.rows import probe_specs
+
+        runs = {(UCRSource.of(d), arm, s.seed): s for d, arm, s in paper_specs(list(self.datasets), self.tier, arms)}
+        return runs | probe_specs(runs)
+
+    @staticmethod
+    def phase(spec, facts) -> int | None:
+        """The phase (:data:`PHASES`) of an entry of the study, from its label's ``facts``; None for
+        an entry of other data (not part of the study's order)."""
+        from toyspt.runs.ledger import data_kind
+
+        if data_kind(spec) not in KINDS:
+            return None
+        return phase_of(facts if isinstance(facts, tuple) else (facts,))
+
+
 def arm_seeds(t: Tier, arm: str) -> tuple[int, ...]:
     """The seeds an arm is trained at on the paper's sets."""
     if arm in POWER_ARMS:
@@ -160,7 +200,7 @@ def archive_specs(datasets: Sequence[UCRData], t: Tier) -> list[tuple[UCRData, s
             for d in datasets for a in ARCHIVE_ARMS for s in t.archive_seeds]
 
 
-__all__ = ["PHASES", "phase_of", "CONFIRMATORY_SEEDS",
+__all__ = ["KINDS", "LEDGER", "Study", "PHASES", "phase_of", "CONFIRMATORY_SEEDS",
            "POWER_ARMS", "DECOMPOSITION", "CONTROLS", "BASELINES", "ARCHIVE_ARMS", "EVERY_EPOCH", "PRIMARY",
            "STUDY_METRICS", "basin_trackers", "Tier", "TIERS", "tier", "arm_seeds", "paper_specs", "basin_specs",
            "archive_specs"]

@@ -8,7 +8,9 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from toyspt.analysis import gains, rank_tests, stats
+from toyspt.analysis import gains, rank_tests
+from toyspt.analysis.multiplicity import holm
+from toyspt.analysis.paired import tost
 from toyspt.ucr import design
 from toyspt.ucr.archive import unit_of
 
@@ -50,11 +52,11 @@ def test_the_confirmatory_family_is_spt_on_the_primary_metric_over_the_sets():
     assert "p_holm_all" not in g and {"family", "holm_m", "p_holm"} <= set(g.columns)
     conf = g[g.family == "confirmatory"]
     assert sorted(conf.dataset) == sorted(SETS) and set(conf.arm) == {"spt"} and set(conf.metric) == {PRIMARY}
-    assert conf.p_holm.tolist() == pytest.approx(stats.holm(conf.p_wilcoxon.to_numpy()).tolist())
+    assert conf.p_holm.tolist() == pytest.approx(holm(conf.p_wilcoxon.to_numpy()).tolist())
     assert (conf.holm_m == 4).all()
     for (arm, m), d in g[g.family == "descriptive"].groupby(["arm", "metric"]):
         assert (d.holm_m == 4).all()
-        assert d.p_holm.tolist() == pytest.approx(stats.holm(d.p_wilcoxon.to_numpy()).tolist())
+        assert d.p_holm.tolist() == pytest.approx(holm(d.p_wilcoxon.to_numpy()).tolist())
     assert len(g) == len(conf) + len(g[g.family == "descriptive"]) == 4 * 2 * len(METRICS)
 
 
@@ -96,9 +98,9 @@ def test_weight_group_contrasts_and_equivalence():
     qk, mlp = (g.loc[("ECG200", a, PRIMARY)] for a in ("qk_transfer", "mlp_transfer"))
     assert gains.EQUIVALENCE_MARGIN == 0.01
     assert qk.spt_minus_arm == pytest.approx(-jitter.mean(), abs=1e-12)
-    assert qk.spt_minus_arm_tost_p == pytest.approx(stats.tost(-jitter, 0.01)["p"]) and qk.spt_minus_arm_tost_p < 0.05
+    assert qk.spt_minus_arm_tost_p == pytest.approx(tost(-jitter, 0.01).p) and qk.spt_minus_arm_tost_p < 0.05
     assert qk.tost_p > 0.5  # Q/K is not equivalent to scratch
-    assert mlp.tost_p == pytest.approx(stats.tost(0.001 + jitter, 0.01)["p"]) and mlp.tost_p < 0.05
+    assert mlp.tost_p == pytest.approx(tost(0.001 + jitter, 0.01).p) and mlp.tost_p < 0.05
     assert mlp.spt_minus_arm_tost_p > 0.5
     budget = g.loc[("ECG200", "scratch_matched", PRIMARY)]
     assert budget.spt_minus_arm == pytest.approx(0.03) and budget.spt_minus_arm_p == pytest.approx(2 / 2 ** 10)
@@ -138,7 +140,7 @@ def test_archive_table_uses_the_metric_it_is_given_and_names_units():
     assert prim.unit.to_dict() == {"GunPointMaleVersusFemale": "GunPoint family", "Coffee": "Coffee",
                                    "DistalPhalanxTW": "DistalPhalanx TW/AgeGroup"}
     assert {"dataset", "n_seeds", "gain", "ci_low", "ci_high", "p_holm", "qk_share", "unit"} <= set(prim.reset_index())
-    assert prim.p_holm.tolist() == pytest.approx(stats.holm(prim.p_wilcoxon.to_numpy()).tolist())
+    assert prim.p_holm.tolist() == pytest.approx(holm(prim.p_wilcoxon.to_numpy()).tolist())
     c = gains.archive_counts(prim.reset_index(), alpha=0.05)
     assert (c["helps"], c["hurts"]) == (2, 1)  # 8 seeds all one sign: p 2/256, Holm x 3 < 0.05
     assert gains.archive_counts(prim.reset_index(), alpha=0.01)["helps"] == 0
@@ -215,10 +217,63 @@ def test_the_toy_headline_gain_and_share_are_the_gain_tables():
     per_seed = {a: f[f.arm == a].sort_values("seed")[PRIMARY].tolist() for a in ("scratch", "spt", "qk_transfer")}
     h = gains.gain_and_share(per_seed, "qk_transfer")
     g = gains.gain_table(f, ["spt", "qk_transfer"], [PRIMARY], PRIMARY).set_index("arm")
-    assert h["gain"] == pytest.approx(g.loc["spt"].mean_diff, abs=1e-12)
-    assert (h["gain_low"], h["gain_high"], h["gain_p"]) == (g.loc["spt"].ci_low, g.loc["spt"].ci_high,
-                                                           g.loc["spt"].p_wilcoxon)
-    assert (h["share"], h["share_low"], h["share_high"]) == (g.loc["qk_transfer"].share, g.loc["qk_transfer"].share_low,
-                                                             g.loc["qk_transfer"].share_high)
+    spt, qk = g.loc["spt"], g.loc["qk_transfer"]
+    assert (h["gain"], h["gain_low"], h["gain_high"]) == (spt.mean_diff, spt.ci_low, spt.ci_high)
+    assert (h["gain_p"], h["gain_hl"]) == (spt.p_wilcoxon, spt.hl)
+    assert (h["share"], h["share_low"], h["share_high"]) == (qk.share, qk.share_low, qk.share_high)
     one = gains.gain_and_share({a: v[:1] for a, v in per_seed.items()}, "qk_transfer")
     assert set(one) == {"gain", "share"}  # one seed: the means, no interval
+
+
+def _verdict_rows(p_holm, direction=1):
+    return pd.DataFrame(dict(dataset=["A"], arm=["spt"], metric=[PRIMARY], p_holm=[p_holm], direction=[direction]))
+
+
+def test_verdicts_honour_alpha_between_half_and_whole():
+    """A Holm p of 0.04 lies between alpha / 2 and alpha = 0.05: significant at 0.05 (a
+    two-sided p is compared with alpha itself, not alpha / 2), not at 0.03; the same at the edge."""
+    for p, alpha, helps in ((0.04, 0.05, 1), (0.04, 0.03, 0), (0.05, 0.05, 1), (0.026, 0.05, 1)):
+        v = gains.verdicts(_verdict_rows(p), PRIMARY, alpha).iloc[0]
+        assert (v.helps, v.hurts) == (helps, 0), (p, alpha)
+    assert gains.verdicts(_verdict_rows(0.04, -1), PRIMARY).iloc[0].hurts == 1
+
+
+def test_the_arms_on_the_primary_metric_are_one_holm_family():
+    """Three arms x four sets on the primary metric: one family of 12 (Holm over all of them);
+    a secondary metric stays per arm (4); spt is the confirmatory family (4)."""
+    f = _table({"spt": np.linspace(0.0, 0.04, 10), "qk_transfer": np.linspace(0.03, -0.01, 10),
+                "vo_transfer": np.linspace(0.0, 0.05, 10), "mlp_transfer": 0.02 * np.sin(np.arange(10))})
+    g = gains.gain_table(f, ["spt", "qk_transfer", "vo_transfer", "mlp_transfer"], METRICS, PRIMARY)
+    arms = g[(g.metric == PRIMARY) & (g.arm != "spt")]
+    assert len(arms) == 12 and (arms.holm_m == 12).all() and set(arms.family) == {"descriptive"}
+    assert arms.p_holm.tolist() == pytest.approx(holm(arms.p_wilcoxon.to_numpy()).tolist())
+    sec = g[(g.metric != PRIMARY) & (g.arm == "qk_transfer")]
+    assert (sec.holm_m == 4).all() and (g[g.family == "confirmatory"].holm_m == 4).all()
+    fam = gains.arm_family(g, PRIMARY)
+    assert fam["tests"] == fam["m"] == 12 and fam["min_p_holm"] == pytest.approx(arms.p_holm.min())
+    eq = gains.equivalences(g, PRIMARY)["spt_minus_arm"]
+    assert eq["rows"] == 12 and eq["min_p_holm"] == pytest.approx(holm(arms.spt_minus_arm_tost_p.to_numpy()).min())
+
+
+def test_qk_keeps_half_counts_only_positive_gains_and_reads_the_lower_end():
+    """Four sets: a positive gain with share 0.8 [0.3, 1.5] (half by the estimate, not by the
+    interval's lower end), one with 0.9 [0.6, 1.2] (both), one with 0.2 (neither), and a
+    negative gain with share 0.9 [0.7, 1.1] (Q/K-only worse still: not counted)."""
+    t = pd.DataFrame(dict(gain=[0.02, 0.03, 0.01, -0.02], qk_share=[0.8, 0.9, 0.2, 0.9],
+                          qk_share_low=[0.3, 0.6, -1.0, 0.7], qk_share_high=[1.5, 1.2, 1.0, 1.1],
+                          p_holm=[0.5] * 4, direction=[1, 1, 1, -1]))
+    c = gains.archive_counts(t)
+    assert c["gain_positive"] == 3 and c["qk_keeps_half_where_gain_positive"] == 2
+    assert c["qk_keeps_half_lower_bound_where_gain_positive"] == 1
+
+
+def test_pooled_gain_pools_each_sets_mean_with_its_variance():
+    f = _table({"spt": np.linspace(0.0, 0.04, 10)}, sets=("A", "B", "C"))
+    f.loc[(f.dataset == "B") & (f.arm == "spt"), PRIMARY] += np.linspace(-0.03, 0.05, 10)
+    r = gains.pooled_gain(f, PRIMARY)
+    from toyspt.analysis.pooling import random_effects
+
+    d = [gains.diffs(f, s, "spt", PRIMARY) for s in ("A", "B", "C")]
+    ref = random_effects([x.mean() for x in d], [x.var(ddof=1) / len(x) for x in d])
+    assert r["sets"] == ["A", "B", "C"] and r["estimate"] == pytest.approx(ref.estimate, rel=1e-12)
+    assert (r["low"], r["high"], r["i2"]) == pytest.approx((ref.low, ref.high, ref.i2), rel=1e-9)

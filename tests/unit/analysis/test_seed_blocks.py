@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from toyspt.analysis.multiplicity import holm
 from toyspt.analysis.seed_blocks import block_test
-from toyspt.analysis.stats import holm
 
 
 def test_the_most_extreme_block_of_two_among_six_has_p_two_in_fifteen():

@@ -15,6 +15,7 @@ from toyspt.figs.job import FigureJob, run_job  # noqa: E402
 from toyspt.runs import RunCache, RunSpec  # noqa: E402
 from toyspt.runs.ledger import Ledger  # noqa: E402
 from toyspt.runs.planning import make_plan  # noqa: E402
+from toyspt.runs.store import LayeredStore  # noqa: E402
 from toyspt.train.recipes import TrainConfig  # noqa: E402
 
 SPECS = {seed: RunSpec("scratch", seed, SMALL_TASK, train=TrainConfig(epochs=1, batch_size=64)) for seed in (0, 1)}
@@ -51,8 +52,10 @@ def test_a_figure_drawn_from_records_names_their_kernels(tmp_path, monkeypatch):
     recs[SPECS[0].key()]["cpu_capability"] = "AVX512"
     del recs[SPECS[1].key()]["cpu_capability"]
     path.write_text("".join(json.dumps(r) + "\n" for r in recs.values()))
-    plan = make_plan(list(SPECS.values()), RunCache(tmp_path / "empty"), ledger=Ledger(path, kinds=("toy",)))
-    assert not plan.todo and plan.from_ledger == {SPECS[0].key(): "AVX512", SPECS[1].key(): "unknown"}
+    store = LayeredStore((RunCache(tmp_path / "empty"), Ledger(path, kinds=("toy",))))
+    plan = make_plan(list(SPECS.values()), store)
+    assert not plan.todo and {store.provenance(s) for s in SPECS.values()} == {"AVX512", "unknown"}
+    assert all(store.answered[s.key()] == "ledger" for s in SPECS.values())
     assert run_job(_job(tmp_path, "fresh")) == 0  # a fresh cache: both answered by their records
     assert _figure(tmp_path)["from_ledger"] == {"AVX512": 1, "unknown": 1}
 

@@ -8,9 +8,11 @@ import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from toyspt.analysis import rows as label_rows
 from toyspt.analysis.seed_blocks import BLOCK_COLUMNS
+from toyspt.data.tasks import Split
 from toyspt.figs import archive_scan, real_gain
 from toyspt.ucr import design
 
@@ -54,9 +56,8 @@ def _draw_real_gain(monkeypatch, planted: list[dict]):
     src = {d: _Src(d) for d in sets}
     rows = {(src[r["dataset"]], r["arm"], r["seed"]): r for r in planted}
     _patch(monkeypatch, real_gain, rows)
-    monkeypatch.setattr(real_gain, "available", lambda names: ([SimpleNamespace(config=SimpleNamespace(name=d))
-                                                                 for d in sets], {}))
-    ctx = SimpleNamespace(real_tier=TIER, meta={})
+    ctx = SimpleNamespace(study=design.Study(TIER, tuple(SimpleNamespace(config=SimpleNamespace(name=d)) for d in sets),
+                                             {}), meta={})
     _, frames = real_gain.draw(ctx, rows)
     return ctx.meta, frames
 
@@ -95,18 +96,19 @@ def test_real_gain_replicates_on_seeds_20_to_39_and_tests_the_seed_block(monkeyp
 
 def test_archive_scan_marks_related_sets_and_tests_across_units(monkeypatch):
     arch_sets, paper_sets = ("GunPointMaleVersusFemale", "Coffee"), ("GunPoint", "ECG200")
-    loaded = SimpleNamespace(train=[0] * 20, val=[0] * 5, length=50, n_classes=2)
+    two = lambda n: Split(torch.zeros(n, 1, 1), torch.arange(n) % 2)  # noqa: E731  (two classes)
+    loaded = SimpleNamespace(train=two(20), val=two(5), length=50, n_classes=2)
     src = {d: _Src(d, loaded) for d in arch_sets + paper_sets}
     arms = design.ARCHIVE_ARMS
     frames = {"archive": pd.DataFrame(_rows(arch_sets, arms)), "paper": pd.DataFrame(_rows(paper_sets, arms, seed=1))}
     monkeypatch.setattr(archive_scan, "label_frame", lambda runs, group: frames[group])
-    runs = {("archive", src[d], "spt", 0): None for d in arch_sets}
+    runs = {(g, src[d], "spt", 0): None for g, sets in (("archive", arch_sets), ("paper", paper_sets)) for d in sets}
     planted = [dict(dataset=d, baseline=b, protocol=p, n_train=25, n_test=50, n_correct=40 + k, test_acc=(40 + k) / 50,
                     seconds=1.0) for k, d in enumerate(arch_sets + paper_sets) for b in ("1nn_dtw", "rocket")
                for p in ("train", "train+val")]
     runs |= {("baselines", src[d]): SimpleNamespace(rows=[r for r in planted if r["dataset"] == d])
              for d in arch_sets + paper_sets}
-    ctx = SimpleNamespace(real_tier=TIER, meta={})
+    ctx = SimpleNamespace(study=design.Study(TIER, (), {}), meta={})
     fig, out = archive_scan.draw(ctx, runs)
     assert out["archive_scan_baselines"].to_dict("records") == planted  # every set's baselines, as computed
     standing = fig.axes[2]
@@ -115,8 +117,14 @@ def test_archive_scan_marks_related_sets_and_tests_across_units(monkeypatch):
     table = out["archive_scan"]
     assert list(table.columns) == archive_scan.COLUMNS
     assert dict(zip(table.dataset, table.unit)) == {"GunPointMaleVersusFemale": "GunPoint family", "Coffee": "Coffee"}
-    across = ctx.meta["archive_scan"]["across_sets"]
+    meta = ctx.meta["archive_scan"]
+    across = meta["across_sets"]
     assert (across["n_sets"], across["n_units"]) == (4, 3)  # GunPoint and GunPointMaleVersusFemale: one unit
+    pooled = meta["pooling"]  # every set, archive and paper, pooled by random effects
+    assert pooled["sets"] == [*arch_sets, *paper_sets] and meta["pooled"] == pooled["estimate"]
+    assert meta["pooled_low"] < meta["pooled"] < meta["pooled_high"] and 0 <= meta["i2"] < 1
+    assert meta["gain_vs_per_class"]["n"] == 4 and meta["gain_vs_per_class"]["per_class"]["Coffee"] == 12.5
+    assert meta["gain_vs_smallest_class"]["smallest_class"]["Coffee"] == 12 and "small_sets" not in meta
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert "GunPointMaleVersusFemale [GunPoint family]" in labels and "GunPoint (paper) [GunPoint family]" in labels
     standing = out["archive_scan_standing"]
@@ -133,6 +141,13 @@ def test_archive_scan_marks_related_sets_and_tests_across_units(monkeypatch):
                          above_scratch=int((standing[col] > standing.scratch).sum())), col
 
 
+def test_a_reference_classifier_tied_with_spt_is_not_above_it():
+    baselines = archive_scan.STANDING_COLUMNS[6:]
+    frame = pd.DataFrame([dict(dataset="A", scratch=0.5, spt=0.7, **dict.fromkeys(baselines, 0.7)),
+                          dict(dataset="B", scratch=0.7, spt=0.6, **dict.fromkeys(baselines, 0.7))])
+    assert all(c == dict(sets=2, above_spt=1, above_scratch=1) for c in archive_scan.standing_counts(frame).values())
+
+
 def test_standing_counts_skip_sets_without_the_baseline():
     baselines = archive_scan.STANDING_COLUMNS[6:]
     frame = pd.DataFrame([dict(dataset="A", scratch=0.5, spt=0.7, **dict.fromkeys(baselines, 0.6)),
@@ -140,3 +155,14 @@ def test_standing_counts_skip_sets_without_the_baseline():
     counts = archive_scan.standing_counts(frame)
     assert set(counts) == set(baselines)
     assert all(c == dict(sets=1, above_spt=0, above_scratch=1) for c in counts.values())
+
+
+def test_leave_block_out_repeats_the_confirmatory_test_on_seed_subsets():
+    """Without the default tier's seeds 0-4 (19 of 24 seeds left) and on the seeds before the
+    unseen 20-39 (0-19): spt vs scratch on the primary metric, Holm over the sets."""
+    frame = pd.DataFrame(_rows(("GunPoint", "ECG200"), ("scratch", "spt"), n=24))
+    out = real_gain.leave_block_out(frame, tuple(range(24)), (0, 1, 2, 3, 4))
+    assert (out["without_default_tier"]["seeds"], out["before_unseen"]["seeds"]) == ("5-23", "0-19")
+    for name, n in (("without_default_tier", 19), ("before_unseen", 20)):
+        rows = pd.DataFrame(out[name]["rows"])
+        assert list(rows.n_seeds) == [n, n] and set(rows.family) == {"confirmatory"} and set(rows.holm_m) == {2}

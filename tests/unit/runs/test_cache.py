@@ -155,7 +155,7 @@ class _Payload:
 
 def _reseal(cache, spec):
     """Recompute the entry's manifest with the cache's own key (as a holder of the key could)."""
-    from toyspt.runs.cache import FILES, _mac, _sha256
+    from toyspt.runs.cache_files import FILES, _mac, _sha256
     d = cache.path(spec)
     manifest = {n: _mac(cache.secret(), spec.key(), n, _sha256(d / n)) for n in FILES}
     (d / "manifest.json").write_text(json.dumps(manifest))
@@ -336,7 +336,7 @@ def test_temporary_names_that_do_not_parse_or_belong_elsewhere_are_left_to_age(t
     import subprocess
     import sys
 
-    import toyspt.runs.cache as cache_mod
+    import toyspt.runs.cache_files as cache_mod
 
     cache = RunCache(tmp_path / "c")
     get_run(BASE, cache)

@@ -15,6 +15,7 @@ from tests.conftest import SMALL_TASK
 from toyspt.runs import RunCache, RunSpec, sweep
 from toyspt.runs.ledger import LEDGER_FORMAT, Ledger, Tally, WeightsNotKept, append_line, merge
 from toyspt.runs.planning import make_plan
+from toyspt.runs.store import LayeredStore
 from toyspt.runs.sweeps import Stopped, SweepOptions, Watch
 from toyspt.train.recipes import TrainConfig
 
@@ -32,7 +33,7 @@ def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("ledger")
     cache, led = RunCache(root / "cache"), toy_ledger(root / "ledger.jsonl")
     specs = [SPT, replace(SPT, seed=1)]
-    results = sweep(specs, cache, plan=make_plan(specs, cache, ledger=led), options=SweepOptions(progress=False))
+    results = sweep(specs, LayeredStore((cache, led)), options=SweepOptions(progress=False))
     return root, specs, results
 
 
@@ -50,8 +51,9 @@ def test_every_finished_run_and_parent_is_recorded_once(trained):
 def test_a_record_answers_its_spec_exactly_without_weights(trained):
     root, specs, results = trained
     led = toy_ledger(root / "ledger.jsonl")
-    plan = make_plan(specs, RunCache(root / "empty"), ledger=led)
-    assert not plan.todo
+    store = LayeredStore((RunCache(root / "empty"), led))
+    plan = make_plan(specs, store)
+    assert not plan.todo and all(store.answered[s.key()] == "ledger" for s in specs)
     for s, r in zip(specs, results):
         got = plan.done[s.key()]
         assert json.dumps(got.to_json()) == json.dumps(r.to_json())
@@ -62,14 +64,17 @@ def test_a_record_answers_its_spec_exactly_without_weights(trained):
 
 def test_recompute_does_not_read_the_ledger(trained):
     root, specs, _ = trained
-    plan = make_plan(specs[:1], RunCache(root / "empty2"), recompute=True, ledger=toy_ledger(root / "ledger.jsonl"))
+    store = LayeredStore((RunCache(root / "empty2"), toy_ledger(root / "ledger.jsonl")))
+    plan = make_plan(specs[:1], store, recompute=True)
     assert [s.key() for s in plan.todo] == [SPT.parent().key(), SPT.key()]
 
 
 def test_runs_in_the_cache_but_not_the_ledger_are_recorded_while_planning(trained, tmp_path):
     root, specs, _ = trained
     led = toy_ledger(tmp_path / "new.jsonl")
-    make_plan(specs, RunCache(root / "cache"), ledger=led)
+    store = LayeredStore((RunCache(root / "cache"), led))
+    make_plan(specs, store)
+    assert all(store.answered[s.key()] == "cache" for s in specs)
     assert {s.key() for s in specs} <= set(toy_ledger(tmp_path / "new.jsonl").lines())
 
 
@@ -125,7 +130,7 @@ def test_two_records_of_one_key_with_different_numbers_are_both_refused(trained,
 def test_two_records_of_one_run_read_from_different_roots_are_one_record():
     """The key hashes a run's identity, not where its data set was read: a record of the same
     run from another machine's archive root is a duplicate, not a conflict (as merge has it)."""
-    from toyspt.runs.ledger import identity, parse
+    from toyspt.runs.ledger_file import identity, parse
     from toyspt.util.hashing import digest
 
     def line(where, acc=0.75):
@@ -221,7 +226,7 @@ def test_a_kill_during_appends_leaves_a_readable_ledger(trained, tmp_path):
     code = textwrap.dedent(f"""
         import json, sys
         from pathlib import Path
-        from toyspt.runs.ledger import append_line
+        from toyspt.runs.ledger_append import append_line
         recs = [json.loads(x) for x in Path({str(src)!r}).read_text().splitlines()]
         i = 0
         while True:
@@ -268,7 +273,7 @@ def test_a_differing_recomputation_keeps_the_record_and_says_so(trained, tmp_pat
 
 
 def test_the_ledger_is_a_regular_file_of_bounded_size(tmp_path):
-    from toyspt.runs.ledger import LedgerError
+    from toyspt.runs.ledger_file import LedgerError
 
     os.mkfifo(tmp_path / "fifo")
     with pytest.raises(LedgerError, match="not a regular file"):
@@ -290,7 +295,7 @@ def test_a_watch_stops_a_sweep_with_every_finished_run_kept(tmp_path):
     cache, led = RunCache(tmp_path / "c"), toy_ledger(tmp_path / "l.jsonl")
     specs = [replace(SPT, recipe="scratch", seed=s) for s in (5, 6, 7)]
     with pytest.raises(Stopped) as e:
-        sweep(specs, cache, watch=StopAfterOne(), plan=make_plan(specs, cache, ledger=led),
+        sweep(specs, LayeredStore((cache, led)), watch=StopAfterOne(),
               options=SweepOptions(progress=False))
     assert len(e.value.left) == 2 and len(toy_ledger(tmp_path / "l.jsonl")) == 1
     assert sum(cache.load(s) is not None for s in specs) == 1
@@ -328,7 +333,7 @@ def test_a_missing_ledger_or_a_folder_is_one_line_not_an_empty_ledger(tmp_path, 
 
 
 def test_a_diverged_tensor_has_its_norm_as_text_never_a_nan_the_ledger_would_refuse():
-    from toyspt.runs.ledger import norms
+    from toyspt.runs.ledger_file import norms
 
     n = norms({"model": {"w": torch.tensor([float("nan")]), "b": torch.tensor([float("inf")]),
                          "c": torch.tensor([3.0, 4.0]), "i": torch.tensor([1])}})
@@ -336,7 +341,7 @@ def test_a_diverged_tensor_has_its_norm_as_text_never_a_nan_the_ledger_would_ref
 
 
 def test_infinity_as_pythons_json_writes_it_is_read():
-    from toyspt.runs.ledger import parse
+    from toyspt.runs.ledger_file import parse
 
     assert parse(b'[Infinity]\n', "l")[1] == ["l line 1: not a JSON object; not used"]  # read, then refused as a list
     assert parse(b'[NaN]\n', "l")[1] == ["l line 1: not JSON (NaN is not a JSON number); not used"]

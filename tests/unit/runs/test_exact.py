@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from toyspt.runs.records import InexactRecord, decode, encode, exact_encode
+from toyspt.runs.exact import InexactEncoding, decode, encode, exact_encode
 
 
 def roundtrip(v):
@@ -68,5 +68,5 @@ def test_a_fraction_that_is_not_the_correctly_rounded_quotient_is_not_taken_for_
 
 
 def test_reserved_keys_are_refused():
-    with pytest.raises(InexactRecord, match="reserved"):
+    with pytest.raises(InexactEncoding, match="reserved"):
         encode({"@rows": 1})

@@ -1,5 +1,6 @@
-"""A compact, exact text form of an entry's JSON (what the run cache stores as ``result.json``)
-for the results ledger (:mod:`toyspt.runs.ledger`).
+"""The exact encoding: a compact text form of an entry's JSON (what the run cache stores as
+``result.json``) that decodes to exactly the same JSON text; the results ledger stores entries in it
+(:mod:`toyspt.runs.ledger`).
 
 A run's history is a list of per-epoch dicts that repeat their keys and count epochs; stored
 as such it is ~36 KB a run. Here a list of dicts becomes columns, and a column takes the
@@ -14,7 +15,7 @@ shortest of these forms that gives back exactly the same values:
 * otherwise the plain list (floats in Python's shortest round-trip form).
 
 Every encoding is checked by decoding it and comparing the JSON text with the original's, so
-a record is exact or is not written (:class:`InexactRecord`); non-numbers in a column (the
+an encoding is exact or is not written (:class:`InexactEncoding`); non-numbers in a column (the
 ``"nan"`` strings of :func:`toyspt.util.hashing.jsonable`) pass through every form unchanged.
 """
 from __future__ import annotations
@@ -28,7 +29,7 @@ MIN_COLUMN = 8  # shorter lists stay as they are (the tags would cost more than 
 MAX_DEN = 4096  # largest split size tried for the @frac form
 
 
-class InexactRecord(ValueError):
+class InexactEncoding(ValueError):
     """An encoding that does not give back its input exactly (a bug: nothing is written)."""
 
 
@@ -134,7 +135,7 @@ def encode(value: Any) -> Any:
     """The compact form of a JSON value (see the module docstring); nested values too."""
     if isinstance(value, dict):
         if any(k.startswith("@") for k in value):
-            raise InexactRecord(f"keys starting with '@' are reserved for the compact form: {sorted(value)[:3]}")
+            raise InexactEncoding(f"keys starting with '@' are reserved for the compact form: {sorted(value)[:3]}")
         return {k: encode(v) for k, v in value.items()}
     if isinstance(value, list):
         if len(value) >= MIN_COLUMN and all(isinstance(r, dict) for r in value):
@@ -158,7 +159,7 @@ def _decode_column(c: Any) -> list:
         return [v / den if _is_int(v) else v for v in c["v"]]
     if "@f32" in c:
         return [float(np.float32(v)) if isinstance(v, (int, float)) else v for v in c["@f32"]]
-    raise InexactRecord(f"unknown column form {sorted(c)[:3]}")
+    raise InexactEncoding(f"unknown column form {sorted(c)[:3]}")
 
 
 def decode(value: Any) -> Any:
@@ -180,13 +181,13 @@ def decode(value: Any) -> Any:
 
 def exact_encode(value: Any) -> Any:
     """:func:`encode`, checked: the decoded value's JSON text equals the original's (key order,
-    int vs float, every digit); :class:`InexactRecord` otherwise."""
+    int vs float, every digit); :class:`InexactEncoding` otherwise."""
     out = encode(value)
     before = json.dumps(value, allow_nan=False)
     after = json.dumps(decode(json.loads(json.dumps(out, allow_nan=False))), allow_nan=False)
     if after != before:
-        raise InexactRecord("the compact form does not give back the entry exactly")
+        raise InexactEncoding("the compact form does not give back the entry exactly")
     return out
 
 
-__all__ = ["encode", "decode", "exact_encode", "InexactRecord", "MIN_COLUMN", "MAX_DEN"]
+__all__ = ["encode", "decode", "exact_encode", "InexactEncoding", "MIN_COLUMN", "MAX_DEN"]

@@ -1,0 +1,33 @@
+"""The study figures redrawn from the committed ledger alone (an empty run cache, nothing
+trained) are the committed ones: every real_gain* and archive_scan* CSV byte for byte, and their
+metadata entries but for when and where they were drawn. A bug that moves a published number
+fails here at once. Measured 32.5 s under pytest on the shared 2-core machine (the job alone: 15.6 s
+idle), so it runs in CI."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+FIGS = ("real_gain", "archive_scan")
+VOLATILE = ("draw_seconds", "written_after_seconds", "written_on", "call")  # when, where and by which call
+
+
+def _entry(meta_path: Path, name: str) -> str:
+    entry = json.loads(meta_path.read_text())["figures"][name]
+    return json.dumps({k: v for k, v in entry.items() if k not in VOLATILE}, sort_keys=True)
+
+
+def test_the_study_figures_redraw_from_the_ledger_as_committed(tmp_path):
+    out = tmp_path / "figures"
+    p = subprocess.run([sys.executable, "paper_figs.py", "--tier", "study", "--only", ",".join(FIGS), "--out", str(out),
+                        "--cache", str(tmp_path / "empty"), "--workers", "1", "--ledger", "figures/ledger/ucr.jsonl"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert json.loads((out / "metadata.json").read_text())["last_run"]["runs_trained"] == 0  # all from the ledger
+    written = sorted(f.name for f in out.glob("*.csv"))
+    assert written == sorted(f.name for n in FIGS for f in (ROOT / "figures").glob(f"{n}*.csv"))
+    differ = [n for n in written if (out / n).read_bytes() != (ROOT / "figures" / n).read_bytes()]
+    assert not differ, f"redrawn from the ledger, these CSVs differ from figures/: {differ}"
+    for name in FIGS:
+        assert _entry(out / "metadata.json", name) == _entry(ROOT / "figures" / "metadata.json", name), name
