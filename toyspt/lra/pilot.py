@@ -146,7 +146,8 @@ def _json(meta: dict) -> str:
 def markdown_table(frame: pd.DataFrame) -> str:
     """The pilot's runs as the Markdown table docs/lra.md holds (rendered, never typed: the docs
     test renders docs/lra_pilot.csv again and compares)."""
-    cols = ["task", "arm", "seed", "n_train", "majority_val", "d_model", "n_heads", "n_layers", "label_epochs", "mask_rate",
+    cols = ["task", "arm", "seed", "n_train", "majority_val", "d_model", "n_heads", "n_layers",
+            "label_epochs", "mask_rate",
             "peak_val_acc", "mean_test_last20", "final_train_acc",
             "spt_val_loss_first", "spt_val_loss_last", "spt_tail_change", "seconds"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
