@@ -35,6 +35,7 @@ from typing import Callable
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from toyspt.data.source import register
 from toyspt.util.validation import (
@@ -256,13 +257,20 @@ def mask_inputs(x_BxTxD: torch.Tensor, mask_BxT: torch.Tensor | None) -> torch.T
 
 def recon_loss(pred_BxTxD: torch.Tensor, x_BxTxD: torch.Tensor, mask_BxT: torch.Tensor,
                kind: str = "l1") -> torch.Tensor:
-    """Reconstruction loss on masked positions only: mean over masked entries (L1 or MSE)."""
+    """Reconstruction loss on masked positions only: mean over masked entries (L1 or MSE), or
+    ``ce``: cross-entropy of per-token logits against one-hot inputs (token tasks), mean over
+    masked tokens."""
+    if kind == "ce":
+        m = mask_BxT.bool()
+        if not bool(m.any()):
+            return pred_BxTxD.sum() * 0.0
+        return F.cross_entropy(pred_BxTxD[m], x_BxTxD[m].argmax(-1))
     if kind == "l1":
         err = (pred_BxTxD - x_BxTxD).abs()
     elif kind == "mse":
         err = (pred_BxTxD - x_BxTxD).pow(2)
     else:
-        raise ValueError(f"recon loss kind must be 'l1' or 'mse', got {kind!r}")
+        raise ValueError(f"recon loss kind must be 'l1', 'mse' or 'ce', got {kind!r}")
     m = mask_BxT.to(err.dtype).unsqueeze(-1)
     return (err * m).sum() / (m.sum() * err.shape[-1]).clamp_min(1.0)
 

@@ -84,7 +84,8 @@ class TrainConfig:
     momentum: float = validated(0.9, Float(ge=0, lt=1))  # SGD momentum
     # SPT: each position masked i.i.d. with this probability
     mask_rate: float = validated(0.5, Float(gt=0, le=1))
-    recon: str = validated("l1", Text(("l1", "mse")))  # SPT loss on masked positions: l1 | mse
+    # SPT loss on masked positions: l1 | mse | ce (token tasks: cross-entropy against one-hot inputs)
+    recon: str = validated("l1", Text(("l1", "mse", "ce")))
     # SPT: what masked queries attend to: all | no_masked_keys | no_self
     spt_attention: str = validated("all", Text(SPT_ATTENTION))
     # spt_swap_start: SPT epochs on pretrain_data before the task's own inputs

@@ -1,0 +1,37 @@
+"""The LRA study's design (toyspt.lra.design) and the pilot's specs (toyspt.lra.pilot): arms paired
+by seed, the pre-registered seeds, pilot seeds never reused, the pilot table rendered."""
+import pandas as pd
+
+from toyspt.lra.design import CONFIRMATORY_ARMS, PAPER, TASKS, study_specs
+from toyspt.lra.pilot import PILOT_SEEDS, markdown_table, pilot_specs
+
+
+def test_study_specs_pair_arms_by_seed_with_the_preregistered_seeds():
+    specs = study_specs()
+    seeds = {}
+    for label, spec in specs.items():
+        task, arm, seed = label.split("/")
+        assert spec.seed == int(seed) and spec.seed not in PILOT_SEEDS
+        seeds.setdefault((task, arm), set()).add(spec.seed)
+        scratch = specs[f"{task}/scratch/{seed}"]
+        assert spec.data == scratch.data and spec.train.epochs == scratch.train.epochs
+    for task in ("pathfinder", "image"):
+        for arm in ("scratch", "spt", "qk_transfer"):
+            assert seeds[task, arm] == set(range(20))
+    assert all(len(s) >= 10 for s in seeds.values())
+    assert specs["listops/spt_mask50/0"].train.mask_rate == 0.5 and specs["listops/spt/0"].train.mask_rate == 0.1
+    assert specs["image/no_attention/3"].model.qk_init_scale == 0
+    assert specs["image/no_attention/3"].recipe == "frozen_attention"
+    assert specs["pathfinder/depth2_spt/1"].model.n_layers == 2
+    assert set(TASKS) == {t for t, _ in PAPER} and all(a in CONFIRMATORY_ARMS for _, a in PAPER)
+
+
+def test_pilot_specs_and_table():
+    specs = pilot_specs(quick=True)
+    assert {s.seed for s in specs.values()} <= set(PILOT_SEEDS)
+    frame = pd.DataFrame([dict(task="t", arm="scratch", seed=1000, n_train=8, majority_val=0.5, d_model=8,
+                               n_heads=1, n_layers=1, label_epochs=2, mask_rate=0.5, peak_val_acc=0.5,
+                               mean_test_last20=0.25, final_train_acc=0.75, spt_val_loss_first=float("nan"),
+                               spt_val_loss_last=float("nan"), spt_tail_change=float("nan"), seconds=1.5)])
+    table = markdown_table(frame).splitlines()
+    assert len(table) == 3 and "| 0.500 | 0.250 | 0.750 |  |  |  | 2 |" in table[2]

@@ -1,0 +1,117 @@
+"""The LRA study's design (issue 43), fixed by the pilot (:mod:`toyspt.lra.pilot`) and written
+in docs/lra.md ("Pre-registration") before any of its seeds trained.
+
+Per task (:data:`TASKS`: PathFinder, the image task, ListOps, each a data kind of
+:mod:`toyspt.lra.tasks`) and seed, arms paired by seed from one initialisation (recipes of
+:mod:`toyspt.train.recipes`, strings of :mod:`toyspt.runs.arms`):
+
+* confirmatory, each against ``scratch`` (:data:`CONFIRMATORY_ARMS`): ``spt``, ``qk_transfer``,
+  ``frozen_attention``;
+* descriptive (:data:`DESCRIPTIVE_ARMS`): ``all_but_qk_transfer``, ``scratch_matched`` (SPT's
+  total epochs with labels), ``no_attention`` (W_Q = W_K = 0 and frozen: attention stays
+  exactly uniform, so the model is mean-pooled embeddings with a per-token MLP and the
+  sequence mean added to every token: what "unchanged when attention is frozen" is measured
+  against), and at 2 layers ``scratch`` and ``spt`` (:data:`DEPTH_ARMS`); on ListOps also
+  ``spt`` with the demo's 50% masking (:data:`LISTOPS_MASK50`).
+
+Primary metric (:data:`PRIMARY`): the paper's peak held-out validation accuracy
+(``peak_val_acc``); secondary (:data:`SECONDARY`): the toolkit's mean test accuracy over the last
+fifth of the label epochs. Verdicts: the exact Wilcoxon signed-rank test of the paired
+differences arm - scratch (direction and significance from that one test,
+:func:`toyspt.analysis.stats.paired`), Holm over the confirmatory family (3 tasks x 3 arms),
+alpha :data:`ALPHA`; "unchanged" = TOST equivalence within ±:data:`MARGIN`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from toyspt.lra.pilot import LISTOPS_SHORT, MODEL_1L, PF_MORE, PILOT_SEEDS
+from toyspt.lra.tasks import PIXEL_TRAIN, TOKEN_TRAIN, DigitsSource
+from toyspt.runs.arms import arm_spec
+from toyspt.runs.specs import RunSpec
+from toyspt.train.recipes import TrainConfig
+
+PRIMARY = "peak_val_acc"
+SECONDARY = "mean_test_last20"
+ALPHA = 0.05
+MARGIN = 0.02  # "unchanged": arm - scratch within ±0.02 accuracy (TOST), fixed before the study
+CONFIRMATORY_ARMS = ("spt", "qk_transfer", "frozen_attention")
+DESCRIPTIVE_ARMS = ("all_but_qk_transfer", "scratch_matched", "no_attention")
+DEPTH_ARMS = ("scratch", "spt")  # at 2 layers
+ARMS = {"no_attention": "frozen_attention:qk_init_scale=0"}  # arm name -> arm string (others: the recipe)
+SEEDS_20, SEEDS_10 = tuple(range(20)), tuple(range(10))  # the study's seeds; the pilot's are 1000+
+assert not set(SEEDS_20) & set(PILOT_SEEDS)
+
+# the paper's arm - scratch (peak validation accuracy; the image task: its CIFAR10 numbers), None
+# where it states no number; "equal" where it says unchanged
+PAPER = {("pathfinder", "spt"): 0.85 - 0.67, ("pathfinder", "qk_transfer"): 0.704 - 0.672,
+         ("pathfinder", "frozen_attention"): 0.50 - 0.672, ("image", "spt"): 0.72 - 0.499,
+         ("image", "qk_transfer"): 0.607 - 0.486, ("image", "frozen_attention"): 0.535 - 0.503,
+         ("listops", "frozen_attention"): "equal"}
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task of the study: its data, model, training, and seeds per arm."""
+
+    name: str  # pathfinder | image | listops
+    data: object  # the data source (toyspt.lra.tasks)
+    train: TrainConfig  # epochs, SPT epochs, masking, batch size, lr
+    model: object  # ModelConfig of the 1-layer model (the data's width and classes set)
+    main_seeds: tuple[int, ...]  # scratch, spt, qk_transfer
+    other_seeds: tuple[int, ...]  # every other arm
+
+
+EPOCHS = dict(epochs=30, pre_epochs=20, batch_size=64, lr=1e-3)  # the pilot's, kept (docs/lra.md)
+
+
+def _task(name, data, train, seeds_main, model_changes=None) -> Task:
+    return Task(name, data, TrainConfig(**EPOCHS, **train), data.fit(replace(MODEL_1L, **(model_changes or {}))),
+                seeds_main, SEEDS_10)
+
+
+TASKS = {
+    "pathfinder": _task("pathfinder", PF_MORE, PIXEL_TRAIN, SEEDS_20),
+    "image": _task("image", DigitsSource(side=8), PIXEL_TRAIN, SEEDS_20),
+    "listops": _task("listops", LISTOPS_SHORT, TOKEN_TRAIN, SEEDS_10),
+}
+LISTOPS_MASK50 = "spt:mask_rate=0.5"
+
+
+def study_specs(tasks: dict[str, Task] | None = None) -> dict[str, RunSpec]:
+    """label ``task/arm/seed`` -> spec of every run of the study, in the order pieces train them:
+    seed by seed (so any prefix holds whole paired seeds), tasks, then arms (scratch first)."""
+    tasks = tasks or TASKS
+    out = {}
+    seeds = sorted({s for t in tasks.values() for s in t.main_seeds + t.other_seeds})
+    for s in seeds:
+        for t in tasks.values():
+            base = RunSpec("scratch", seed=s, data=t.data, model=t.model, train=t.train, evaluate="peak")
+            arms = []
+            if s in t.main_seeds:
+                arms += ["scratch", "spt", "qk_transfer"]
+            if s in t.other_seeds:
+                arms += ["frozen_attention", *DESCRIPTIVE_ARMS]
+                arms += [f"depth2_{a}" for a in DEPTH_ARMS]
+                if t.name == "listops":
+                    arms.append("spt_mask50")
+            for a in arms:
+                out[f"{t.name}/{a}/{s}"] = _arm(a, base)
+    return out
+
+
+def _arm(name: str, base: RunSpec) -> RunSpec:
+    if name.startswith("depth2_"):
+        return arm_spec(name.removeprefix("depth2_"), replace(base, model=replace(base.model, n_layers=2)))
+    if name == "spt_mask50":
+        return arm_spec(LISTOPS_MASK50, base)
+    return arm_spec(ARMS.get(name, name), base)
+
+
+def family(task: str, arm: str) -> str:
+    """confirmatory | descriptive: the Holm family a row of the study belongs to."""
+    return "confirmatory" if arm in CONFIRMATORY_ARMS else "descriptive"
+
+
+__all__ = ["PRIMARY", "SECONDARY", "ALPHA", "MARGIN", "CONFIRMATORY_ARMS", "DESCRIPTIVE_ARMS", "DEPTH_ARMS", "ARMS",
+           "PAPER", "TASKS", "Task", "EPOCHS", "study_specs", "family"]
