@@ -142,6 +142,7 @@ def merge(args: argparse.Namespace) -> int:
 def verify(args: argparse.Namespace) -> int:
     import time
 
+    from toyspt.cli.compare import kinds
     from toyspt.runs.ledger import Ledger
     from toyspt.runs.verify import choose
     from toyspt.runs.verify import verify as verify_record
@@ -152,6 +153,7 @@ def verify(args: argparse.Namespace) -> int:
         print(f"error: --sample: must be at least 1, got {args.sample}")
         return EXIT_USAGE
     led = Ledger(Path(args.path), kinds=(), warn=lambda m: None)
+    kinds()  # every kind of data a record may name (the ucr and LRA kinds register on import)
     try:
         records = choose(led, args.sample if args.key is None else None, args.key, args.seed)
     except ValueError as e:

@@ -105,7 +105,10 @@ def _original_groups(led: Ledger, record: dict) -> dict[str, list[dict]]:
 def retrain(targets: list[dict], groups: dict[str, list[dict]], env: dict) -> tuple[dict[str, dict], str]:
     """({key: entry as a record keeps it} of ``targets`` and every run retrained on the way,
     the capability the child process dispatched to), in a fresh process with ``env``."""
-    payload = json.dumps(dict(targets=[t["spec"] for t in targets],
+    from toyspt.data.source import kinds
+
+    modules = sorted({k.from_fields.__module__ for k in kinds().values()})  # the child registers the same kinds
+    payload = json.dumps(dict(targets=[t["spec"] for t in targets], modules=modules,
                               groups={k: [r["spec"] for r in v] for k, v in groups.items()}))
     proc = subprocess.run([sys.executable, "-m", "toyspt.runs.verify"], input=payload, capture_output=True,
                           text=True, env={**os.environ, **env})
@@ -119,6 +122,8 @@ def retrain(targets: list[dict], groups: dict[str, list[dict]], env: dict) -> tu
 def _child() -> None:
     """The retraining process: read the specs, train them (parents first, lockstep groups as
     given), print the entries as records keep them and the capability torch dispatched to."""
+    import importlib
+
     import torch
 
     from toyspt.runs.ledger import _plain
@@ -126,6 +131,8 @@ def _child() -> None:
     from toyspt.runs.sweeps import as_stored
 
     job = json.loads(sys.stdin.read())
+    for module in job["modules"]:
+        importlib.import_module(module)
     groups = {k: [spec_from_dict(d) for d in v] for k, v in job["groups"].items()}
     memo: dict = {}
 
