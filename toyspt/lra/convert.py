@@ -25,6 +25,8 @@ fine-tuning leaves it: exact for classification, where the indicator is zero).
 """
 from __future__ import annotations
 
+import copy
+
 import torch
 
 from toyspt.lra.checkpoint import save_lra
@@ -92,10 +94,12 @@ def save_run(path, model: ToyTransformer, token_task: bool, form: str, *, proven
     """Write a run's model as a checkpoint of that code in ``form`` (``spt`` or ``classifier``),
     its run config naming the SPT setting (``mlm_prob`` = ``mask_rate`` for ``spt``, else 0;
     ``lm_loss`` ce for tokens, l1 for pixels) and ``provenance`` (the arm's name, task, seed,
-    state: ``LoadReport.provenance`` when read back). Returns the model as written."""
+    state: ``LoadReport.provenance`` when read back). The tensors are float64, so the file holds
+    the run's function exactly (that code loads them into its float32 modules). Returns the
+    model as written."""
     if form not in ("spt", "classifier"):
         raise ValueError(f"a checkpoint holds one head: form 'spt' or 'classifier', got {form!r}")
-    lra = to_lra(model, token_task, form)
+    lra = to_lra(copy.deepcopy(model).double(), token_task, form)  # float64: a token row W[:, i] + b is exact
     dataset = {"_name_": task, "mlm_prob": mask_rate if form == "spt" else 0.0,
                "lm_loss": "ce" if token_task else "l1"}
     save_lra(path, lra, dataset=dataset, provenance=provenance)
