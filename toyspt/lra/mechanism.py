@@ -172,9 +172,10 @@ def mechanism_table(rows, **labels) -> pd.DataFrame:
             cells.setdefault((layer, head), {})[col] = r["value"]
     if not cells:
         raise ValueError("mechanism_table: no per-head rows (no attention or probe records)")
-    out = [dict(labels, layer=layer, head=head, **vals, **by_layer.get(layer, {}), **by_model)
-           for (layer, head), vals in sorted(cells.items())]
-    return pd.DataFrame(out)
+    out = pd.DataFrame([dict(labels, layer=layer, head=head, **vals, **by_layer.get(layer, {}), **by_model)
+                        for (layer, head), vals in sorted(cells.items())])
+    lead = [*labels, "layer", "head"]
+    return out[lead + sorted(c for c in out.columns if c not in lead)]  # columns in one order, whatever the rows
 
 
 def at_state(records, state: str) -> list[dict]:

@@ -112,3 +112,40 @@ def test_a_pixel_classifier_is_written_without_its_mask_column():
     x = SOURCES["digits"].load().val.x[:4].double()
     with torch.no_grad():
         torch.testing.assert_close(lra.classify(x), model.classify(x), rtol=0, atol=1e-13)
+
+
+def test_toyspt_lra_probe_reads_a_run_checkpoint_and_names_its_arm(tmp_path, capsys):
+    """The CLI on a fine-tuned digits classifier written by save_run: its arm is printed and stored,
+    and its table is lra_report's on the model as written (same raw pixels, same seed)."""
+    import argparse
+    import json
+
+    import numpy as np
+
+    from toyspt.cli import lra as cli
+
+    _, res = tiny_run("digits", "qk_transfer")
+    written = save_run(tmp_path / "final.ckpt", load_model(res, "final"), False, "classifier",
+                       provenance=dict(arm="qk_transfer", task="digits", seed=0, state="final"), mask_rate=0.5)
+    d = SOURCES["digits"].load()
+    raw = ((d.train.x[:5, :, 0].double() * 0.5 + 0.5) * 255).numpy()  # the 0..255 values the task normalised
+    np.save(tmp_path / "x.npy", raw)
+    np.save(tmp_path / "y.npy", d.train.y[:5].numpy())
+    p = argparse.ArgumentParser()
+    cli.register(p.add_subparsers(dest="cmd", required=True))
+    args = p.parse_args(["lra", "probe", str(tmp_path / "final.ckpt"), "--task", "digits", "--data",
+                         str(tmp_path / "x.npy"), "--labels", str(tmp_path / "y.npy"), "--n", "2", "--fit-n", "3",
+                         "--out", str(tmp_path / "rep"), "--no-figure", "--directions", "circ_w1,toep_w1"])
+    assert args.func(args) == 0
+    assert "arm qk_transfer" in capsys.readouterr().out
+    doc = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert doc["meta"]["arm"] == "qk_transfer"
+    from toyspt.lra.inputs import load_pixels, select
+
+    x, _ = load_pixels(str(tmp_path / "x.npy"), "digits")
+    batch = make_batch(x, d.train.y[:5], None, 0.5, 0, pixel_levels(x, "digits"))
+    cfg = ReportConfig(directions=("circ_w1", "toep_w1"), summary_directions=("circ_w1", "toep_w1"))
+    want = lra_report(written, select(batch, slice(0, 2)), fit_batch=select(batch, slice(2, None)), cfg=cfg,
+                      n_classes=10).table()
+    got = pd.read_csv(tmp_path / "rep" / "table.csv")
+    pd.testing.assert_frame_equal(got[want.columns], want, check_dtype=False, rtol=1e-12)
