@@ -256,12 +256,12 @@ class ProfileTracker:
 
     bulk = ("attn_weight", "pos_score")  # per-offset profiles (2T-1 per head): a results ledger leaves them out
 
-    def __init__(self, data: TaskData, every: int = 10, n: int = PROFILE_BATCH, at=None, window: int = PROXIMITY_WINDOW,
-                 grid: int = 0, ends: int = 0, train=None):
-        if every <= 0:
-            raise ValueError(f"every: must be positive, got {every}")
+    def __init__(self, data: TaskData, every: int = 10, n: int = PROFILE_BATCH, at=None, ends: int = 0, train=None,
+                 **locality):  # window (proximity neighbours), grid (an image's width: the 2-D index)
+        if every <= 0 or set(locality) - {"window", "grid"}:
+            raise ValueError(f"every: must be positive, got {every}; options: window, grid, got {sorted(locality)}")
         self.x, self.every, self.at = data.val.x[:n], every, check_epochs(at)
-        self.kw, self.train = dict(window=window, grid=grid), _ends(ends, train)
+        self.kw, self.train = dict(dict(window=PROXIMITY_WINDOW, grid=0), **locality), _ends(ends, train)
 
     @staticmethod
     def price(run: dict, at=None, ends=0, n=PROFILE_BATCH, **_) -> tuple[int, float, float]:  # a float32 forward
@@ -281,13 +281,13 @@ class ProbeTracker:
     optimizer steps, on a fixed batch of training sequences with a seeded mask."""
 
     def __init__(self, data: TaskData, every: int = 50, n: int = PROBE_BATCH, mask_rate: float = 0.5,
-                 seed: int = 0, directions: Sequence[str] = PROBE_DIRECTIONS, recon: str = "l1", ends: int = 0,
-                 train=None):
+                 seed: int = 0, directions: Sequence[str] = PROBE_DIRECTIONS, ends: int = 0, train=None):
         if every <= 0:
             raise ValueError(f"every: must be positive, got {every}")
         self.batch = losses.make_batch(data.train.x[:n], data.train.y[:n], mask_rate, seed)
         self.every, self.directions, self.train = every, tuple(directions), _ends(ends, train)
-        self.losses = {"label": losses.label_loss, "recon": losses.recon(recon)}  # the run's SPT loss
+        recon = train.recon if train is not None else "l1"  # the run's SPT loss (ListOps: cross-entropy on tokens)
+        self.losses = {"label": losses.label_loss, "recon": losses.recon(recon)}
 
     @staticmethod
     def price(run: dict, every=50, n=PROBE_BATCH, ends=0, **_) -> tuple[int, float, float]:  # 4 float64 passes
@@ -363,10 +363,8 @@ def make_trackers(names: Sequence[str], data: TaskData, train=None) -> list:
             if kw.get("mask_rate", train.mask_rate) != train.mask_rate:
                 raise ValueError(f"tracker {name!r}: mask_rate differs from the run's {train.mask_rate}")
             kw["mask_rate"] = train.mask_rate
-        if base == "probes" and train is not None:
-            kw["recon"] = train.recon  # the run's SPT loss (ListOps: cross-entropy on tokens)
-        if kw.get("ends"):
-            kw["train"] = train
+        if kw.get("ends") or (base == "probes" and train is not None):
+            kw["train"] = train  # phase ends; the probes tracker's SPT loss
         try:
             out.append(TRACKERS[base](data, **kw))
         except TypeError as e:
