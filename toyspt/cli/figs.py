@@ -33,7 +33,7 @@ from toyspt.cli.flags import (
     reference_dir,
     run_main,
 )
-from toyspt.figs import CONTRAST, FIGURES, STUDIES, TIERS, in_tier, load
+from toyspt.figs import CONTRAST, FIGURES, STUDIES, TIERS, in_tier, load, tiers_of
 from toyspt.runs.ledger import Ledger
 
 
@@ -103,8 +103,8 @@ def select(only: str | None, tier: str = "default") -> tuple[str, ...]:
         raise ValueError(f"--only: unknown figure(s) {unknown}; figures are {', '.join(FIGURES)}")
     other = [n for n in names if not in_tier(load(n), tier)]
     if other:
-        raise ValueError(f"--only: {other[0]} is drawn in the {' or '.join(load(other[0]).TIERS)} tier only "
-                         f"(--tier {load(other[0]).TIERS[0]})")
+        tiers = tiers_of(load(other[0]))
+        raise ValueError(f"--only: {other[0]} is drawn in the {' or '.join(tiers)} tier only (--tier {tiers[0]})")
     return tuple(n for n in FIGURES if n in names)
 
 

@@ -133,9 +133,14 @@ class FigContext:
         return spec
 
 
+def tiers_of(mod) -> tuple[str, ...]:
+    """The tiers that draw the figure module ``mod`` (``mod.TIERS``, default: :data:`DEFAULT_TIERS`)."""
+    return tuple(getattr(mod, "TIERS", DEFAULT_TIERS))
+
+
 def in_tier(mod, tier: str) -> bool:
-    """Whether the figure module ``mod`` is drawn in ``tier`` (``mod.TIERS``, default: :data:`DEFAULT_TIERS`)."""
-    return tier in getattr(mod, "TIERS", DEFAULT_TIERS)
+    """Whether the figure module ``mod`` is drawn in ``tier`` (:func:`tiers_of`)."""
+    return tier in tiers_of(mod)
 
 
 def load(name: str):
