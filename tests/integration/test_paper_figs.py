@@ -11,7 +11,8 @@ import toyspt.runs.sweeps as sweep_mod
 from toyspt.figs import FIGURES, in_tier, load
 
 DEFAULT = tuple(n for n in FIGURES if in_tier(load(n), "default"))
-STUDY_ONLY = tuple(n for n in FIGURES if not in_tier(load(n), "default"))
+STUDY_ONLY = tuple(n for n in FIGURES if in_tier(load(n), "study") and not in_tier(load(n), "default"))
+NOT_DEFAULT = tuple(n for n in FIGURES if not in_tier(load(n), "default"))  # the study's and the lra tier's
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,7 +58,7 @@ def test_quick_figures_then_warm_rerun_trains_nothing(tmp_path, training_calls):
             assert len(frame) > 0, name
     meta = json.loads((out / "metadata.json").read_text())
     assert meta["quick"] is True and meta["seeds"] == [0, 1] and set(meta["figures"]) == set(DEFAULT)
-    assert meta["tier"] == "default" and not any((out / f"{n}.png").exists() for n in STUDY_ONLY)
+    assert meta["tier"] == "default" and not any((out / f"{n}.png").exists() for n in NOT_DEFAULT)
     # every figure readable: no text drawn over another (toyspt.figs.readable)
     assert {n: meta["figures"][n]["overlapping_labels"] for n in DEFAULT} == {n: [] for n in DEFAULT}
     assert {"git_revision", "torch", "device"} <= set(meta)
