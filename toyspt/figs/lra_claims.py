@@ -123,7 +123,7 @@ def claims_table(frame: pd.DataFrame, alpha: float = design.ALPHA) -> pd.DataFra
     """One row per task x arm x metric of the per-run ``frame`` (:func:`run_frame`), :data:`COLUMNS`:
     the paired comparison, its Holm family's adjusted p, the verdict of a confirmatory row."""
     arms = [a for a in dict.fromkeys(frame.arm) if a not in ("scratch",)]
-    rows = [r for m in METRICS[:2] for t in dict.fromkeys(frame.task) for a in arms
+    rows = [r for m in (design.PRIMARY, design.SECONDARY) for t in dict.fromkeys(frame.task) for a in arms
             if (r := _row(frame, t, a, m)) is not None]
     out = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in ("p_holm", "holm_m", "verdict")])
     out["p_holm"] = out.groupby("holm_family", sort=False).p.transform(lambda p: holm(p)) if len(out) else []
@@ -157,9 +157,9 @@ def draw(ctx, runs):
         ax.axvline(0, color="0.5", lw=0.8)
         ax.axvspan(-design.MARGIN, design.MARGIN, color="0.9", zorder=0)
         ax.set_yticks(y, [f"{a} - {b}" for a, b in zip(g.arm, g.base)], fontsize=6)
-        ax.set_title(f"{task} ({int(g.n_seeds.max()) if len(g) else 0} seeds)", fontsize=8)
+        ax.set_title(f"{task} ({int(g.n_seeds.min())}-{int(g.n_seeds.max())} paired seeds)", fontsize=8)
         ax.set_xlabel(f"{design.PRIMARY} difference (mean, 95% paired t)", fontsize=7)
-    fig.suptitle(f"{TITLE}\nblue: confirmatory (Holm over {len(confirm)}), grey: descriptive; red star: the paper; "
+    fig.suptitle(f"{TITLE}\ncoloured: confirmatory (Holm over {len(confirm)}), grey: descriptive; red star: the paper; "
                  f"shaded: ±{design.MARGIN}", fontsize=8)
     fig.tight_layout()
     return fig, {NAME: table, f"{NAME}_runs": frame}
