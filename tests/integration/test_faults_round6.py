@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from toyspt.cli.main import main
+from toyspt.runs.ledger_file import seal
 
 ROOT = Path(__file__).resolve().parents[2]
 LEDGER = ROOT / "figures" / "ledger" / "ucr.jsonl"
@@ -191,7 +192,7 @@ def test_recorded_text_is_printed_inert_and_impossible_totals_are_refused(tmp_pa
     recs[0]["cpu"] = "Evil\x1b[2J\nline 99: all good\u202e"  # once: the escape ran, a fake line printed
     recs[1]["seconds"] = math.inf  # once: "inf CPU-hours recorded", exit 0
     recs[2]["seconds"] = -5.0
-    path = write_ledger(tmp_path / "l.jsonl", recs)
+    path = write_ledger(tmp_path / "l.jsonl", [seal(r) for r in recs])  # sealed as a writer would: read, not refused
     assert main(["ledger", "check", str(path)]) == 1
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\u202e" not in out and r"Evil\x1b[2J\nline 99: all good\u202e" in out
@@ -509,8 +510,9 @@ def test_the_migration_seals_every_record_and_each_answers_as_before(tmp_path, c
     from toyspt.runs.ledger import Ledger
     from toyspt.runs.ledger_file import record_digest
 
-    with open(LEDGER, "rb") as f:
-        head = b"".join(next(f) for _ in range(120))  # runs, their SPT-only parents, proximity probes
+    with open(LEDGER, "rb") as f:  # runs, their SPT-only parents, proximity probes, as written before digests
+        head = b"".join(json.dumps({k: v for k, v in json.loads(next(f)).items() if k != "digest"},
+                                   separators=(",", ":")).encode() + b"\n" for _ in range(120))
     path = tmp_path / "l.jsonl"
     path.write_bytes(head)
     before = Ledger(path, kinds=(), warn=lambda m: None).lines()

@@ -105,7 +105,7 @@ def test_fit_n_2_on_an_spt_checkpoint(tmp_path):
     assert not any("from the labels seen" in n for n in doc["notes"])  # sized by the task, not the fit set
 
 
-def test_pixel_classifier_without_mask_channel_gets_a_label_table(tmp_path):
+def test_pixel_classifier_without_mask_channel_gets_a_constructed_decoder(tmp_path):
     pix = LRAConfig(n_layers=2, d_model=8, n_heads=2, d_ff=8, max_len=64, encoder="linear",
                     use_lengths=False, n_classes=2)
     save_lra(tmp_path / "pix.ckpt", build_lra(pix, 0), dataset={"mlm_prob": 0.0})
@@ -117,9 +117,9 @@ def test_pixel_classifier_without_mask_channel_gets_a_label_table(tmp_path):
     import pandas as pd
     table = pd.read_csv(tmp_path / "rep" / "table.csv")
     assert len(table) == 4 and table["cos_label_prev"].notna().all()
-    assert table["ratio_prev"].isna().all()  # the recon side is absent, and marked so
+    assert table["ratio_prev"].notna().all()  # the recon side: a zero mask column and the least-squares decoder
     doc = json.loads((tmp_path / "rep" / "report.json").read_text())
-    assert any("reconstruction is not probed" in n for n in doc["notes"])
+    assert any("zero mask column" in n for n in doc["notes"]) and any("least-squares" in n for n in doc["notes"])
 
 
 def test_config_less_file_needs_and_takes_flags(tmp_path):

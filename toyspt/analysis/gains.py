@@ -271,16 +271,24 @@ def pooled_gain(frame: pd.DataFrame, metric: str, arm: str = "spt", base: str = 
     """SPT's gain pooled over the sets of ``frame`` (label rows) by random effects
     (:func:`toyspt.analysis.pooling.random_effects`: each set's mean paired gain with its variance
     sd^2 / n; DerSimonian-Laird tau^2, Hartung-Knapp interval; Q, I^2), every set one estimate
-    (related sets are not merged: this weighs sets by precision, :func:`across_sets` counts units)."""
-    y, v, names = [], [], []
+    (related sets are not merged: this weighs sets by precision, :func:`across_sets` counts units).
+    A set whose paired differences do not vary has no sampling variance to weigh it by: it is left
+    out and named (``constant_sets``); fewer than 2 sets left is refused (ValueError)."""
+    y, v, names, constant = [], [], [], []
     for name in frame.dataset.unique():
         d = diffs(frame, name, arm, metric, base)
         if len(d) >= 2:
             p = paired(d)
+            if p.sd == 0:
+                constant.append(name)
+                continue
             y.append(p.t.estimate)
             v.append(p.sd ** 2 / p.n)
             names.append(name)
-    return dict(random_effects(y, v).as_dict(), sets=names)
+    if len(y) < 2:
+        raise ValueError(f"pooled gain: need at least 2 sets whose paired differences vary, got {names}"
+                         f" (constant: {constant})")
+    return dict(random_effects(y, v).as_dict(), sets=names, constant_sets=constant)
 
 
 def saturation(frame: pd.DataFrame) -> pd.DataFrame:

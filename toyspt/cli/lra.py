@@ -5,6 +5,7 @@ or run the offline demo.
     toyspt lra probe model.ckpt --task listops --vocab basic_train.tsv --data basic_test.tsv \\
         --n 16 --ref init.ckpt --out report/
     toyspt lra probe model.ckpt --task image --data x.npy --labels y.npy --heads 4
+    toyspt lra probe final.ckpt --task digits --data x.npy --labels y.npy --ref init.ckpt
     toyspt lra demo --out lra_demo/
     toyspt lra fields                                  # the run-config fields read
 
@@ -91,15 +92,17 @@ def cmd_probe(args) -> int:
                         summary_directions=tuple(d for d in ReportConfig().summary_directions if d in dirs)
                         or dirs[:1])
     notes = loaded.report.notes + notes
+    arm = (loaded.report.provenance or {}).get("arm")  # written by toyspt.lra.convert.save_run
     if ref:
         notes.append(f"reference {args.ref}: " + "; ".join(n for n in ref.report.notes
                                                           if n.startswith(("heads", "head:"))))
     rep = lra_report(loaded.model, probe_batch, fit_batch=fit_batch, ref=ref.model if ref else None,
                      cfg=rcfg, notes=notes,
-                     meta=dict(checkpoint=str(args.ckpt), ref=args.ref, task=args.task,
+                     meta=dict(checkpoint=str(args.ckpt), ref=args.ref, task=args.task, arm=arm,
                                load_report=vars(loaded.report)),
                      n_classes=N_CLASSES.get(args.task))
-    print(f"lra probe: {args.ckpt} ({args.task}, {n} examples, {args.dtype})")
+    print(f"lra probe: {args.ckpt} ({args.task}, {n} examples, {args.dtype})"
+          + (f", arm {arm}" if arm else ""))
     for note in rep.notes:
         print(f"  note: {note}")
     print("ratio_D = rms|<dL_label/dS, D>| / rms||dL_label/dS||  over the same for L_recon; "

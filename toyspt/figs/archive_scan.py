@@ -22,9 +22,9 @@ sets alone): the random-effects pooled gain over every set, archive and paper
 (:func:`toyspt.analysis.gains.pooled_gain`: ``pooled``, ``pooled_low``, ``pooled_high`` (Hartung-Knapp
 95%), ``i2``, and the rest in ``pooling``); Spearman's rho of each set's mean gain with its training
 series (train + validation) per class (``gain_vs_per_class``) and with its smallest class's
-(``gain_vs_smallest_class``, the quantity the archive rule bounds below by 5). ``small_sets``: the
-same table for a descriptive stratum of sets below that bound, drawn only where the tier names
-such sets (``Tier.small_sets``) and their runs exist.
+(``gain_vs_smallest_class``, the quantity the archive rule bounds below by 5). The sets below
+that bound are a descriptive stratum of their own, the ``archive_small`` figure
+(:mod:`toyspt.figs.archive_small`).
 """
 from __future__ import annotations
 
@@ -58,8 +58,6 @@ def specs(ctx):
     paper = list(ctx.study.datasets)
     out.update({("paper", UCRSource.of(d), a, s.seed): s
                 for d, a, s in design.paper_specs(paper, t, design.ARCHIVE_ARMS)})
-    out.update({("small", UCRSource.of(d), a, s.seed): s
-                for d, a, s in design.archive_specs([load_ucr(n) for n in small_sets(t)], t)})
     reference = {} if ctx.quick else {("reference", src, c): ReferenceSpec(src, c) for d in arch + paper
                                       for src in [UCRSource.of(d)] for c in REFERENCE_CLASSIFIERS}
     return out | probe_specs(out) | reference
@@ -76,12 +74,6 @@ def reference_frame(runs) -> pd.DataFrame:
     classifier)`` entries."""
     rows = [r for label, res in runs.items() if label[0] == "reference" for r in res.rows]
     return pd.DataFrame(rows, columns=REFERENCE_COLUMNS)
-
-
-def small_sets(t) -> tuple[str, ...]:
-    """The descriptive small-sets stratum's sets (fewer than the rule's training series in a class):
-    the tier's ``small_sets`` where the study design gives it one, none otherwise."""
-    return tuple(getattr(t, "small_sets", ()))
 
 
 def sizes_of(runs, group: str) -> dict[str, tuple[int, int, int]]:
@@ -116,7 +108,10 @@ def across_meta(both: pd.DataFrame, frame: pd.DataFrame, runs) -> dict:
     """The across-set answers: the signed-rank test over units (all sets; the archive alone), the
     random-effects pooled gain over sets with its heterogeneity, and the gain against the
     smallest class's training series (Spearman over sets)."""
-    pooled = gains.pooled_gain(frame, design.PRIMARY)
+    try:
+        pooled = gains.pooled_gain(frame, design.PRIMARY)
+    except ValueError as e:  # fewer than 2 sets whose differences vary (quick runs can tie)
+        pooled = dict(estimate=None, low=None, high=None, i2=None, error=str(e))
     sizes = per_class(runs)
     g = both.set_index("dataset").gain
     mean, least = ([sizes[n][i] for n in g.index] for i in (0, 1))
@@ -142,11 +137,6 @@ def draw(ctx, runs):
     main = {label: r for label, r in runs.items() if label[0] in ("archive", "paper")}
     ctx.meta[NAME].update(across_meta(both, pd.concat([arch, paper_frame], ignore_index=True), main))
     across = ctx.meta[NAME]["across_sets"]
-    if any(label[0] == "small" for label in runs):  # the descriptive stratum, where the tier has one
-        small = gains.archive_table(label_frame(runs, group="small"), sizes_of(runs, "small"), design.PRIMARY,
-                                    unit_of)
-        ctx.meta[NAME]["small_sets"] = dict(descriptive=True, rows=small.to_dict("records"),
-                                            counts=gains.archive_counts(small))
     fig, axes = plt.subplots(1, 3, figsize=(18, 1.8 + 0.32 * max(1, len(both))), squeeze=False)
     y = np.arange(len(both))[::-1]
     ax = axes[0, 0]
@@ -160,7 +150,7 @@ def draw(ctx, runs):
                       f"{f' [{r.unit}]' if r.unit in RELATED_SETS else ''}" for r in both.itertuples()], fontsize=7)
     cnt = ctx.meta[NAME]["counts"]
     ax.set(xlabel=f"spt - scratch, {design.PRIMARY} (mean, 95% CI)",
-           title=f"SPT helps on {cnt['helps']}, hurts on {cnt['hurts']} of {cnt['sets']} archive sets "
+           title=f"SPT helps on {cnt['helps']}, hurts on {cnt['hurts']} of {cnt['sets']} archive sets\n"
                  "(Holm across them; green/red); squares: related sets [unit]\n" + (
                      f"across {across['n_units']} units ({across['n_sets']} sets): signed-rank p {across['p']:.2g}, "
                      f"HL {across['hl']:+.3f}" if "p" in across else across["error"]))
@@ -180,7 +170,7 @@ def draw(ctx, runs):
            title=f"of the {cnt['gain_positive']} archive sets where SPT's mean gain is positive, Q/K-only keeps >= "
                  f"half of it on {cnt['qk_keeps_half_where_gain_positive']}\n"
                  f"({cnt['qk_keeps_half_lower_bound_where_gain_positive']} with the interval's lower end >= 1/2)")
-    # two lines: the left panel's two-line title reaches into this one's when it is one line
+    # two lines: the left panel's three-line title reaches into this one's when it is one line
     ax.title.set_fontsize(8)
     standing = standing_frame(both, base)
     _standing(axes[0, 2], standing, y)

@@ -9,6 +9,9 @@ inputs, and run the same probes per layer and head.
 * :mod:`.checkpoint`: architecture inference and the key map (``load_lra``, ``save_lra``);
 * :mod:`.listops`, :mod:`.inputs`: ListOps generator/vocabulary, pixel arrays, SPT masking, losses;
 * :mod:`.report`, :mod:`.figure`: the per-layer/head probe report (``toyspt lra`` is :mod:`toyspt.cli.lra`);
+  :mod:`.heads`: the heads a file lacks, constructed on frozen features;
+* :mod:`.convert`: a run's model as that code's model and checkpoint (``save_run``, with its arm);
+  :mod:`.mechanism`: proximity, displacement and label/recon probes per layer and head of the study's tasks;
 * :mod:`.demo`: small scratch/SPT models trained offline, saved in the checkpoint format.
 
 The checkpoint facts the bridge follows (keys, positional table, norms, attention, pooling,

@@ -41,6 +41,8 @@ class LoadReport:
     used: list[str] = field(default_factory=list)  # checkpoint keys mapped onto the model
     unused: list[str] = field(default_factory=list)  # checkpoint keys not used ("key shape")
     notes: list[str] = field(default_factory=list)  # where heads/head kind/pooling came from, PE check
+    # the toyspt run the file was written from (run config section "toyspt": arm, task, seed, state), or None
+    provenance: dict | None = None
 
 
 @dataclass
@@ -169,7 +171,11 @@ def load_lra(path: str | os.PathLike, hints: ArchHints | None = None, *, trust: 
               and "state_dict" in raw.entries]
     if others:
         notes.append(f"other entries of the file (not used by the model): {others}")
-    report = LoadReport(os.fspath(path), asdict(cfg), kind, used, unused, notes)
+    provenance = None
+    if raw.config is not None and PROVENANCE in raw.config:
+        provenance = check_provenance(raw.config[PROVENANCE])
+        notes.append("toyspt run: " + ", ".join(f"{k} {v}" for k, v in provenance.items()))
+    report = LoadReport(os.fspath(path), asdict(cfg), kind, used, unused, notes, provenance)
     return LoadedLRA(model.eval(), cfg, report, raw)
 
 
@@ -179,10 +185,14 @@ def lra_state_dict(model: LRATransformer, attn_kind: str = "linears") -> dict[st
     """The model's tensors under the checkpoint keys of the LRA code (inverse of loading)."""
     if attn_kind not in ATTN_KINDS:
         raise ValueError(f"attn_kind must be one of {ATTN_KINDS}")
+    if model.cfg.head != "none" and model.cfg.rec_out:
+        raise ValueError("a model with both a classifier and a per-token decoder cannot be written in that "
+                         "code's layout (both are decoder.0.output_transform); write one of them "
+                         "(toyspt.lra.convert.checkpoint_form)")
     own = model.state_dict()
     out: dict[str, torch.Tensor] = {}
     for src, dst, block in key_map(model.cfg, attn_kind):
-        t = own[dst].detach().float().clone()
+        t = own[dst].detach().clone()  # in the model's own dtype: float64 weights are not rounded
         if block is None:
             out[src] = t
         elif src in out:
@@ -221,12 +231,34 @@ def run_config(cfg: LRAConfig, *, dataset: dict | None = None, extra: dict | Non
 
 def save_lra(path: str | os.PathLike, model: LRATransformer, *, dataset: dict | None = None,
              attn_kind: str = "linears", epoch: int = 0, global_step: int = 0,
-             extra_config: dict | None = None) -> None:
-    """Write ``model`` as a Lightning checkpoint of the LRA code (pickled DictConfig included)."""
+             extra_config: dict | None = None, provenance: dict | None = None) -> None:
+    """Write ``model`` as a Lightning checkpoint of the LRA code (pickled DictConfig included);
+    ``provenance`` (the toyspt run it came from: arm, task, seed, state) goes into the run config's
+    own section ``toyspt``, which that code never reads, and comes back as ``LoadReport.provenance``."""
+    extra = dict(extra_config or {})
+    if provenance is not None:
+        extra[PROVENANCE] = check_provenance(provenance)
     write_checkpoint(path, lra_state_dict(model, attn_kind),
-                     run_config(model.cfg, dataset=dataset, extra=extra_config, attn_kind=attn_kind),
+                     run_config(model.cfg, dataset=dataset, extra=extra, attn_kind=attn_kind),
                      epoch=epoch, global_step=global_step)
 
 
+PROVENANCE = "toyspt"  # the run config's section naming the toyspt run a checkpoint was written from
+
+
+def check_provenance(value) -> dict:
+    """A provenance section as plain data: a dict of at most 16 short names to strings, integers or
+    None, with an ``arm``; anything else is refused (it is read from files)."""
+    if not isinstance(value, dict) or len(value) > 16 or not isinstance(value.get("arm"), str):
+        raise CheckpointError(f"run config section {PROVENANCE!r} must be a dict with an 'arm' name, got "
+                              f"{type(value).__name__}")
+    for k, v in value.items():
+        if not (isinstance(k, str) and len(k) <= 64) or not (v is None or isinstance(v, (str, int))) \
+                or isinstance(v, bool) or len(str(v)) > 256:
+            raise CheckpointError(f"run config section {PROVENANCE!r}: entry {k!r} must be a short name with a "
+                                  "string, an integer or null")
+    return dict(value)
+
+
 __all__ = ["LoadReport", "LoadedLRA", "ArchHints", "infer_config", "key_map", "load_state", "load_lra",
-           "lra_state_dict", "run_config", "save_lra", "ATTN_KINDS"]
+           "lra_state_dict", "run_config", "save_lra", "ATTN_KINDS", "PROVENANCE", "check_provenance"]

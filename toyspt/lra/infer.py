@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from toyspt.lra import runconfig as rc
 from toyspt.lra.guard import CheckpointError
+from toyspt.lra.inputs import PIXEL_LEVELS
 from toyspt.lra.model import LRAConfig
 
 A = rc.A  # the attention item of the run config's model.layer list
@@ -332,13 +333,9 @@ def _head_config(sd, r: _Resolver, head, enc, d_model) -> tuple[dict, list[str]]
         else:
             is_rec, why = out in (1, 256), "output size 1/256 = pixel reconstruction (guess)"
         if is_rec:
-            loss = r.vals.get("dataset.lm_loss")
-            want = "ce" if enc["encoder"] == "embedding" else "l1"
-            if loss not in (None, want):
-                raise CheckpointError(f"run config field dataset.lm_loss = {loss!r}: the bridge probes "
-                                      f"the {want} loss for a {enc['encoder']} encoder")
             hcfg = dict(head="none", rec_out=out)
-            notes.append(f"head: per-token SPT decoder with {out} outputs ({why})")
+            notes.append(f"head: per-token SPT decoder with {out} outputs ({why}); "
+                         f"{_rec_loss(r.vals.get('dataset.lm_loss'), enc['encoder'], out)}")
         else:
             hcfg = dict(head="linear", n_classes=out)
             notes.append(f"head: linear classifier with {out} classes ({why})")
@@ -353,6 +350,19 @@ def _head_config(sd, r: _Resolver, head, enc, d_model) -> tuple[dict, list[str]]
         hcfg = dict(head="none")
     _check_decoder_sizes(r, hcfg, d_model)
     return hcfg, notes
+
+
+def _rec_loss(loss: str | None, encoder: str, out: int) -> str:
+    """The SPT loss a decoder of ``out`` outputs is probed with (pixels: L1 on one output, or that
+    code's PathFinder ``lm_loss: ce``, 256-way over grey levels); refuses a contradicting lm_loss."""
+    levels = encoder == "linear" and out == PIXEL_LEVELS
+    if loss is not None and (loss == "ce") != (levels or encoder == "embedding"):
+        raise CheckpointError(f"run config field dataset.lm_loss = {loss!r} contradicts the {encoder} encoder's "
+                              f"decoder of {out} outputs (tokens: ce; pixels: ce with {PIXEL_LEVELS}, l1 with 1)")
+    if encoder == "linear" and not levels and out != 1:
+        raise CheckpointError(f"a pixel SPT decoder with {out} outputs: the bridge probes 1 (L1) or {PIXEL_LEVELS}")
+    return ("loss: cross-entropy on masked tokens" if encoder == "embedding" else
+            "loss: cross-entropy over 256 grey levels on masked pixels" if levels else "loss: L1 on masked pixels")
 
 
 def _head_words(hcfg: dict, head: str | None) -> str:

@@ -3,13 +3,17 @@ the label and reconstruction losses that the probes differentiate.
 
 Pixels (user-supplied ``.npy``, raw 0..255 values): ``image`` = grayscale CIFAR10, RGB
 converted with PIL's integer luma ``(19595 R + 38470 G + 7471 B + 2^15) >> 16``, then
-``(x/255 - 122.6/255) / (61/255)``; ``pathfinder`` (also Path-X) = ``(x/255 - 0.5) / 0.5``.
-Images are flattened row by row into sequences of length H*W.
+``(x/255 - 122.6/255) / (61/255)``; ``pathfinder`` (also Path-X) and ``digits`` (toyspt's
+image task, :mod:`toyspt.lra.tasks`) = ``(x/255 - 0.5) / 0.5``. Images are flattened row by
+row into sequences of length H*W.
 
 SPT in that code: each valid position is masked i.i.d. with probability ``p`` (0.5 in
 its examples; padding is never masked). Token tasks: masked ids become ``<mask>`` = 0 and
 the loss is cross-entropy on masked positions only. Pixel tasks: the input is
-``[value * (1 - m), m]`` and the loss is L1 on masked positions only.
+``[value * (1 - m), m]`` and the loss is L1 on masked positions only, or, with that code's
+PathFinder setting ``lm_loss: ce``, cross-entropy of a 256-way decoder against the pixel's
+grey level (``(x * 255).long()`` of the 0..1 image, which is the raw 0..255 level exactly for
+every level in float32; here recovered from the normalised value by :func:`pixel_levels`).
 """
 from __future__ import annotations
 
@@ -24,7 +28,8 @@ from toyspt.lra.model import LRATransformer
 from toyspt.util.files import open_regular
 from toyspt.util.validation import MAX_ARRAY_BYTES
 
-PIXEL_TASKS = ("image", "pathfinder")
+PIXEL_TASKS = ("image", "pathfinder", "digits")
+PIXEL_LEVELS = 256  # outputs of that code's PathFinder SPT decoder with lm_loss ce: one per grey level
 CIFAR_GRAY_MEAN, CIFAR_GRAY_STD = 122.6 / 255.0, 61.0 / 255.0
 
 
@@ -54,6 +59,17 @@ def normalize_pixels(arr: np.ndarray, task: str) -> torch.Tensor:
     x = a / 255.0
     x = (x - CIFAR_GRAY_MEAN) / CIFAR_GRAY_STD if task == "image" else (x - 0.5) / 0.5
     return torch.from_numpy(x).float()[..., None]
+
+
+def pixel_levels(values: torch.Tensor, task: str) -> torch.Tensor:
+    """The 0..255 grey levels (long, same shape minus a trailing 1) of normalised pixel values,
+    the inverse of :func:`normalize_pixels` rounded to the nearest level (exact for raw integer
+    pixels, as that code's PNGs are): the targets of a 256-way pixel decoder."""
+    if task not in PIXEL_TASKS:
+        raise ValueError(f"pixel task must be one of {PIXEL_TASKS}, got {task!r}")
+    v = values.double()[..., 0] if values.dim() == 3 else values.double()
+    raw = (v * CIFAR_GRAY_STD + CIFAR_GRAY_MEAN if task == "image" else v * 0.5 + 0.5) * 255.0
+    return raw.round().clamp(0, PIXEL_LEVELS - 1).long()
 
 
 def load_npy(path: str, what: str = "array", expect=None, count: int | None = None) -> np.ndarray:
@@ -169,6 +185,14 @@ def pixel_recon_loss(pred_BxTx1: torch.Tensor, values_BxTx1: torch.Tensor,
     return (pred_BxTx1[..., 0] - values_BxTx1[..., 0].to(pred_BxTx1.dtype))[mask_BxT].abs().mean()
 
 
+def pixel_level_loss(logits_BxTx256: torch.Tensor, levels_BxT: torch.Tensor,
+                     mask_BxT: torch.Tensor) -> torch.Tensor:
+    """That code's PathFinder ``lm_loss: ce``: mean cross-entropy of the 256-way decoder against
+    the grey levels, over masked positions (targets -100 elsewhere there)."""
+    _check_mask(mask_BxT)
+    return F.cross_entropy(logits_BxTx256[mask_BxT], levels_BxT[mask_BxT])
+
+
 # ------------------------------------------------------------------------------ batches
 # A batch is a dict of tensors with one leading batch dimension (what toyspt.probe.engine takes):
 # "inputs" (B, T) ids or (B, T, 1) pixel values, "lengths" (B,), "mask" (B, T) bool SPT
@@ -213,8 +237,10 @@ def documents(batch: Batch) -> Batch:
 
 
 def make_batch(inputs: torch.Tensor, y: torch.Tensor | None, lengths: torch.Tensor | None = None,
-               p_mask: float = 0.5, seed: int = 0) -> Batch:
-    """A probe batch with a fixed SPT mask drawn from ``seed`` (valid positions only)."""
+               p_mask: float = 0.5, seed: int = 0, levels: torch.Tensor | None = None) -> Batch:
+    """A probe batch with a fixed SPT mask drawn from ``seed`` (valid positions only);
+    ``levels`` (B, T): the grey levels of pixel inputs (:func:`pixel_levels`), the targets of a
+    256-way pixel decoder."""
     B, T = inputs.shape[:2]
     if lengths is None:
         lengths = torch.full((B,), T, dtype=torch.long)
@@ -226,13 +252,17 @@ def make_batch(inputs: torch.Tensor, y: torch.Tensor | None, lengths: torch.Tens
         if y.shape != (B,):
             raise ValueError(f"y must have shape ({B},), got {tuple(y.shape)}")
         batch["y"] = y.long()
+    if levels is not None:
+        if levels.shape != (B, T):
+            raise ValueError(f"levels must have shape ({B}, {T}), got {tuple(levels.shape)}")
+        batch["levels"] = levels.long()
     return batch
 
 
 def select(batch: Batch, idx) -> Batch:
     """Rows ``idx`` (slice or index tensor), padding trimmed to their longest valid length."""
     T = int(batch["lengths"][idx].max())
-    return {k: (v[idx][:, :T] if k in ("inputs", "mask") else v[idx]) for k, v in batch.items()}
+    return {k: (v[idx][:, :T] if k in ("inputs", "mask", "levels") else v[idx]) for k, v in batch.items()}
 
 
 def _pixel_input(model: LRATransformer, values_BxTx1, mask_BxT=None):
@@ -265,15 +295,21 @@ def spt_loss(model: LRATransformer, batch: Batch) -> torch.Tensor:
     if model.cfg.token_task:
         return token_recon_loss(model.reconstruct(mask_tokens(x, m)), x, m)
     pred = model.reconstruct(_pixel_input(model, x, m))
+    if pred.shape[-1] == PIXEL_LEVELS:
+        if "levels" not in docs:
+            raise ValueError("a 256-way pixel decoder (lm_loss ce) needs the grey levels: the batch has no 'levels'")
+        return pixel_level_loss(pred, docs["levels"], m)
     if pred.shape[-1] != 1:
-        raise ValueError(f"pixel reconstruction expects one output per token (L1), got {pred.shape[-1]}")
+        raise ValueError(f"pixel reconstruction expects one output per token (L1) or {PIXEL_LEVELS} "
+                         f"(cross-entropy over grey levels), got {pred.shape[-1]}")
     return pixel_recon_loss(pred, x, m)
 
 
 LOSSES = {"label": label_loss, "recon": spt_loss}  # the bridge's adapters for toyspt.probe.engine
 
 
-__all__ = ["PIXEL_TASKS", "normalize_pixels", "load_npy", "load_labels", "load_pixels", "spt_mask", "mask_tokens",
+__all__ = ["PIXEL_TASKS", "PIXEL_LEVELS", "pixel_levels", "pixel_level_loss",
+           "normalize_pixels", "load_npy", "load_labels", "load_pixels", "spt_mask", "mask_tokens",
            "mask_pixels", "token_recon_loss", "pixel_recon_loss", "make_batch", "make_pair_batch",
            "is_pairs", "documents", "select",
            "label_loss", "spt_loss", "LOSSES"]

@@ -12,15 +12,24 @@ import torch
 
 from toyspt.lra import listops as lo
 from toyspt.lra.checkpoint import LoadedLRA
-from toyspt.lra.inputs import PIXEL_TASKS, load_labels, load_npy, load_pixels, make_batch, make_pair_batch
+from toyspt.lra.inputs import (
+    PIXEL_TASKS,
+    load_labels,
+    load_npy,
+    load_pixels,
+    make_batch,
+    make_pair_batch,
+    pixel_levels,
+)
 
 TASKS = ("listops",) + PIXEL_TASKS + ("tokens", "retrieval")
-N_CLASSES = {"listops": 10, "image": 10, "pathfinder": 2, "retrieval": 2}  # LRA class counts (tokens: from labels)
+# class counts: LRA's, and toyspt's digits (tokens: from labels)
+N_CLASSES = {"listops": 10, "image": 10, "pathfinder": 2, "digits": 10, "retrieval": 2}
 
 
 @dataclass(frozen=True)
 class ProbeInputs:
-    task: str  # listops | image | pathfinder | tokens | retrieval
+    task: str  # listops | image | pathfinder | digits | tokens | retrieval
     n: int  # examples to read (probed and, beyond those, fitting a missing head)
     data: str | None = None  # ListOps .tsv (Source<TAB>Target) or .npy array; None: generated ListOps
     labels: str | None = None  # .npy labels for array data
@@ -113,17 +122,18 @@ def _arrays(inp: ProbeInputs, loaded: LoadedLRA) -> tuple[dict, list[str]]:
             raise ValueError("--labels FILE.npy is needed for the label loss")
         return (make_pair_batch(x, y, lengths, inp.p_mask, inp.seed),
                 [f"data: {inp.data} ({len(x)} document pairs; <pad> = {lo.PAD_ID})"])
+    levels = None
     if inp.task == "tokens":
         x = _token_ids(inp, loaded, 2, "token ids (N, T)")
         lengths = (x != lo.PAD_ID).long().cumsum(1).argmax(1) + 1  # up to the last non-<pad>
     else:
         x, _ = load_pixels(inp.data, inp.task, count=inp.n)
-        lengths = None
+        lengths, levels = None, pixel_levels(x, inp.task)  # targets of a 256-way pixel decoder
     if y is not None and len(y) != len(x):
         raise ValueError(f"{inp.labels}: {len(y)} labels for {len(x)} examples")
     if y is None:
         raise ValueError("--labels FILE.npy is needed for the label loss")
-    return make_batch(x, y, lengths, inp.p_mask, inp.seed), [f"data: {inp.data} ({len(x)} examples)"]
+    return make_batch(x, y, lengths, inp.p_mask, inp.seed, levels), [f"data: {inp.data} ({len(x)} examples)"]
 
 
 __all__ = ["TASKS", "N_CLASSES", "ProbeInputs", "probe_inputs"]

@@ -20,8 +20,10 @@ For every attention layer and head:
   (column block) and M_h = W_Q^h W_K^h^T / sqrt(d_head).
 
 A model without a classifier (an SPT checkpoint) or without a per-token decoder (a
-classifier) gets the missing head fitted on its frozen features (ridge-regularised, LBFGS)
-so both losses exist; the report's notes say so.
+classifier) gets the missing head constructed on its frozen features
+(:mod:`toyspt.lra.heads`: fitted classifiers and token decoders; for pixel classifiers
+without mask channel a zero mask column and the least-squares readout) so both losses
+exist; the report's notes say so.
 """
 from __future__ import annotations
 
@@ -35,11 +37,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
-from torch import nn
 
 from toyspt.data import directions as dr
-from toyspt.lra.inputs import LOSSES, documents, mask_pixels, mask_tokens, select
+from toyspt.lra.heads import clean_inputs, fit_missing_heads
+from toyspt.lra.inputs import LOSSES, documents, select
 from toyspt.lra.model import LRATransformer
 from toyspt.nn.activation_cache import run_with_cache
 from toyspt.probe import engine as pr
@@ -69,89 +70,6 @@ class ReportConfig:
         missing = [d for d in self.summary_directions if d not in self.directions]
         if missing:
             raise ValueError(f"summary_directions {missing} are not among the probed directions")
-
-
-# ------------------------------------------------------------------------- missing heads
-
-def clean_inputs(model: LRATransformer, x: torch.Tensor) -> torch.Tensor:
-    """Classification inputs: ids, or pixel values (+ an all-zero indicator channel)."""
-    if model.cfg.token_task or model.cfg.d_input == 1:
-        return x
-    return torch.cat([x, torch.zeros_like(x)], dim=-1)
-
-
-def _ridge_fit(head: nn.Linear, X: torch.Tensor, loss_fn, steps: int, l2: float) -> float:
-    opt = torch.optim.LBFGS(head.parameters(), max_iter=steps, line_search_fn="strong_wolfe")
-
-    def closure():
-        opt.zero_grad()
-        loss = loss_fn(head(X)) + l2 * head.weight.pow(2).sum()
-        loss.backward()
-        return loss
-
-    opt.step(closure)
-    with torch.no_grad():
-        return float(loss_fn(head(X)))
-
-
-def fit_missing_heads(model: LRATransformer, fit_batch: dict, cfg: ReportConfig = ReportConfig(),
-                      n_classes: int | None = None) -> tuple[LRATransformer, list[str]]:
-    """A copy of ``model`` with a classifier and/or token decoder fitted on frozen features
-    of ``fit_batch`` where the checkpoint has none; notes say what was fitted. The fitted
-    classifier has ``n_classes`` outputs (the task's count), never fewer than the labels
-    seen, so a small fit set cannot leave a probed label out of range."""
-    notes: list[str] = []
-    if model.head_cls is not None and model.head_rec is not None:
-        return model, notes
-    model = copy.deepcopy(model)
-    dtype = next(model.parameters()).dtype
-    d = model.cfg.d_model
-    x = fit_batch["inputs"]
-    x = x.to(dtype) if x.is_floating_point() else x
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        if model.head_cls is None:
-            if "y" not in fit_batch:
-                raise ValueError("the model has no classifier and the data has no labels to fit one")
-            with torch.no_grad():
-                X = model.features(clean_inputs(model, x), fit_batch["lengths"])
-            y = fit_batch["y"]
-            seen = int(y.max()) + 1
-            if n_classes is None:
-                n_classes = seen
-                notes.append(f"classifier classes: {seen}, from the labels seen (pass the task's "
-                             "class count to fix it)")
-            elif seen > n_classes:
-                raise ValueError(f"labels reach {seen - 1} but the task has {n_classes} classes")
-            model.head_cls = nn.Linear(X.shape[-1], n_classes).to(dtype)
-            loss = _ridge_fit(model.head_cls, X, lambda z: F.cross_entropy(z, y), cfg.fit_steps, cfg.fit_l2)
-            acc = float((model.head_cls(X).argmax(-1) == y).double().mean())
-            notes.append(f"classifier: none in the checkpoint; a linear head was fitted on frozen "
-                         f"pooled features of {len(y)} examples (train CE {loss:.3f}, acc {acc:.2f})")
-        if model.head_rec is None:
-            docs = documents(fit_batch)  # retrieval pairs: both documents
-            x, m = docs["inputs"], docs["mask"]
-            x = x.to(dtype) if x.is_floating_point() else x
-            with torch.no_grad():
-                if not model.cfg.token_task and model.cfg.d_input != 2:
-                    notes.append("per-token decoder: none, and the encoder has no mask channel "
-                                 "(a fine-tuned pixel model): reconstruction is not probed")
-                    return model.eval(), notes
-                if model.cfg.token_task:
-                    H = model.encode(mask_tokens(x, m))[m]
-                    target = x[m]
-                    out = model.cfg.n_tokens
-                    loss_fn = lambda z: F.cross_entropy(z, target)  # noqa: E731
-                else:
-                    H = model.encode(mask_pixels(x, m))[m]
-                    target = x[m][:, 0]
-                    out = 1
-                    loss_fn = lambda z: (z[:, 0] - target).abs().mean()  # noqa: E731
-            model.head_rec = nn.Linear(d, out).to(dtype)
-            loss = _ridge_fit(model.head_rec, H, loss_fn, cfg.fit_steps, cfg.fit_l2)
-            notes.append(f"per-token decoder: none in the checkpoint; a linear decoder was fitted on "
-                         f"frozen features of {int(m.sum())} masked positions (train loss {loss:.3f})")
-    return model.eval(), notes
 
 
 # ---------------------------------------------------------------------------- probes

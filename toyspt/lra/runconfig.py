@@ -130,7 +130,8 @@ FIELDS: tuple[Field, ...] = (
     Field("dataset.mlm_prob", "null or a probability; > 0: an SPT run (per-token decoder)",
           spt_prob, None, 2.0),
     Field("dataset.causal_lm", "bool; true: an SPT run (per-token decoder)", boolean, False),
-    Field("dataset.lm_loss", "null, l1 (pixels) or ce (tokens): the SPT loss probed", lm_loss, None),
+    Field("dataset.lm_loss", "null, l1 (pixels), ce (tokens; pixels: 256-way over grey levels): the SPT loss "
+          "probed", lm_loss, None),
     Field("dataset.ignore_val", "null or true: SPT loss on masked positions only", ignore_val, None),
     Field("task._name_", "'base' (no embedding rescaling; 'lm' rescales by sqrt(d))",
           one_of("base"), "base"),

@@ -189,7 +189,7 @@ def spt_prob(v, ctx):
 
 def lm_loss(v, ctx):
     if v not in (None, "l1", "ce"):
-        raise Unhonoured("honoured SPT losses: l1 (pixels), ce (tokens)")
+        raise Unhonoured("honoured SPT losses: l1 (pixels), ce (tokens, or pixels with a 256-way decoder)")
     return v
 
 

@@ -18,15 +18,13 @@ Three quantities, each available as a training callback (protocol of
   bias terms: the pure positional part of what the model computes. Row-centring removes
   what softmax ignores. It also works for ALiBi/FIRE/RoPE (whatever shapes the scores).
 * **Attention profile on data** ``A(delta)``: attention weights averaged over a fixed batch
-  of validation sequences and along each diagonal, and one **proximity index**:
-  ``PI = mean_i sum_{1<=|j-i|<=2} A_ij / mean_i (n_i / T)`` with ``n_i`` the number of such
-  neighbours of ``i``: the attention mass on the two nearest neighbours on each side
-  (self excluded) relative to uniform attention. 1 = uniform, > 1 proximity, < 1
-  anti-local. The self mass ``T * mean_i A_ii`` is recorded as ``self_index``.
+  of validation sequences and along each diagonal, the **proximity index** (attention mass on
+  the neighbours ``1 <= |j-i| <= 2``, relative to uniform: 1 uniform, > 1 proximity) and
+  ``self_index`` (:mod:`toyspt.probe.locality`; also its 2-D image neighbourhood).
 
 The ``probes`` tracker records :func:`toyspt.probe.engine.blindness` quantities (label and recon
-cosines per direction and their ratio, row heterogeneity, column-only share) every k steps
-on a fixed probe batch. :func:`make_trackers` builds trackers by name for ``RunSpec.trackers``
+cosines per direction and their ratio, row heterogeneity, column-only share) every k steps on a
+fixed probe batch. :func:`make_trackers` builds trackers by name for ``RunSpec.trackers``
 and :func:`tracker_price` says what their records cost; :func:`proximity_of` is the proximity
 index of stored weights that every figure reads (the per-run columns of ``toyspt compare``:
 :mod:`toyspt.probe.columns`).
@@ -46,6 +44,9 @@ from toyspt.nn.activation_cache import run_with_cache
 from toyspt.probe import engine as pr
 from toyspt.probe import instrument, losses
 from toyspt.probe.basin import BetaTracker, check_epochs, records_at
+from toyspt.probe.groups import group_matrices
+from toyspt.probe.locality import neighbourhood_index, proximity_index, self_index
+from toyspt.train.recipes import get_recipe
 
 PROXIMITY_WINDOW = 2  # the proximity index counts neighbours with 1 <= |i - j| <= this
 TOP_SV = 3  # singular values of W_t - W_0 recorded per matrix
@@ -102,8 +103,7 @@ def relative_displacement(state: Mapping[str, torch.Tensor], ref: Mapping[str, t
 
 
 def _is_learned_pe(model: nn.Module) -> bool:
-    pe = getattr(model, "pe", None)
-    return pe is not None and isinstance(getattr(pe, "table", None), nn.Parameter)
+    return isinstance(getattr(getattr(model, "pe", None), "table", None), nn.Parameter)
 
 
 # --------------------------------------------------------------------------------------
@@ -140,37 +140,29 @@ def positional_profile(model: nn.Module, T: int, d_in: int | None = None,
 
 def attention_maps(model: nn.Module, x: torch.Tensor, forward: Callable = _classify
                    ) -> dict[str, torch.Tensor]:
-    """``{attention module: (H, T, T)}`` attention weights averaged over the batch ``x``."""
+    """``{attention module: (H, T, T)}`` attention weights averaged over the batch ``x`` (values
+    in the model's dtype; token ids as they are)."""
     with instrument.working_model(model, None) as m:
-        A = _by_module(m, "hook_pattern", forward, x.to(next(m.parameters()).dtype))
+        A = _by_module(m, "hook_pattern", forward, x.to(next(m.parameters()).dtype) if x.is_floating_point() else x)
     return {k: a.mean(0) for k, a in A.items()}
 
 
-def proximity_index(A_HxTxT: torch.Tensor, window: int = PROXIMITY_WINDOW) -> torch.Tensor:
-    """(H,) attention mass on neighbours ``1 <= |i-j| <= window`` relative to uniform."""
-    T = A_HxTxT.shape[-1]
-    d = torch.arange(T)
-    near = ((d[None, :] - d[:, None]).abs() >= 1) & ((d[None, :] - d[:, None]).abs() <= window)
-    mass = (A_HxTxT * near).sum(-1).mean(-1)
-    return mass / (near.sum(-1).double().mean() / T).to(mass.dtype)
-
-
-def self_index(A_HxTxT: torch.Tensor) -> torch.Tensor:
-    """(H,) ``T * mean_i A_ii``: self attention relative to uniform."""
-    return A_HxTxT.diagonal(dim1=-2, dim2=-1).mean(-1) * A_HxTxT.shape[-1]
-
-
-def profile_rows(model: nn.Module, x: torch.Tensor, profiles: bool = True) -> list[dict]:
-    """Rows (name = attention module, metric, value, head[, offset]) for the proximity and
-    self index and, when ``profiles``, ``pos_score`` and ``attn_weight`` by offset."""
+def profile_rows(model: nn.Module, x: torch.Tensor, profiles: bool = True, window: int = PROXIMITY_WINDOW,
+                 grid: int = 0) -> list[dict]:
+    """Rows (name = attention module, metric, value, head[, offset]) for the proximity index
+    (neighbours within ``window``) and self index, with ``grid`` = an image's width the 2-D
+    ``neighbourhood_index`` (:mod:`toyspt.probe.locality`), and when ``profiles``, ``pos_score``
+    and ``attn_weight`` by offset."""
     T = x.shape[1]
     rows = []
     A = attention_maps(model, x)
     P = positional_profile(model, T) if profiles else {}
     for name, a in A.items():
-        for h, (pi, si) in enumerate(zip(proximity_index(a).tolist(), self_index(a).tolist())):
+        for h, (pi, si) in enumerate(zip(proximity_index(a, window).tolist(), self_index(a).tolist())):
             rows.append(dict(name=name, metric="proximity_index", value=pi, head=h))
             rows.append(dict(name=name, metric="self_index", value=si, head=h))
+        for h, ni in enumerate(neighbourhood_index(a, grid).tolist() if grid else []):
+            rows.append(dict(name=name, metric="neighbourhood_index", value=ni, head=h))
         if profiles:
             for metric, prof in (("attn_weight", diagonal_means(a)), ("pos_score", P[name])):
                 for h in range(prof.shape[0]):
@@ -182,11 +174,13 @@ def profile_rows(model: nn.Module, x: torch.Tensor, profiles: bool = True) -> li
 # --------------------------------------------------------------------------------------
 # probes over training
 
-def probe_rows(model: nn.Module, batch, directions: Sequence[str] = PROBE_DIRECTIONS) -> list[dict]:
+def probe_rows(model: nn.Module, batch, directions: Sequence[str] = PROBE_DIRECTIONS,
+               losses: Mapping[str, Callable] | None = None) -> list[dict]:
     """Rows (name = attention module, metric, value, head[, direction]) of a label/recon
     blindness probe: ``cos_label``, ``cos_recon``, ``ratio`` per direction and the
-    ``row_heterogeneity`` / ``column_share`` of each loss's score gradient."""
-    bl = pr.blindness(model, batch, list(directions), per_example=False, use_jvp=False)
+    ``row_heterogeneity`` / ``column_share`` of each loss's score gradient. ``losses``: the
+    "label" and "recon" adapters (default: the toy model's, :mod:`toyspt.probe.losses`)."""
+    bl = pr.blindness(model, batch, list(directions), losses=losses, per_example=False, use_jvp=False)
     rows = []
     for lab, rec in zip(bl.label.layers, bl.recon.layers):
         name = lab.site.rpartition(".")[0]
@@ -207,6 +201,18 @@ def probe_rows(model: nn.Module, batch, directions: Sequence[str] = PROBE_DIRECT
 # --------------------------------------------------------------------------------------
 # callbacks
 
+def phase_end(ctx, train) -> bool:
+    """Whether the epoch just finished is the last of its phase (SPT: ``pre_epochs``; labels: the
+    recipe's label epochs), for trackers recording at phase starts and ends only (``ends=1``)."""
+    return ctx.epoch == (train.pre_epochs if ctx.phase == "pretrain" else get_recipe(ctx.recipe).label_epochs(train))
+
+
+def _ends(ends, train):
+    if ends and train is None:
+        raise ValueError("ends=1 needs the run's TrainConfig (make_trackers passes it)")
+    return train if ends else None
+
+
 def _emit(ctx, rows: list[dict]) -> None:
     for r in rows:
         r = dict(r)
@@ -215,26 +221,33 @@ def _emit(ctx, rows: list[dict]) -> None:
 
 class DisplacementTracker:
     """Displacement from the phase start and from the global init, at every phase start
-    and epoch end."""
+    and epoch end (``ends=1``: at phase starts and ends only); ``groups=1`` adds the weight
+    groups of :mod:`toyspt.probe.groups` (per layer and head), from the init."""
 
-    def __init__(self, data: TaskData | None = None, top_sv: int = TOP_SV):
-        self.T = data.config.T if data is not None else None
-        self.top_sv = top_sv
+    def __init__(self, data: TaskData | None = None, top_sv: int = TOP_SV, ends: int = 0, groups: int = 0,
+                 train=None):
+        self.T = getattr(data.config, "T", None) if data is not None else None  # a learned table's rows
+        self.top_sv, self.groups, self.train = top_sv, bool(groups), _ends(ends, train)
 
     def _rows(self, ctx) -> list[dict]:
         state, lp = ctx.model.state_dict(), _is_learned_pe(ctx.model)
-        return (displacement(state, ctx.init_state, "init", lp, self.T, self.top_sv)
+        rows = (displacement(state, ctx.init_state, "init", lp, self.T, self.top_sv)
                 + displacement(state, ctx.phase_start_state, "phase", lp, self.T))
+        if self.groups:
+            H = ctx.model.cfg.n_heads
+            rows += displacement(group_matrices(state, H), group_matrices(ctx.init_state, H), "group_init")
+        return rows
 
     @staticmethod
-    def price(run: dict, at=None, **_) -> tuple[int, float, float]:  # copies and SVDs, no forward
-        return records_at(run["epochs"], at), 4e-3, 0.0
+    def price(run: dict, at=None, ends=0, **_) -> tuple[int, float, float]:  # copies and SVDs, no forward
+        return (4 if ends else records_at(run["epochs"], at)), 4e-3, 0.0
 
     def on_phase_start(self, ctx) -> None:
         _emit(ctx, self._rows(ctx))
 
     def on_epoch(self, ctx, record) -> None:
-        _emit(ctx, self._rows(ctx))
+        if self.train is None or phase_end(ctx, self.train):
+            _emit(ctx, self._rows(ctx))
 
 
 class ProfileTracker:
@@ -243,21 +256,24 @@ class ProfileTracker:
 
     bulk = ("attn_weight", "pos_score")  # per-offset profiles (2T-1 per head): a results ledger leaves them out
 
-    def __init__(self, data: TaskData, every: int = 10, n: int = PROFILE_BATCH, at=None):
-        if every <= 0:
-            raise ValueError(f"every: must be positive, got {every}")
+    def __init__(self, data: TaskData, every: int = 10, n: int = PROFILE_BATCH, at=None, ends: int = 0, train=None,
+                 **locality):  # window (proximity neighbours), grid (an image's width: the 2-D index)
+        if every <= 0 or set(locality) - {"window", "grid"}:
+            raise ValueError(f"every: must be positive, got {every}; options: window, grid, got {sorted(locality)}")
         self.x, self.every, self.at = data.val.x[:n], every, check_epochs(at)
+        self.kw, self.train = dict(dict(window=PROXIMITY_WINDOW, grid=0), **locality), _ends(ends, train)
 
     @staticmethod
-    def price(run: dict, at=None, **_) -> tuple[int, float, float]:  # a float32 forward of its batch
-        return records_at(run["epochs"], at), 2e-3, float(min(PROFILE_BATCH, run["n_val"]))
+    def price(run: dict, at=None, ends=0, n=PROFILE_BATCH, **_) -> tuple[int, float, float]:  # a float32 forward
+        return (4 if ends else records_at(run["epochs"], at)), 2e-3, float(min(int(n), run["n_val"]))
 
     def on_phase_start(self, ctx) -> None:
-        _emit(ctx, profile_rows(ctx.model, self.x, profiles=True))
+        _emit(ctx, profile_rows(ctx.model, self.x, profiles=True, **self.kw))
 
     def on_epoch(self, ctx, record) -> None:
-        if (full := ctx.epoch % self.every == 0) or self.at is None or ctx.epoch in self.at:
-            _emit(ctx, profile_rows(ctx.model, self.x, profiles=full))
+        full = ctx.epoch % self.every == 0
+        if (phase_end(ctx, self.train) if self.train is not None else full or self.at is None or ctx.epoch in self.at):
+            _emit(ctx, profile_rows(ctx.model, self.x, profiles=full, **self.kw))
 
 
 class ProbeTracker:
@@ -265,22 +281,28 @@ class ProbeTracker:
     optimizer steps, on a fixed batch of training sequences with a seeded mask."""
 
     def __init__(self, data: TaskData, every: int = 50, n: int = PROBE_BATCH, mask_rate: float = 0.5,
-                 seed: int = 0, directions: Sequence[str] = PROBE_DIRECTIONS):
+                 seed: int = 0, directions: Sequence[str] = PROBE_DIRECTIONS, ends: int = 0, train=None):
         if every <= 0:
             raise ValueError(f"every: must be positive, got {every}")
         self.batch = losses.make_batch(data.train.x[:n], data.train.y[:n], mask_rate, seed)
-        self.every, self.directions = every, tuple(directions)
+        self.every, self.directions, self.train = every, tuple(directions), _ends(ends, train)
+        recon = train.recon if train is not None else "l1"  # the run's SPT loss (ListOps: cross-entropy on tokens)
+        self.losses = {"label": losses.label_loss, "recon": losses.recon(recon)}
 
     @staticmethod
-    def price(run: dict, every=50, n=PROBE_BATCH, **_) -> tuple[int, float, float]:  # 4 float64 passes
-        return run["steps"] // max(1, int(every)) + 2, 15e-3, 8.0 * min(max(1, int(n)), run["n_train"])
+    def price(run: dict, every=50, n=PROBE_BATCH, ends=0, **_) -> tuple[int, float, float]:  # 4 float64 passes
+        return 4 if ends else run["steps"] // max(1, int(every)) + 2, 15e-3, 8.0 * min(max(1, int(n)), run["n_train"])
 
     def on_phase_start(self, ctx) -> None:
-        _emit(ctx, probe_rows(ctx.model, self.batch, self.directions))
+        _emit(ctx, probe_rows(ctx.model, self.batch, self.directions, self.losses))
 
     def on_step(self, ctx, loss: float) -> None:
-        if ctx.step % self.every == 0:
-            _emit(ctx, probe_rows(ctx.model, self.batch, self.directions))
+        if self.train is None and ctx.step % self.every == 0:
+            self.on_phase_start(ctx)
+
+    def on_epoch(self, ctx, record) -> None:
+        if self.train is not None and phase_end(ctx, self.train):
+            self.on_phase_start(ctx)
 
 
 TRACKERS: dict[str, Callable[..., Any]] = {
@@ -327,7 +349,9 @@ def tracker_price(name: str, **run: int) -> tuple[int, float, float]:
 def make_trackers(names: Sequence[str], data: TaskData, train=None) -> list:
     """Callbacks from names in :data:`TRACKERS`, optionally with integer/float options:
     ``"displacement"``, ``"profile:every=5"``, ``"probes:every=25,n=64"``, ``"beta"``, ``"beta:at=1/2/5"``
-    (profile and beta: after the epochs ``at`` only).
+    (profile and beta: after the epochs ``at`` only); ``ends=1`` (displacement, profile, probes):
+    at each phase's start and end only; ``"profile:window=1,grid=16"``: proximity within +-1 and the
+    2-D neighbourhood of a 16-wide image; ``"displacement:groups=1"``: weight groups too.
     ``train`` (the run's TrainConfig) gives the beta tracker the run's SPT mask rate; a
     ``mask_rate`` option that contradicts it is refused."""
     out = []
@@ -339,6 +363,8 @@ def make_trackers(names: Sequence[str], data: TaskData, train=None) -> list:
             if kw.get("mask_rate", train.mask_rate) != train.mask_rate:
                 raise ValueError(f"tracker {name!r}: mask_rate differs from the run's {train.mask_rate}")
             kw["mask_rate"] = train.mask_rate
+        if kw.get("ends") or (base == "probes" and train is not None):
+            kw["train"] = train  # phase ends; the probes tracker's SPT loss
         try:
             out.append(TRACKERS[base](data, **kw))
         except TypeError as e:

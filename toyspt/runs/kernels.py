@@ -4,8 +4,10 @@ record names them, and the environment that makes a later process dispatch the s
 Two libraries pick their vector kernels at run time: torch's own (ATen: ``DEFAULT``, ``AVX2``,
 ``AVX512``; capped by ``ATEN_CPU_CAPABILITY``) and oneDNN's (capped by ``ONEDNN_MAX_CPU_ISA``,
 else the best ISA the CPU offers). On an AVX-512 host, capping ATen at AVX2 alone does not
-reproduce an AVX2 host's records (oneDNN still takes AVX-512 paths); capping both does
-(docs/reproducibility.md). Runs train on one torch thread (:func:`toyspt.runs.specs.single_thread`),
+reproduce an AVX2 host's records (oneDNN still takes AVX-512 paths); capping both did on a host
+of the same CPU vendor, but not across vendors: MKL, which runs torch's float32 matrix products,
+picks its kernels by CPU model (docs/reproducibility.md). Runs train on one torch thread
+(:func:`toyspt.runs.specs.single_thread`),
 so the thread count is fixed by the code, and recorded for completeness.
 """
 from __future__ import annotations

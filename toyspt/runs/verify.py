@@ -2,9 +2,14 @@
 names (``toyspt ledger verify``; :mod:`toyspt.runs.kernels`).
 
 A record's run is retrained from nothing in a fresh process whose environment caps torch and
-oneDNN at the record's instruction sets (``ATEN_CPU_CAPABILITY``, ``ONEDNN_MAX_CPU_ISA``), so an
-AVX-512 host reproduces an AVX2 host's records; a host whose CPU does not offer the recorded
-sets is told so, and nothing is compared. A run that continues another (``spt`` continues
+oneDNN at the record's instruction sets (``ATEN_CPU_CAPABILITY``, ``ONEDNN_MAX_CPU_ISA``); a host
+whose CPU does not offer the recorded sets is told so, and nothing is compared. These caps are
+not enough across CPU models: torch's float32 matrix products go through MKL, which picks its
+kernels by CPU model, and the study's AMD EPYC (AVX2) records retrained on an Intel Xeon
+(AVX-512) host under both caps, with ``MKL_ENABLE_INSTRUCTIONS=AVX2`` too, differ from the
+second epoch on by about 1e-8 (docs/reproducibility.md). A record made on another CPU model than
+this host's is still retrained and compared, and its outcome says so (:data:`OTHER_MODEL`).
+A run that continues another (``spt`` continues
 ``spt_only``) retrains its parent first, and the parent's record, where the ledger has one, is
 compared too. Runs train as the sweep trained them, through the lockstep engine (alone first);
 a run that then differs and was trained in a lockstep group is retrained in its original
@@ -26,6 +31,8 @@ from toyspt.runs.exact import decode
 from toyspt.runs.ledger import Ledger, cpu_model
 
 MAX_SHOWN = 5  # differing numbers named per record
+OTHER_MODEL = ("made on {cpu}, this host is {here}: MKL chooses its matrix kernels by CPU model, so a "
+               "difference here may be the host's, not the record's")
 
 
 @dataclass
@@ -165,7 +172,10 @@ def verify(led: Ledger, record: dict) -> Outcome:
                        f"{record['kind']} entry computed from other entries")
     spec = _spec(record)
     label = spec.label()
-    want, assumed = kernels.recorded(record, here=cpu_model())
+    here = cpu_model()
+    want, assumed = kernels.recorded(record, here=here)
+    if record.get("cpu") != here:
+        assumed = [*assumed, OTHER_MODEL.format(cpu=record.get("cpu"), here=here)]
     env, why = kernels.environment(want) if want else (None, "the record names no kernels")
     if env is None:
         return Outcome(record["key"], label, "not verified", why, assumed)

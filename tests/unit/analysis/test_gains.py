@@ -277,3 +277,19 @@ def test_pooled_gain_pools_each_sets_mean_with_its_variance():
     ref = random_effects([x.mean() for x in d], [x.var(ddof=1) / len(x) for x in d])
     assert r["sets"] == ["A", "B", "C"] and r["estimate"] == pytest.approx(ref.estimate, rel=1e-12)
     assert (r["low"], r["high"], r["i2"]) == pytest.approx((ref.low, ref.high, ref.i2), rel=1e-9)
+
+
+def test_pooled_gain_names_sets_whose_differences_do_not_vary_and_refuses_when_too_few_vary():
+    """A set where spt equals scratch at every seed (differences exactly 0, as tiny quick runs
+    can tie) has no sampling variance: left out and named, the others pooled as without it.
+    With fewer than 2 varying sets nothing is pooled: refused, naming the constant ones."""
+    f = _table({"spt": np.linspace(0.0, 0.04, 10)}, sets=("A", "B", "C"))
+    f.loc[(f.dataset == "B") & (f.arm == "spt"), PRIMARY] += np.linspace(-0.03, 0.05, 10)
+    tied = f.copy()
+    c_spt, c_scratch = (tied.dataset == "C") & (tied.arm == "spt"), (tied.dataset == "C") & (tied.arm == "scratch")
+    tied.loc[c_spt, PRIMARY] = tied.loc[c_scratch, PRIMARY].to_numpy()
+    r = gains.pooled_gain(tied, PRIMARY)
+    assert r["sets"] == ["A", "B"] and r["constant_sets"] == ["C"]
+    assert r["estimate"] == gains.pooled_gain(f[f.dataset != "C"], PRIMARY)["estimate"]
+    with pytest.raises(ValueError, match=r"constant: \['C'\]"):
+        gains.pooled_gain(tied[tied.dataset != "A"], PRIMARY)

@@ -151,3 +151,22 @@ def test_run_spec_trackers_and_compare_columns(small_data):
     m = load_model(res)
     A = tracking.attention_maps(m, small_data.val.x[:tracking.PROFILE_BATCH])["blocks.0.attn"]
     assert pi == pytest.approx(tracking.proximity_index(A).mean().item(), rel=1e-12)
+
+
+def test_ends_records_only_at_phase_starts_and_ends():
+    """``ends=1``: displacement, profile and probes record at each phase's start and after its last
+    epoch only (SPT: pre_epochs; labels: the recipe's label epochs), with the run's SPT loss."""
+    from toyspt.data.tasks import TaskConfig, make_task
+
+    data = make_task(TaskConfig(n_train=16, n_val=8, n_test=8, T=8))
+    train = TrainConfig(epochs=3, pre_epochs=2, batch_size=8)
+    model = ModelConfig(d_in=data.train.x.shape[-1], d_model=8, n_heads=1, d_mlp=8, max_len=16)
+    names = ["displacement:ends=1,groups=1", "profile:ends=1,window=1,grid=4", "probes:ends=1,n=8"]
+    cbs = tracking.make_trackers(names, data, train)
+    res = run_recipe(RunConfig("spt", model, train), data, 0, callbacks=cbs)
+    seen = {(r["phase"], r["epoch"]) for r in res.records}
+    assert seen == {("pretrain", 0), ("pretrain", 2), ("finetune", 0), ("finetune", 3)}
+    metrics = {r["metric"] for r in res.records}
+    assert {"neighbourhood_index", "disp_group_init", "ratio"} <= metrics
+    with pytest.raises(ValueError, match="TrainConfig"):
+        tracking.make_trackers(["probes:ends=1"], data, None)
