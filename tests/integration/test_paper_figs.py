@@ -11,7 +11,8 @@ import toyspt.runs.sweeps as sweep_mod
 from toyspt.figs import FIGURES, in_tier, load
 
 DEFAULT = tuple(n for n in FIGURES if in_tier(load(n), "default"))
-STUDY_ONLY = tuple(n for n in FIGURES if not in_tier(load(n), "default"))
+STUDY_ONLY = tuple(n for n in FIGURES if in_tier(load(n), "study") and not in_tier(load(n), "default"))
+NOT_DEFAULT = tuple(n for n in FIGURES if not in_tier(load(n), "default"))  # the study's and the lra tier's
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,7 +58,7 @@ def test_quick_figures_then_warm_rerun_trains_nothing(tmp_path, training_calls):
             assert len(frame) > 0, name
     meta = json.loads((out / "metadata.json").read_text())
     assert meta["quick"] is True and meta["seeds"] == [0, 1] and set(meta["figures"]) == set(DEFAULT)
-    assert meta["tier"] == "default" and not any((out / f"{n}.png").exists() for n in STUDY_ONLY)
+    assert meta["tier"] == "default" and not any((out / f"{n}.png").exists() for n in NOT_DEFAULT)
     # every figure readable: no text drawn over another (toyspt.figs.readable)
     assert {n: meta["figures"][n]["overlapping_labels"] for n in DEFAULT} == {n: [] for n in DEFAULT}
     assert {"git_revision", "torch", "device"} <= set(meta)
@@ -122,6 +123,58 @@ def test_study_tier_figures_in_quick_mode_then_from_the_ledger_alone(tmp_path, c
     assert len(csvs) >= 8 and csvs == sorted(p.name for p in again.glob("*.csv"))
     for name in csvs:
         assert (again / name).read_bytes() == (out / name).read_bytes(), name
+
+
+def _files(folder: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_mtime_ns for p in folder.glob("*") if p.is_file()}
+
+
+def test_lra_tier_in_quick_mode_in_pieces_then_from_the_ledger_alone(tmp_path, capsys, training_calls):
+    """The lra tier's smoke version: a budget stops it with lra_claims not drawn from part of its
+    runs (and says so), the same command goes on from there, every run (SPT-only parents too) is
+    recorded in the ledger given, and with an empty cache the figure is drawn again from the
+    ledger alone, byte for byte, training nothing; the repository's figures/ is not touched."""
+    from toyspt.figs import lra_claims
+    from toyspt.lra.design import Study
+    from toyspt.runs.ledger_file import read
+
+    repo = _files(ROOT / "figures")
+    out, ledger = tmp_path / "figs", tmp_path / "lra.jsonl"
+    argv = ["--quick", "--tier", "lra", "--workers", "1", "--ledger", str(ledger), "--out", str(out)]
+    assert _paper_figs().main(argv + ["--cache", str(tmp_path / "cache"), "--budget", "1s"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("lra tier: ") and "lra_claims: " in printed and " not drawn" in printed
+    assert not (out / "lra_claims.csv").exists()
+    first = len(training_calls)
+    assert _paper_figs().main(argv + ["--cache", str(tmp_path / "cache")]) == 0
+    specs = Study.for_tier("lra", quick=True).specs()
+    keys = {s.key() for s in specs.values()} | {p.key() for s in specs.values() if (p := s.parent()) is not None}
+    assert 0 < first < len(training_calls) == len(keys)  # each run (SPT-only parents too) trained once, in two pieces
+    recorded = read(ledger.read_bytes(), "lra.jsonl")
+    assert set(recorded.good) == keys and not recorded.problems
+    table, runs = (pd.read_csv(out / f"{n}.csv") for n in ("lra_claims", "lra_claims_runs"))
+    assert list(table.columns) == lra_claims.COLUMNS and list(runs.columns) == lra_claims.RUN_COLUMNS
+    assert len(runs) == len(specs) and (table.family == "confirmatory").sum() == 9
+    meta = json.loads((out / "metadata.json").read_text())
+    assert meta["tier"] == "lra" and list(meta["figures"]) == ["lra_claims"] and meta["lockstep"] is False
+    assert meta["figures"]["lra_claims"]["overlapping_labels"] == []
+    training_calls.clear()
+    again = tmp_path / "again"
+    assert _paper_figs().main(argv[:-1] + [str(again), "--cache", str(tmp_path / "empty")]) == 0
+    assert not training_calls, "drawing from the ledger trains nothing"
+    for name in ("lra_claims.csv", "lra_claims_runs.csv"):
+        assert (again / name).read_bytes() == (out / name).read_bytes(), name
+    assert _files(ROOT / "figures") == repo
+
+
+@pytest.mark.parametrize("flags, says", [(["--seeds", "0-1"], "--seeds"), (["--compile"], "--compile"),
+                                         (["--contrast"], "--contrast"), (["--only", "accuracy"], "tier only")])
+def test_the_lra_tier_refuses_what_it_does_not_honour(tmp_path, capsys, flags, says):
+    argv = ["--tier", "lra", "--out", str(tmp_path / "o"), "--ledger", "none", *flags]
+    assert _paper_figs().main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and says in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
 
 
 def test_contrast_regime_is_drawn_on_request_in_quick_mode(tmp_path):

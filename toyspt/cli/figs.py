@@ -33,17 +33,18 @@ from toyspt.cli.flags import (
     reference_dir,
     run_main,
 )
-from toyspt.figs import CONTRAST, FIGURES, TIERS, in_tier, load
+from toyspt.figs import CONTRAST, FIGURES, STUDIES, TIERS, in_tier, load, tiers_of
 from toyspt.runs.ledger import Ledger
-from toyspt.ucr.design import LEDGER
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", default=None, help=f"comma-separated subset of {','.join(FIGURES)}")
     p.add_argument("--quick", action="store_true", help="few seeds and epochs: a smoke test, stamped QUICK")
     p.add_argument("--tier", choices=TIERS, default="default",
-                   help="the real-data study's tier: 'study' trains its powered runs (hours; the cost is printed "
-                        "before training starts) and adds the real_gain and archive_scan figures (default: default)")
+                   help="which study the job runs: 'default' and 'study' the real-data study ('study' trains its "
+                        "powered runs, hours, the cost printed before training starts, and adds the real_gain and "
+                        "archive_scan figures); 'lra' the LRA study alone (toyspt.lra.design: hours; its "
+                        "lra_claims figure) (default: default)")
     add_seeds(p, None, help="seeds, e.g. 0-4 or 0,2 (default 0-4, quick 0-1)")
     p.add_argument("--out", type=out_dir, default=None,
                    help="output directory (default figures/, quick figures-quick/)")
@@ -58,9 +59,10 @@ def add_flags(p: argparse.ArgumentParser) -> None:
                         "finished run is stored and recorded, figures whose runs are all done are drawn, and what "
                         "is left is printed with its estimated cost; the same command goes on from there")
     p.add_argument("--ledger", default=None, metavar="PATH",
-                   help=f"the results ledger of the UCR runs (default {LEDGER.path}, none with --quick; "
-                        "'none': no ledger): finished runs are recorded there, and figures are drawn from its "
-                        "records where the run cache has no entry (docs/ledger.md)")
+                   help="the results ledger of the tier's study (default: the study's, "
+                        f"{', '.join(sorted({f'{s.ledger.path} ({t})' for t, s in STUDIES.items()}))}; none with "
+                        "--quick; 'none': no ledger): finished runs are recorded there, and figures are drawn from "
+                        "its records where the run cache has no entry (docs/ledger.md)")
     add_sweep_flags(p, workers=default_workers())
     add_numerics_flag(p)
 
@@ -80,9 +82,12 @@ def duration(text: str) -> float:
 
 
 def ledger_of(args: argparse.Namespace) -> Ledger | None:
-    """The ledger the flags name (None: no ledger): the UCR study's (:data:`toyspt.ucr.design.LEDGER`)."""
-    path = args.ledger if args.ledger is not None else (None if args.quick else str(LEDGER.path))
-    return open_ledger(path, LEDGER, tier=args.tier)
+    """The ledger the flags name (None: no ledger), as the tier's study declares it
+    (:data:`toyspt.figs.STUDIES`: ``Study.ledger``, e.g. :data:`toyspt.ucr.design.LEDGER`,
+    :data:`toyspt.lra.design.LEDGER`): by default the study's own file, none with ``--quick``."""
+    study = STUDIES[args.tier].ledger
+    path = args.ledger if args.ledger is not None else (None if args.quick else str(study.path))
+    return open_ledger(path, study, tier=args.tier)
 
 
 def select(only: str | None, tier: str = "default") -> tuple[str, ...]:
@@ -98,8 +103,8 @@ def select(only: str | None, tier: str = "default") -> tuple[str, ...]:
         raise ValueError(f"--only: unknown figure(s) {unknown}; figures are {', '.join(FIGURES)}")
     other = [n for n in names if not in_tier(load(n), tier)]
     if other:
-        raise ValueError(f"--only: {other[0]} is drawn in the {' or '.join(load(other[0]).TIERS)} tier only "
-                         f"(--tier {load(other[0]).TIERS[0]})")
+        tiers = tiers_of(load(other[0]))
+        raise ValueError(f"--only: {other[0]} is drawn in the {' or '.join(tiers)} tier only (--tier {tiers[0]})")
     return tuple(n for n in FIGURES if n in names)
 
 
@@ -107,11 +112,13 @@ def make(args: argparse.Namespace) -> int:
     """The figure job the flags describe (:func:`toyspt.figs.job.run_job`)."""
     from toyspt.figs.job import FigureJob, run_job
 
+    numerics = numerics_of(args)
+    STUDIES[args.tier].refuse(args.quick, args.seeds, numerics, args.contrast)  # a flag the tier's study ignores
     return run_job(FigureJob(
         names=select(args.only, args.tier), out=Path(args.out or ("figures-quick" if args.quick else "figures")),
         seeds=tuple(args.seeds or ((0, 1) if args.quick else (0, 1, 2, 3, 4))), quick=args.quick, tier=args.tier,
         contrast=(not args.quick) if args.contrast is None else args.contrast, cache=args.cache,
-        numerics=numerics_of(args), workers=args.workers, dask=args.dask, lockstep=not args.no_lockstep,
+        numerics=numerics, workers=args.workers, dask=args.dask, lockstep=not args.no_lockstep,
         recompute=args.recompute, budget=args.budget, ledger=ledger_of(args), compare_to=args.compare_to))
 
 

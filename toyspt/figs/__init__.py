@@ -27,11 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from toyspt.data.tasks import TaskConfig
+from toyspt.lra.design import Study as LRAStudy
 from toyspt.nn.model import ModelConfig
 from toyspt.runs.cache import RunCache
 from toyspt.runs.specs import RunSpec
 from toyspt.train.recipes import TrainConfig
-from toyspt.ucr.design import TIERS as DESIGN_TIERS
+from toyspt.ucr.design import Study as UCRStudy
 
 TRACKED = ("displacement", "probes:every=100,n=128")  # trackers of the tracked runs
 SGD_LR = 0.05  # SGD (momentum 0.9) learning rate of tracked SGD runs; AdamW keeps the default 1e-3
@@ -50,11 +51,16 @@ CONTRAST = ("accuracy", "proximity", "ablations", "displacement", "blindness")  
 # ``lra`` (five demo runs, ~3 CPU-minutes) comes after the toy figures and before the real data,
 # whose runs take most of the job. The contrast regime comes after all of them.
 FIGURES = ("task", "accuracy", "proximity", "ablations", "displacement", "blindness", "basin", "theory",
-           "lra", "ucr", "real_data", "real_gain", "archive_scan", "archive_small", "real_gain_splits")
+           "lra", "ucr", "real_data", "real_gain", "archive_scan", "archive_small", "real_gain_splits", "lra_claims")
 HEADLINE = "accuracy"  # the figure a reader opens first: trained first, its time measured (benchmarks/)
-# the real-data study's tiers, as its design names them (one list); a figure module may say which
-# of them draw it (``TIERS``; default: every tier)
-TIERS = tuple(DESIGN_TIERS)
+# tier -> the study a figure job of that tier runs, as each study's design names its tiers: the
+# real-data study's (default, study) and the LRA study's (lra). One study per job: its ledger, its
+# order of training, the flags it refuses (``Study.ledger``, ``Study.phase``, ``Study.refuse``)
+STUDIES = {t: study for study in (UCRStudy, LRAStudy) for t in study.tiers}
+TIERS = tuple(STUDIES)
+# a figure module may say which tiers draw it (``TIERS``); by default the real-data study's tiers,
+# which draw the toy figures too (the lra tier draws its own figure only)
+DEFAULT_TIERS = UCRStudy.tiers
 
 
 @dataclass
@@ -68,7 +74,7 @@ class FigContext:
     meta: dict[str, Any] = field(default_factory=dict)  # per-figure facts for metadata.json
     regime: str = "proximity"  # a key of REGIMES: which task the toy figures use
     numerics: str = "eager"  # the toy and UCR runs' numerics path: eager | compiled (toyspt.train.compiled)
-    tier: str = "default"  # the real-data study's tier: default | study (toyspt.ucr.design.TIERS)
+    tier: str = "default"  # the job's tier (:data:`TIERS`): default | study (real data) | lra
 
     def __post_init__(self):
         if self.regime not in REGIMES:
@@ -78,11 +84,10 @@ class FigContext:
 
     @functools.cached_property
     def study(self):
-        """The real-data study of this job (:class:`toyspt.ucr.design.Study`: its tier, quick: its
-        smoke version; the paper's sets found, once for every figure)."""
-        from toyspt.ucr.design import Study, tier
-
-        return Study.found(tier(self.tier, self.quick, self.seeds, self.numerics))
+        """The study of this job's tier (:data:`STUDIES`: :class:`toyspt.ucr.design.Study`, its
+        paper's sets found once for every figure, or :class:`toyspt.lra.design.Study`; quick: its
+        smoke version)."""
+        return STUDIES[self.tier].for_tier(self.tier, self.quick, self.seeds, self.numerics)
 
     @property
     def base(self) -> RunSpec:
@@ -128,9 +133,14 @@ class FigContext:
         return spec
 
 
+def tiers_of(mod) -> tuple[str, ...]:
+    """The tiers that draw the figure module ``mod`` (``mod.TIERS``, default: :data:`DEFAULT_TIERS`)."""
+    return tuple(getattr(mod, "TIERS", DEFAULT_TIERS))
+
+
 def in_tier(mod, tier: str) -> bool:
-    """Whether the figure module ``mod`` is drawn in ``tier`` (``mod.TIERS``, default: every tier)."""
-    return tier in getattr(mod, "TIERS", TIERS)
+    """Whether the figure module ``mod`` is drawn in ``tier`` (:func:`tiers_of`)."""
+    return tier in tiers_of(mod)
 
 
 def load(name: str):

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from toyspt.figs import CONTRAST, HEADLINE, FigContext, load, render
+from toyspt.figs import CONTRAST, HEADLINE, STUDIES, FigContext, load, render
 from toyspt.figs.metadata import Metadata, compute_by_figure, from_ledger, owners
 from toyspt.figs.schedule import Drawer, Schedule, clock
 from toyspt.runs import RunCache, RunSpec, sweep
@@ -32,7 +32,6 @@ from toyspt.runs.ledger import Ledger
 from toyspt.runs.planning import make_plan
 from toyspt.runs.store import LayeredStore
 from toyspt.runs.sweeps import Stopped, SweepOptions
-from toyspt.ucr.design import Study
 from toyspt.util import plots
 from toyspt.util.atomic import uninterrupted
 
@@ -45,7 +44,7 @@ class FigureJob:
     out: Path  # where the figures and metadata.json go
     seeds: tuple[int, ...]
     quick: bool = False  # few seeds and epochs, stamped QUICK
-    tier: str = "default"  # the real-data study's tier (toyspt.figs.TIERS)
+    tier: str = "default"  # the job's tier (toyspt.figs.TIERS): which study it runs (toyspt.figs.STUDIES)
     contrast: bool = False  # also draw the CONTRAST figures in the zero-mean regime, into out/zero_mean/
     cache: str | None = None  # the run cache's folder (None: the default)
     numerics: str = "eager"  # eager | compiled (toyspt.train.compiled)
@@ -54,7 +53,7 @@ class FigureJob:
     lockstep: bool = True
     recompute: bool = False
     budget: float | None = None  # seconds after which no run starts (None: no limit)
-    ledger: Ledger | None = None  # the results ledger of the UCR runs (None: none)
+    ledger: Ledger | None = None  # the results ledger of the tier's study (None: none)
     compare_to: Path | None = None  # a reference folder every CSV is compared with at the end
 
 
@@ -93,11 +92,13 @@ def run_job(job: FigureJob) -> int:
     every = [s for label in drawing for s in planned[label].values()]
     ledger = job.ledger
     store = cache if ledger is None else LayeredStore((cache, ledger))  # entries recorded where the ledger covers them
-    # the real-data study's order: whole comparisons first (toyspt.ucr.design.Study.phase), other runs as they come
+    # the tier's study's order (its Study.phase: the real-data study's whole comparisons first, the LRA
+    # study's whole seeds), other runs as they come
+    study = STUDIES[job.tier]
     phase: dict[str, int] = {}
     for label in drawing:
         for facts, s in planned[label].items():
-            if (ph := Study.phase(s, facts)) is not None:
+            if (ph := study.phase(s, facts)) is not None:
                 phase[s.key()] = min(phase.get(s.key(), math.inf), ph)
     with main_threads(1 if job.workers > 1 or job.dask else None):
         pl = make_plan(every, store, job.recompute)
@@ -105,7 +106,7 @@ def run_job(job: FigureJob) -> int:
         if pl.todo:
             print(cost_line(schedule, job.tier), flush=True)
         meta = Metadata(out, job.quick, dict(seeds=list(seeds), tier=job.tier, workers=job.workers, dask=job.dask,
-                                              lockstep=job.lockstep, cache=str(job.cache),
+                                              lockstep=job.lockstep and study.lockstep, cache=str(job.cache),
                                               ledger=str(ledger.path) if ledger is not None else None,
                                               budget_seconds=job.budget),
                         contrast.regime if with_contrast else None)
@@ -149,8 +150,9 @@ def run_job(job: FigureJob) -> int:
                         estimate=schedule.initial, **extra)
 
         try:
-            options = SweepOptions(workers=job.workers, dask=job.dask, lockstep=job.lockstep, desc=drawer.describe,
-                                   priority=schedule.priority)
+            # the LRA study trains seed by seed, which lockstep groups (one config over seeds) would undo
+            options = SweepOptions(workers=job.workers, dask=job.dask, lockstep=job.lockstep and study.lockstep,
+                                   desc=drawer.describe, priority=schedule.priority)
             sweep(every, store, options, on_result=drawer.add, watch=drawer, plan=pl)
         except KeyboardInterrupt:
             meta.finish(last_run(interrupted=True))  # the figures written so far, and what trained
@@ -203,7 +205,8 @@ def cost_line(schedule: Schedule, tier: str) -> str:
     cpu = f"{c['cpu_hours']:.1f} CPU-hours" if c["cpu_hours"] >= 1 else f"{c['cpu_hours'] * 60:.1f} CPU-minutes"
     wall = f"{c['wall_hours']:.1f} h" if c["wall_hours"] >= 1 else clock(c["wall_hours"] * 3600)
     runs = sum(isinstance(s, RunSpec) for s in schedule.plan.todo)
-    return (f"{'study tier' if tier == 'study' else 'plan'}: {runs} runs to train and {c['runs'] - runs} other entries "
+    what = "plan" if tier == "default" else f"{tier} tier"
+    return (f"{what}: {runs} runs to train and {c['runs'] - runs} other entries "
             f"to compute ({c['cached']} answered from the cache), about {cpu}, {wall} wall at {c['workers']} "
             f"worker{'s' if c['workers'] > 1 else ''}; {first} in about {clock(head)} ({basis})")
 

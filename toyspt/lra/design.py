@@ -24,10 +24,13 @@ alpha :data:`ALPHA`; "unchanged" = TOST equivalence within ±:data:`MARGIN`.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import ClassVar, Sequence
 
-from toyspt.lra.pilot import LISTOPS_SHORT, MODEL_1L, PF_MORE, PILOT_SEEDS
+from toyspt.lra.pilot import LISTOPS_SHORT, MODEL_1L, PF_MORE, PILOT_SEEDS, tiny
 from toyspt.lra.tasks import PIXEL_TRAIN, TOKEN_TRAIN, DigitsSource
 from toyspt.runs.arms import arm_spec
+from toyspt.runs.ledger import StudyLedger, data_kind
 from toyspt.runs.specs import RunSpec
 from toyspt.train.recipes import TrainConfig
 
@@ -113,5 +116,79 @@ def family(task: str, arm: str) -> str:
     return "confirmatory" if arm in CONFIRMATORY_ARMS else "descriptive"
 
 
+# ------------------------------------------------------------------ the study as a figure job runs it
+# (added after the pre-registration above; none of its choices changes)
+
+# the study's results ledger (docs/ledger.md): every run of the study (spt's SPT-only parents included),
+# relative to the repository root
+KINDS = ("pathfinder", "digits", "listops")  # the data kinds of the study's runs (toyspt.lra.tasks)
+LEDGER = StudyLedger(Path("figures/ledger/lra.jsonl"), kinds=KINDS)
+TIER = "lra"  # the figure job's tier that trains and draws the study: python paper_figs.py --tier lra
+QUICK_TRAIN = dict(epochs=2, pre_epochs=1, batch_size=16)  # the smoke version's training (seconds per run)
+QUICK_MODEL = dict(d_model=8, d_mlp=8)  # and its model
+
+
+def quick_tasks(seeds: Sequence[int]) -> dict[str, Task]:
+    """The study's tasks at smoke-test sizes (:func:`toyspt.lra.pilot.tiny`), every arm at ``seeds``:
+    the same design, for the tests, never recorded in the study's ledger."""
+    out = {}
+    for name, t in TASKS.items():
+        data = tiny(t.data)
+        out[name] = Task(name, data, replace(t.train, **QUICK_TRAIN), data.fit(replace(t.model, **QUICK_MODEL)),
+                         tuple(seeds), tuple(seeds))
+    return out
+
+
+@dataclass(frozen=True)
+class Study:
+    """The LRA study as one figure job sees it (``python paper_figs.py --tier lra``): its tasks
+    (quick: the smoke version at the job's seeds), its ledger, and the order its runs train in."""
+
+    tasks: dict  # task name -> Task (:data:`TASKS`, or :func:`quick_tasks`)
+    quick: bool = False  # the smoke version
+
+    ledger: ClassVar[StudyLedger] = LEDGER
+    tiers: ClassVar[tuple[str, ...]] = (TIER,)  # the figure job's tiers that run this study
+    lockstep: ClassVar[bool] = False  # no lockstep groups (one config over seeds): the order is seed by seed
+
+    @classmethod
+    def refuse(cls, quick: bool, seeds, numerics: str, contrast: bool | None) -> None:
+        """A ValueError naming the first flag of the figure job this study would not honour: its
+        seeds and numerics are pre-registered (``--seeds`` only with ``--quick``), and it draws
+        no figure of the zero-mean contrast."""
+        if seeds is not None and not quick:
+            raise ValueError("--seeds: the lra tier trains the pre-registered seeds of toyspt.lra.design "
+                             "(0-19 and 0-9); --seeds is honoured with --quick only")
+        if numerics != "eager":
+            raise ValueError("--compile: the lra tier trains with the eager numerics its pilot used; "
+                             "leave --compile out")
+        if contrast:
+            raise ValueError("--contrast: the lra tier draws no figure of the zero-mean contrast; leave it out")
+
+    @classmethod
+    def for_tier(cls, name: str, quick: bool = False, seeds: Sequence[int] = (0, 1),
+                 numerics: str = "eager") -> "Study":
+        """The study of tier ``name`` (quick: its smoke version at ``seeds``)."""
+        if name not in cls.tiers:
+            raise ValueError(f"tier: the LRA study runs in tier {TIER!r}, not {name!r}")
+        cls.refuse(True, None, numerics, None)
+        return cls(quick_tasks(seeds) if quick else TASKS, quick)
+
+    def specs(self) -> dict[tuple[str, str, int], RunSpec]:
+        """``(task, arm, seed)`` -> spec of every run of the study, in :func:`study_specs`' order."""
+        out = {}
+        for label, spec in study_specs(self.tasks).items():
+            task, arm, seed = label.split("/")
+            out[task, arm, int(seed)] = spec
+        return out
+
+    @staticmethod
+    def phase(spec, facts) -> int | None:
+        """The phase of an entry of the study: its seed, so the sweep trains seed by seed and a
+        budget leaves whole paired seeds; None for an entry of other data."""
+        return spec.seed if data_kind(spec) in KINDS else None
+
+
 __all__ = ["PRIMARY", "SECONDARY", "ALPHA", "MARGIN", "CONFIRMATORY_ARMS", "DESCRIPTIVE_ARMS", "DEPTH_ARMS", "ARMS",
-           "PAPER", "TASKS", "Task", "EPOCHS", "study_specs", "family"]
+           "PAPER", "TASKS", "Task", "EPOCHS", "study_specs", "family", "KINDS", "LEDGER", "TIER", "Study",
+           "quick_tasks"]

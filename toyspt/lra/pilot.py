@@ -65,7 +65,7 @@ def pilot_specs(quick: bool = False, stage: int = 1) -> dict[str, RunSpec]:
         epochs = EPOCHS
         model = replace(MODEL_1L, **(changes[0] if changes else {}))
         if quick:
-            data = _tiny(data)
+            data = tiny(data)
             epochs = dict(EPOCHS, epochs=2, pre_epochs=1, batch_size=16)
             model = replace(model, d_model=8, d_mlp=8, n_heads=min(model.n_heads, 2))
         model = data.fit(model)
@@ -76,7 +76,8 @@ def pilot_specs(quick: bool = False, stage: int = 1) -> dict[str, RunSpec]:
     return out
 
 
-def _tiny(data):
+def tiny(data):
+    """``data`` at the pilot's and the study's smoke-test sizes (seconds per run)."""
     if isinstance(data, DigitsSource):
         return replace(data, n_val=40, n_test=40)
     if isinstance(data, PathfinderSource):

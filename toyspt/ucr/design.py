@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 from toyspt.analysis.basin import EARLY_EPOCHS
 from toyspt.runs.arms import arm_spec
@@ -146,11 +146,26 @@ class Study:
     datasets: tuple[UCRData, ...]  # the paper's sets found here, loaded
     skipped: dict[str, str]  # the paper's sets not found -> why
 
+    ledger: ClassVar[StudyLedger] = LEDGER
+    tiers: ClassVar[tuple[str, ...]] = tuple(TIERS)  # the figure job's tiers that run this study
+    lockstep: ClassVar[bool] = True  # its runs may train in lockstep groups (one config over seeds)
+
     @classmethod
     def found(cls, t: Tier) -> "Study":
         """The study of tier ``t`` on the paper's sets this machine has (:func:`toyspt.ucr.data.available`)."""
         datasets, skipped = available(PAPER_DATASETS)
         return cls(t, tuple(datasets), skipped)
+
+    @classmethod
+    def for_tier(cls, name: str, quick: bool = False, seeds: Sequence[int] = (0, 1),
+                 numerics: str = "eager") -> "Study":
+        """The study of tier ``name`` (:func:`tier`) on the paper's sets found here."""
+        return cls.found(tier(name, quick, seeds, numerics))
+
+    @classmethod
+    def refuse(cls, quick: bool, seeds, numerics: str, contrast: bool | None) -> None:
+        """Every flag of the figure job is honoured by this study's tiers (the toy figures read
+        ``--seeds`` and ``--contrast``): nothing to refuse."""
 
     def label_specs(self, arms: Sequence[str]) -> dict:
         """``(source, arm, seed)`` -> the label run of ``arms`` on every set found, at the tier's seeds,

@@ -35,3 +35,25 @@ def test_pilot_specs_and_table():
                                spt_val_loss_last=float("nan"), spt_tail_change=float("nan"), seconds=1.5)])
     table = markdown_table(frame).splitlines()
     assert len(table) == 3 and "| 0.500 | 0.250 | 0.750 |  |  |  | 2 |" in table[2]
+
+
+def test_the_ledger_covers_every_kind_of_the_studys_runs_and_the_order_is_seed_by_seed():
+    from toyspt.lra.design import KINDS, LEDGER, Study
+    from toyspt.runs.ledger import data_kind
+
+    study = Study.for_tier("lra")
+    specs = study.specs()
+    assert {f"{t}/{a}/{s}" for t, a, s in specs} == set(study_specs())
+    assert LEDGER.kinds == KINDS and str(LEDGER.path) == "figures/ledger/lra.jsonl"
+    every = [*specs.values(), *(p for s in specs.values() if (p := s.parent()) is not None)]  # SPT-only parents too
+    assert any(s.recipe == "spt_only" for s in every)
+    assert {data_kind(s) for s in every} == set(KINDS)
+    assert all(Study.phase(s, None) == s.seed for s in every)
+    seeds = [s for _, _, s in specs]
+    assert seeds == sorted(seeds)  # a prefix of the study's order holds whole seeds
+    quick = Study.for_tier("lra", quick=True, seeds=(3, 4)).specs()
+    assert {(t, a) for t, a, _ in quick} == {(t, a) for t, a, _ in specs} and {s for *_, s in quick} == {3, 4}
+    assert Study.phase(pilot_specs(quick=True)["digits8/scratch/1000"], None) == 1000
+    from toyspt.figs import FigContext
+
+    assert Study.phase(FigContext(out=".").base, None) is None  # toy data: not the study's

@@ -1,0 +1,139 @@
+"""The lra_claims table (toyspt.figs.lra_claims) on planted per-run rows: arm - scratch paired by
+seed, the signed-rank test's direction and Holm over the 9 confirmatory rows, each verdict
+reachable, descriptive rows in their own families without a verdict, the paper's numbers on the
+primary metric only, the documented columns."""
+from types import SimpleNamespace
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+
+from toyspt.analysis.multiplicity import holm
+from toyspt.analysis.paired import paired, tost
+from toyspt.figs import lra_claims as lc
+from toyspt.lra import design
+
+matplotlib.use("Agg")
+
+SEEDS = range(10)
+# arm - scratch per seed on the primary metric, planted per (task, arm); every other row: noise
+PLANTED = {
+    ("pathfinder", "spt"): [0.10, 0.12, 0.09, 0.11, 0.13, 0.08, 0.1, 0.105, 0.095, 0.115],  # claimed +: confirmed
+    ("image", "spt"): [-0.10, -0.12, -0.09, -0.11, -0.13, -0.08, -0.1, -0.105, -0.095, -0.115],  # contradicted
+    ("listops", "frozen_attention"): [0.001, -0.002, 0.0015, 0.0, -0.001, 0.002, -0.0005, 0.001, -0.0015, 0.0005],
+    # significant alone (signed-rank p 0.012) but not after Holm over the 9, and not inside ±0.02: not resolved
+    ("image", "qk_transfer"): [0.03, 0.02, 0.025, 0.01, -0.005, 0.015, 0.02, -0.01, 0.035, 0.012],
+    ("listops", "depth2_spt"): [0.10, 0.12, 0.09, 0.11, 0.13, 0.08, 0.1, 0.105, 0.095, 0.115],  # against depth2_scratch
+}
+
+
+def _frame(seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    arms = ["scratch", *design.CONFIRMATORY_ARMS, *design.DESCRIPTIVE_ARMS, "depth2_scratch", "depth2_spt"]
+    rows = []
+    for task in design.TASKS:
+        base = 0.5 + rng.normal(0, 0.05, len(SEEDS))  # the pairing matters: scratch varies by seed
+        depth2 = base + rng.normal(0, 0.05, len(SEEDS))
+        for arm in arms:
+            own = depth2 if arm == "depth2_spt" else base
+            d = np.array(PLANTED.get((task, arm), rng.normal(0, 0.03, len(SEEDS)) if arm != "scratch" else 0.0))
+            if arm == "depth2_scratch":
+                v = depth2
+            else:
+                v = own + d
+            rows += [dict(task=task, arm=arm, seed=s, peak_val_acc=v[s], mean_test_last20=v[s] - 0.01,
+                          final_test_acc=v[s], final_train_acc=v[s], seconds=1.0) for s in SEEDS]
+    return pd.DataFrame(rows, columns=lc.RUN_COLUMNS)
+
+
+def _row(table, task, arm, metric=design.PRIMARY):
+    r = table[(table.task == task) & (table.arm == arm) & (table.metric == metric)]
+    assert len(r) == 1, (task, arm, metric)
+    return r.iloc[0]
+
+
+def test_every_verdict_is_reached_from_planted_runs():
+    t = lc.claims_table(_frame())
+    assert list(t.columns) == lc.COLUMNS
+    assert _row(t, "pathfinder", "spt").verdict == lc.CONFIRMED
+    assert _row(t, "image", "spt").verdict == lc.CONTRADICTED
+    assert _row(t, "listops", "frozen_attention").verdict == lc.EQUIVALENT
+    q = _row(t, "image", "qk_transfer")
+    assert q.p < design.ALPHA < q.p_holm and q.verdict == lc.UNRESOLVED  # Holm, not the raw p, decides
+    assert set(t[t.family == "confirmatory"].verdict) <= set(lc.VERDICTS)
+
+
+def test_confirmatory_family_is_the_nine_and_holm_is_over_them():
+    t = lc.claims_table(_frame())
+    c = t[t.family == "confirmatory"]
+    assert len(c) == 9 and set(c.metric) == {design.PRIMARY} and set(c.arm) == set(design.CONFIRMATORY_ARMS)
+    assert (c.holm_m == 9).all() and np.allclose(c.p_holm, holm(c.p.to_numpy()))
+    for r in c.itertuples():  # direction and p are the signed-rank test's, the interval the t test's
+        d = _frame().pivot_table(index="seed", columns=["task", "arm"], values=design.PRIMARY)
+        diff = (d[r.task, r.arm] - d[r.task, "scratch"]).to_numpy()
+        p = paired(diff)
+        assert r.p == p.rank.p and r.direction == p.direction and np.isclose(r.mean_diff, diff.mean())
+        assert np.isclose(r.ci_low, p.t.low) and np.isclose(r.tost_p, tost(diff, design.MARGIN).p)
+        assert r.n_seeds == 10
+
+
+def test_descriptive_rows_have_their_own_families_and_no_verdict():
+    t = lc.claims_table(_frame())
+    d = t[t.family == "descriptive"]
+    assert (d.verdict == "").all() and "confirmatory" not in set(d.holm_family)
+    # the secondary metric: every arm descriptive, the paper's number (about peak validation) left empty
+    sec = t[t.metric == design.SECONDARY]
+    assert (sec.family == "descriptive").all() and sec.paper_value.isna().all()
+    for fam, g in d.groupby("holm_family"):
+        assert np.allclose(g.p_holm, holm(g.p.to_numpy())), fam
+    # depth-2 SPT against depth-2 scratch, not against the 1-layer scratch
+    r = _row(t, "listops", "depth2_spt")
+    assert r.base == "depth2_scratch" and np.isclose(r.mean_diff, np.mean(PLANTED["listops", "depth2_spt"]))
+    assert _row(t, "pathfinder", "no_attention").base == "scratch"
+
+
+def test_the_papers_numbers_and_claims():
+    t = lc.claims_table(_frame())
+    assert np.isclose(_row(t, "pathfinder", "spt").paper_value, 0.85 - 0.67)
+    assert _row(t, "listops", "frozen_attention").paper_value == 0.0
+    assert np.isnan(_row(t, "listops", "spt").paper_value)
+    assert lc.claim("listops", "frozen_attention") == 0 and lc.claim("pathfinder", "frozen_attention") == -1
+    assert lc.claim("listops", "spt") == 1 and lc.claim("image", "no_attention") is None
+
+
+@pytest.mark.parametrize("sign, direction, p_holm, tost_p, expected", [
+    (1, 1, 0.01, 0.9, lc.CONFIRMED), (-1, -1, 0.01, 0.9, lc.CONFIRMED), (1, -1, 0.01, 0.9, lc.CONTRADICTED),
+    (0, 1, 0.01, 0.9, lc.CONTRADICTED), (0, -1, 0.049, 0.01, lc.CONTRADICTED), (0, 1, 0.2, 0.01, lc.EQUIVALENT),
+    (1, 1, 0.06, 0.01, lc.EQUIVALENT), (1, 1, 0.06, 0.2, lc.UNRESOLVED), (1, 0, 0.01, float("nan"), lc.UNRESOLVED),
+    (1, 1, float("nan"), float("nan"), lc.UNRESOLVED)])
+def test_verdict_rule(sign, direction, p_holm, tost_p, expected):
+    assert lc.verdict(sign, direction, p_holm, tost_p) == expected
+
+
+def test_a_confirmatory_row_needs_a_claim():
+    with pytest.raises(ValueError, match="claim"):
+        lc.verdict(None, 1, 0.01, 0.5)
+
+
+def test_run_frame_keeps_the_studys_order_and_every_metric():
+    res = lambda v: SimpleNamespace(summary=dict(peak_val_acc=v, mean_test_last20=v / 2, final_test_acc=v,  # noqa: E731
+                                                 final_train_acc=v), seconds=2.0)
+    runs = {("pathfinder", "scratch", 0): res(0.5), ("pathfinder", "spt", 0): res(0.6),
+            ("image", "scratch", 0): res(0.7), ("pathfinder", "scratch", 1): res(0.55)}
+    f = lc.run_frame(runs)
+    assert list(f.columns) == lc.RUN_COLUMNS
+    assert list(zip(f.task, f.arm, f.seed)) == [("pathfinder", "scratch", 0), ("pathfinder", "scratch", 1),
+                                                ("pathfinder", "spt", 0), ("image", "scratch", 0)]
+    assert f.mean_test_last20.tolist() == [0.25, 0.275, 0.3, 0.35]
+
+
+def test_draw_writes_both_tables_from_the_runs(tmp_path):
+    frame = _frame()
+    runs = {(r.task, r.arm, r.seed): SimpleNamespace(summary={m: getattr(r, m) for m in lc.METRICS},
+                                                     seconds=r.seconds) for r in frame.itertuples()}
+    ctx = SimpleNamespace(meta={}, quick=True)
+    fig, tables = lc.draw(ctx, runs)
+    assert set(tables) == {lc.NAME, f"{lc.NAME}_runs"} and len(tables[f"{lc.NAME}_runs"]) == len(frame)
+    assert ctx.meta[lc.NAME]["holm_m"] == 9 and ctx.meta[lc.NAME]["verdicts"]["pathfinder/spt"] == lc.CONFIRMED
+    assert len(fig.axes) == len(design.TASKS)

@@ -1,0 +1,55 @@
+"""The LRA study's progress (toyspt.lra.progress) from planted ledger lines: runs and their
+SPT-only parents counted once, whole seeds, measured seconds per group, and the remaining cost
+from the measured means only (a group with nothing measured counted apart)."""
+from types import SimpleNamespace
+
+import pytest
+
+from toyspt.lra.design import Study
+from toyspt.lra.progress import entries, main, progress
+from toyspt.runs.ledger_file import Line
+
+
+def _ledger(recorded: dict[str, float]):
+    lines = {k: Line(i + 1, dict(seconds=s, cpu="planted cpu")) for i, (k, s) in enumerate(recorded.items())}
+    return SimpleNamespace(path="planted.jsonl", lines=lambda: lines)
+
+
+def test_progress_counts_entries_seeds_and_the_remaining_cost():
+    study = Study.for_tier("lra", quick=True, seeds=(0, 1))
+    every = entries(study)
+    groups = {g for g, _ in every.values()}
+    assert {"listops/spt_only", "listops/spt_only_mask50", "image/depth2_spt_only", "image/spt"} <= groups
+    assert len(every) == len({s.key() for s in study.specs().values()} | set(every))  # each entry once
+    seed0 = {k: 10.0 for k, (g, s) in every.items() if s.seed == 0}
+    seed0[next(k for k, (g, s) in every.items() if g == "pathfinder/scratch" and s.seed == 1)] = 30.0
+    p = progress(_ledger(seed0), study)
+    assert p["whole_seeds"] == [0] and p["n_whole_seeds"] == 1 and p["hosts"] == ["planted cpu"]
+    assert p["recorded"] == len(seed0) and p["entries"] == len(every) and p["runs"] == len(study.specs())
+    assert p["cpu_seconds"] == pytest.approx(10.0 * (len(seed0) - 1) + 30.0)
+    assert p["groups"]["pathfinder/scratch"]["mean_seconds"] == pytest.approx(20.0)
+    want = sum((g["planned"] - g["recorded"]) * g["mean_seconds"] for g in p["groups"].values())
+    assert p["remaining_cpu_hours"] * 3600 == pytest.approx(want) and p["unmeasured_entries"] == 0
+    only = {k: 5.0 for k, (g, s) in every.items() if g == "image/scratch"}
+    q = progress(_ledger(only), study)
+    assert q["unmeasured_entries"] == len(every) - len(only) and q["remaining_cpu_hours"] == 0.0
+    assert q["whole_seeds"] == []
+
+
+def test_a_missing_ledger_is_one_error_line(tmp_path, capsys):
+    assert main(["--ledger", str(tmp_path / "none.jsonl")]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_the_committed_status_is_what_the_committed_ledger_gives():
+    """docs/lra_study.json (quoted by docs/lra.md's Status) is the progress of figures/ledger/lra.jsonl."""
+    import json
+    from pathlib import Path
+
+    from toyspt.lra.design import LEDGER
+
+    root = Path(__file__).resolve().parents[3]
+    ledger = LEDGER.open(root / LEDGER.path, warn=lambda m: None)
+    want = json.loads(json.dumps(progress(ledger)))
+    want["ledger"] = str(LEDGER.path)
+    assert json.loads((root / "docs" / "lra_study.json").read_text()) == want

@@ -1,0 +1,94 @@
+"""How much of the LRA study its ledger records, and what the rest costs by the seconds measured
+(docs/lra.md, "Status"): ``python -m toyspt.lra.progress [--ledger PATH] [--json OUT]``.
+
+Every entry the study trains (its runs, :meth:`toyspt.lra.design.Study.specs`, and the SPT-only
+runs they continue) belongs to a group, ``task/arm`` (a parent: ``task/spt_only``,
+``task/depth2_spt_only``, ``task/spt_only_mask50``). Per group: entries planned and recorded, and
+the CPU-seconds of the recorded ones (a continued run's own phases only, as the ledger keeps
+them). The remaining cost is the mean measured seconds of each group times its entries not yet
+recorded; a group with nothing measured is counted apart (``unmeasured_entries``), never guessed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from toyspt.lra.design import LEDGER, TASKS, Study
+
+
+def _group(task: str, spec) -> str:
+    depth = f"depth{spec.model.n_layers}_" if spec.model.n_layers > 1 else ""
+    mask = spec.train.mask_rate
+    mask_tag = "" if mask == TASKS[task].train.mask_rate else f"_mask{round(mask * 100)}"
+    return f"{task}/{depth}{spec.recipe}{mask_tag}"
+
+
+def entries(study: Study) -> dict[str, tuple[str, object]]:
+    """key -> (group, spec) of every entry the study trains, runs and their SPT-only parents."""
+    out: dict[str, tuple[str, object]] = {}
+    for (task, arm, _), spec in study.specs().items():
+        out[spec.key()] = (f"{task}/{arm}", spec)
+    for (task, _, _), spec in study.specs().items():
+        parent = spec.parent()
+        if parent is not None and parent.key() not in out:
+            out[parent.key()] = (_group(task, parent), parent)
+    return out
+
+
+def progress(ledger, study: Study | None = None) -> dict:
+    """The study's progress in ``ledger`` (a :class:`toyspt.runs.ledger.Ledger`): totals, hosts,
+    whole seeds and per group planned / recorded / seconds, and the remaining cost."""
+    study = study or Study.for_tier("lra")
+    lines = ledger.lines()
+    runs = {spec.key() for spec in study.specs().values()}
+    groups: dict[str, dict] = {}
+    seeds: dict[int, list[bool]] = {}
+    for key, (group, spec) in entries(study).items():
+        g = groups.setdefault(group, dict(planned=0, recorded=0, cpu_seconds=0.0))
+        g["planned"] += 1
+        line = next((lines[s.key()] for s in (spec, *spec.alternatives()) if s.key() in lines), None)
+        seeds.setdefault(spec.seed, []).append(line is not None)
+        if line is not None:
+            g["recorded"] += 1
+            g["cpu_seconds"] += float(line.record.get("seconds") or 0.0)
+    left = unmeasured = 0
+    for g in groups.values():
+        g["mean_seconds"] = g["cpu_seconds"] / g["recorded"] if g["recorded"] else None
+        missing = g["planned"] - g["recorded"]
+        if missing and g["mean_seconds"] is None:
+            unmeasured += missing
+        elif missing:
+            left += missing * g["mean_seconds"]
+    recorded_runs = sum(1 for k in runs if k in lines)
+    total = sum(g["cpu_seconds"] for g in groups.values())
+    return dict(ledger=str(ledger.path), runs=len(runs), recorded_runs=recorded_runs, entries=sum(
+        g["planned"] for g in groups.values()), recorded=sum(g["recorded"] for g in groups.values()),
+        cpu_seconds=total, cpu_hours=total / 3600, whole_seeds=sorted(s for s, v in seeds.items() if all(v)),
+        n_whole_seeds=sum(all(v) for v in seeds.values()), remaining_cpu_hours=left / 3600,
+        unmeasured_entries=unmeasured,
+        hosts=sorted({str(line.record.get("cpu")) for line in lines.values()}), groups=groups)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m toyspt.lra.progress", description=__doc__.splitlines()[0])
+    p.add_argument("--ledger", type=Path, default=LEDGER.path, help=f"the study's ledger (default {LEDGER.path})")
+    p.add_argument("--json", type=Path, default=None, help="write the progress there as JSON")
+    args = p.parse_args(argv)
+    if not args.ledger.is_file():
+        print(f"error: {args.ledger}: no such ledger file", file=sys.stderr)
+        return 2
+    out = progress(LEDGER.open(args.ledger, warn=lambda m: print(f"ledger: {m}", file=sys.stderr)))
+    text = json.dumps(out, indent=1) + "\n"
+    if args.json is not None:
+        args.json.write_text(text)
+    print(f"{out['recorded_runs']} of {out['runs']} runs recorded ({out['recorded']} of {out['entries']} entries, "
+          f"SPT-only parents included), {out['cpu_hours']:.2f} CPU-hours; whole seeds {out['whole_seeds']}; "
+          f"about {out['remaining_cpu_hours']:.1f} CPU-hours left by the measured seconds"
+          f" (+{out['unmeasured_entries']} entries not measured yet)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
