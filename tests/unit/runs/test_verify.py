@@ -95,3 +95,19 @@ def test_differences_compare_every_number_by_its_text():
     assert differences({"a": [1, 2.0]}, {"a": [1, 2.0]}) == []
     assert differences({"a": [1, 2.0]}, {"a": [1, 2]}) == ["/a[1]: 2.0 -> 2"]
     assert differences({"a": 1}, {"b": 1}) == ["/a: missing from the retrained entry", "/b: not in the record"]
+
+
+def test_a_record_of_a_kind_registered_above_the_data_layer_is_retrained(tmp_path):
+    """The retraining process is a fresh interpreter: it imports the modules that registered
+    the parent's data kinds (here the digits kind of toyspt.lra.tasks), so such a record is
+    retrained and compared, not refused with 'unknown kind'."""
+    from toyspt.lra.tasks import DigitsSource
+    from toyspt.nn.model import ModelConfig
+
+    data = DigitsSource(side=8)
+    spec = RunSpec("scratch", 0, data, model=data.fit(ModelConfig(d_model=8, n_heads=1, d_mlp=8, max_len=65)),
+                   train=TrainConfig(epochs=1, batch_size=256))
+    led = Ledger(tmp_path / "l.jsonl", kinds=("digits",), warn=lambda m: None)
+    sweep([spec], LayeredStore((RunCache(tmp_path / "cache"), led)), options=SweepOptions(progress=False))
+    out = verify(led, led.lines()[spec.key()].record)
+    assert out.status == "reproduced", out.lines()
