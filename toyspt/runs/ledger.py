@@ -72,6 +72,31 @@ def _slim(blob: dict, leave_out: Iterable[str] = (), keep: set[str] | None = Non
     return blob
 
 
+TIMING = ("seconds",)  # an entry's fields that time its computation: never compared
+
+
+def differences(recorded, got, path: str = "") -> list[str]:
+    """Every place two JSON values differ (``path: recorded -> got``), numbers compared by their text."""
+    if isinstance(recorded, dict) and isinstance(got, dict):
+        out = [f"{path}/{k}: missing from the new entry" for k in recorded if k not in got]
+        out += [f"{path}/{k}: not in the record" for k in got if k not in recorded]
+        return out + [d for k in recorded if k in got for d in differences(recorded[k], got[k], f"{path}/{k}")]
+    if isinstance(recorded, list) and isinstance(got, list):
+        if len(recorded) != len(got):
+            return [f"{path}: {len(recorded)} items recorded, {len(got)} new"]
+        return [d for i, (a, b) in enumerate(zip(recorded, got)) for d in differences(a, b, f"{path}[{i}]")]
+    a, b = json.dumps(recorded, allow_nan=False), json.dumps(got, allow_nan=False)
+    return [] if a == b else [f"{path}: {a} -> {b}"]
+
+
+def numbers(entry: dict, recorded: dict | None = None) -> dict:
+    """An entry's JSON as a record's is compared: without its timing; with ``recorded``, only the
+    tracker metrics that record kept (a record written under another ``leave_out`` still compares)."""
+    if recorded is not None and isinstance(recorded.get("records"), list):
+        entry = _slim(entry, keep={r.get("metric") for r in recorded["records"]})
+    return {k: v for k, v in entry.items() if k not in TIMING}
+
+
 def _plain(entry: Entry) -> dict:
     """``entry``'s JSON in plain types, as it is stored."""
     return json.loads(json.dumps(jsonable(entry.to_json())))
@@ -203,9 +228,9 @@ class Ledger:
     def add(self, spec: Spec, entry: Entry) -> bool:
         """Append ``spec``'s entry unless it is not covered, has no weights (read from a ledger)
         or its key is recorded already (True: appended). An entry whose numbers differ from its
-        record is not appended, and said so (the record stays). The comparison is of what the
-        record kept (the tracker metrics it holds: a record written under another ``leave_out``
-        still compares), decoded, so a cached run is checked without encoding it again."""
+        record is not appended, and said so (the record stays). The comparison is :func:`numbers`
+        (what the record kept, without the timing), decoded, so a cached run is checked without
+        encoding it again."""
         if not self.covers(spec) or isinstance(entry.tensors(), WeightsNotKept):
             return False
         self.lines()
@@ -218,11 +243,11 @@ class Ledger:
         old = self.lines().get(spec.key())
         if old is not None:
             recorded = decode(old.record["entry"])
-            kept = ({r.get("metric") for r in recorded["records"]}
-                    if isinstance(recorded.get("records"), list) else None)
-            if json.dumps(recorded, allow_nan=False) != json.dumps(_slim(_plain(entry), keep=kept), allow_nan=False):
+            diff = differences(numbers(recorded), numbers(_plain(entry), recorded))
+            if diff:
                 self.warn(f"{spec.label()} was computed again with numbers that differ from its record "
-                          f"({self.path} line {old.number}, {old.record.get('cpu')}); the record is kept")
+                          f"({self.path} line {old.number}, {old.record.get('cpu')}): {len(diff)} differ, "
+                          f"first {diff[0][:160]}; the record is kept")
             return False
         rec = self.record(spec, entry)
         number = append_line(self.path, rec, self._tally)

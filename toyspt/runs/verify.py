@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from toyspt.runs import kernels
 from toyspt.runs.exact import decode
-from toyspt.runs.ledger import Ledger, cpu_model
+from toyspt.runs.ledger import Ledger, cpu_model, differences, numbers
 
 MAX_SHOWN = 5  # differing numbers named per record
 OTHER_MODEL = ("made on {cpu}, this host is {here}: MKL chooses its matrix kernels by CPU model, so a "
@@ -51,33 +51,6 @@ class Outcome:
         head = f"{self.status}: {self.label}" + (f" (in its lockstep group of {self.group})" if self.group > 1 else "")
         out = [head] + [f"  {x}" for x in ([self.detail] if self.detail else []) + self.also]
         return out + [f"  assumed: {a}" for a in self.assumed]
-
-
-def differences(recorded, got, path: str = "") -> list[str]:
-    """Every place two JSON values differ (``path: recorded -> got``), numbers compared by their text."""
-    if isinstance(recorded, dict) and isinstance(got, dict):
-        out = [f"{path}/{k}: missing from the retrained entry" for k in recorded if k not in got]
-        out += [f"{path}/{k}: not in the record" for k in got if k not in recorded]
-        return out + [d for k in recorded if k in got for d in differences(recorded[k], got[k], f"{path}/{k}")]
-    if isinstance(recorded, list) and isinstance(got, list):
-        if len(recorded) != len(got):
-            return [f"{path}: {len(recorded)} items recorded, {len(got)} retrained"]
-        return [d for i, (a, b) in enumerate(zip(recorded, got)) for d in differences(a, b, f"{path}[{i}]")]
-    a, b = json.dumps(recorded), json.dumps(got)
-    return [] if a == b else [f"{path}: {a} -> {b}"]
-
-
-TIMING = ("seconds",)  # an entry's fields that time its computation: never compared
-
-
-def _numbers(entry: dict, recorded: dict | None = None) -> dict:
-    """The entry without its timing; with ``recorded``, only the tracker metrics that record kept
-    (a record leaves out the bulk ones, :meth:`toyspt.runs.ledger.Ledger.add` compares alike)."""
-    from toyspt.runs.ledger import _slim
-
-    if recorded is not None and isinstance(recorded.get("records"), list):
-        entry = _slim(entry, keep={r.get("metric") for r in recorded["records"]})
-    return {k: v for k, v in entry.items() if k not in TIMING}
 
 
 def _spec(record: dict):
@@ -189,11 +162,11 @@ def verify(led: Ledger, record: dict) -> Outcome:
             line = led.lines().get(k)
             if k != record["key"] and line is not None:
                 rec = decode(line.record["entry"])
-                d = differences(_numbers(rec), _numbers(entry, rec))
+                d = differences(numbers(rec), numbers(entry, rec))
                 said = "reproduced" if not d else f"differs in {len(d)} numbers"
                 also.append(f"retrained on the way, {k}: {said}")
         rec = decode(record["entry"])
-        return differences(_numbers(rec), _numbers(got[record["key"]], rec)), also
+        return differences(numbers(rec), numbers(got[record["key"]], rec)), also
 
     try:
         diff, also = attempt({})
@@ -227,4 +200,4 @@ def choose(led: Ledger, sample: int | None = None, key: str | None = None, seed:
 if __name__ == "__main__":
     _child()
 
-__all__ = ["Outcome", "differences", "lockstep_group", "retrain", "verify", "choose"]
+__all__ = ["Outcome", "lockstep_group", "retrain", "verify", "choose"]

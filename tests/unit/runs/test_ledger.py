@@ -13,7 +13,7 @@ import torch
 
 from tests.conftest import SMALL_TASK
 from toyspt.runs import RunCache, RunSpec, sweep
-from toyspt.runs.ledger import LEDGER_FORMAT, Ledger, Tally, WeightsNotKept, append_line, merge
+from toyspt.runs.ledger import LEDGER_FORMAT, Ledger, Tally, WeightsNotKept, append_line, differences, merge
 from toyspt.runs.planning import make_plan
 from toyspt.runs.store import LayeredStore
 from toyspt.runs.sweeps import Stopped, SweepOptions, Watch
@@ -283,6 +283,27 @@ def test_a_differing_recomputation_keeps_the_record_and_says_so(trained, tmp_pat
     assert not led.add(specs[0], r)
     assert len(said) == 1 and "differ from its record" in said[0]
     assert p.read_text() == (root / "ledger.jsonl").read_text()
+
+
+def test_a_recomputation_that_differs_only_in_its_timing_is_silent(trained, tmp_path):
+    """A run computed again takes other seconds: not a difference in its numbers, nothing said."""
+    root, specs, _ = trained
+    said = []
+    p = tmp_path / "l.jsonl"
+    p.write_text((root / "ledger.jsonl").read_text())
+    r = RunCache(root / "cache").load(specs[0])
+    r.seconds = r.seconds + 1.5
+    assert not toy_ledger(p, warn=said.append).add(specs[0], r) and said == []
+    r.summary = {**r.summary, "final_test_acc": -1.0}
+    assert not toy_ledger(p, warn=said.append).add(specs[0], r)
+    assert len(said) == 1 and "1 differ, first /summary/final_test_acc: " in said[0] and "-> -1.0" in said[0]
+    assert p.read_text() == (root / "ledger.jsonl").read_text()
+
+
+def test_differences_compare_every_number_by_its_text():
+    assert differences({"a": [1, 2.0]}, {"a": [1, 2.0]}) == []
+    assert differences({"a": [1, 2.0]}, {"a": [1, 2]}) == ["/a[1]: 2.0 -> 2"]
+    assert differences({"a": 1}, {"b": 1}) == ["/a: missing from the new entry", "/b: not in the record"]
 
 
 def test_the_ledger_is_a_regular_file_of_bounded_size(tmp_path):

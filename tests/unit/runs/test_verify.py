@@ -11,7 +11,7 @@ from toyspt.runs.ledger import Ledger
 from toyspt.runs.ledger_file import seal
 from toyspt.runs.store import LayeredStore
 from toyspt.runs.sweeps import SweepOptions
-from toyspt.runs.verify import choose, differences, lockstep_group, verify
+from toyspt.runs.verify import choose, lockstep_group, verify
 from toyspt.train.recipes import TrainConfig
 
 TRAIN = TrainConfig(epochs=3, pre_epochs=2, batch_size=64)
@@ -89,12 +89,6 @@ def test_records_are_chosen_by_key_or_drawn_by_seed(recorded):
     assert choose(led, sample=2, seed=3) == choose(led, sample=2, seed=3) and len(choose(led, sample=9)) == 4
     with pytest.raises(ValueError, match="no record"):
         choose(led, key="zz")
-
-
-def test_differences_compare_every_number_by_its_text():
-    assert differences({"a": [1, 2.0]}, {"a": [1, 2.0]}) == []
-    assert differences({"a": [1, 2.0]}, {"a": [1, 2]}) == ["/a[1]: 2.0 -> 2"]
-    assert differences({"a": 1}, {"b": 1}) == ["/a: missing from the retrained entry", "/b: not in the record"]
 
 
 def test_a_record_of_a_kind_registered_above_the_data_layer_is_retrained(tmp_path):
