@@ -141,28 +141,34 @@ def test_lra_tier_in_quick_mode_in_pieces_then_from_the_ledger_alone(tmp_path, c
     repo = _files(ROOT / "figures")
     out, ledger = tmp_path / "figs", tmp_path / "lra.jsonl"
     argv = ["--quick", "--tier", "lra", "--workers", "1", "--ledger", str(ledger), "--out", str(out)]
-    assert _paper_figs().main(argv + ["--cache", str(tmp_path / "cache"), "--budget", "1s"]) == 0
+    assert _paper_figs().main(argv + ["--cache", str(tmp_path / "cache"), "--budget", "5s"]) == 0  # some runs, not all
     printed = capsys.readouterr().out
     assert printed.startswith("lra tier: ") and "lra_claims: " in printed and " not drawn" in printed
     assert not (out / "lra_claims.csv").exists()
     first = len(training_calls)
     assert _paper_figs().main(argv + ["--cache", str(tmp_path / "cache")]) == 0
-    specs = Study.for_tier("lra", quick=True).specs()
-    keys = {s.key() for s in specs.values()} | {p.key() for s in specs.values() if (p := s.parent()) is not None}
+    study = Study.for_tier("lra", quick=True)
+    specs, twins = study.specs(), study.mechanism()
+    answered = {t.key() for s in twins.values() for t in s.twins()}  # a tracked twin trains its study run's run
+    alone = [s for s in specs.values() if s.key() not in answered]
+    keys = ({s.key() for s in [*twins.values(), *alone]}
+            | {p.key() for s in alone if (p := s.parent()) is not None})
     assert 0 < first < len(training_calls) == len(keys)  # each run (SPT-only parents too) trained once, in two pieces
     recorded = read(ledger.read_bytes(), "lra.jsonl")
-    assert set(recorded.good) == keys and not recorded.problems
+    assert set(recorded.good) == keys | {s.key() for s in specs.values()} and not recorded.problems
     table, runs = (pd.read_csv(out / f"{n}.csv") for n in ("lra_claims", "lra_claims_runs"))
     assert list(table.columns) == lra_claims.COLUMNS and list(runs.columns) == lra_claims.RUN_COLUMNS
     assert len(runs) == len(specs) and (table.family == "confirmatory").sum() == 9
+    probes = pd.read_csv(out / "lra_claims_probes.csv")
+    assert set(zip(probes.task, probes.arm, probes.seed)) == set(twins)
     meta = json.loads((out / "metadata.json").read_text())
-    assert meta["tier"] == "lra" and list(meta["figures"]) == ["lra_claims"] and meta["lockstep"] is False
+    assert meta["tier"] == "lra" and sorted(meta["figures"]) == ["lra_claims", "lra_mechanism"] and not meta["lockstep"]
     assert meta["figures"]["lra_claims"]["overlapping_labels"] == []
     training_calls.clear()
     again = tmp_path / "again"
     assert _paper_figs().main(argv[:-1] + [str(again), "--cache", str(tmp_path / "empty")]) == 0
     assert not training_calls, "drawing from the ledger trains nothing"
-    for name in ("lra_claims.csv", "lra_claims_runs.csv"):
+    for name in ("lra_claims.csv", "lra_claims_runs.csv", "lra_claims_probes.csv", "lra_mechanism.csv"):
         assert (again / name).read_bytes() == (out / name).read_bytes(), name
     assert _files(ROOT / "figures") == repo
 

@@ -1,8 +1,8 @@
 """The study figures redrawn from the committed ledger alone (an empty run cache, nothing
-trained) are the committed ones: every real_gain*, archive_scan*, real_gain_splits* and archive_small* CSV byte for byte, and their
-metadata entries but for when and where they were drawn. A bug that moves a published number
-fails here at once. Measured 32.5 s under pytest on the shared 2-core machine (the job alone: 15.6 s
-idle), so it runs in CI."""
+trained) are the committed ones: every real_gain*, archive_scan*, real_gain_splits* and
+archive_small* CSV byte for byte, and their metadata entries but for when and where they were
+drawn. A bug that moves a published number fails here at once. Measured 47.5 s under pytest on
+the shared 2-core machine, two training processes beside it, so it runs in CI."""
 import json
 import subprocess
 import sys

@@ -42,9 +42,9 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="few seeds and epochs: a smoke test, stamped QUICK")
     p.add_argument("--tier", choices=TIERS, default="default",
                    help="which study the job runs: 'default' and 'study' the real-data study ('study' trains its "
-                        "powered runs, hours, the cost printed before training starts, and adds the real_gain and "
-                        "archive_scan figures); 'lra' the LRA study alone (toyspt.lra.design: hours; its "
-                        "lra_claims figure) (default: default)")
+                        "powered runs, hours, the cost printed before training starts, and adds the real_gain, "
+                        "archive_scan, archive_small and real_gain_splits figures); 'lra' the LRA study alone (toyspt.lra.design: hours; its "
+                        "lra_claims and lra_mechanism figures) (default: default)")
     add_seeds(p, None, help="seeds, e.g. 0-4 or 0,2 (default 0-4, quick 0-1)")
     p.add_argument("--out", type=out_dir, default=None,
                    help="output directory (default figures/, quick figures-quick/)")

@@ -51,7 +51,8 @@ CONTRAST = ("accuracy", "proximity", "ablations", "displacement", "blindness")  
 # ``lra`` (five demo runs, ~3 CPU-minutes) comes after the toy figures and before the real data,
 # whose runs take most of the job. The contrast regime comes after all of them.
 FIGURES = ("task", "accuracy", "proximity", "ablations", "displacement", "blindness", "basin", "theory",
-           "lra", "ucr", "real_data", "real_gain", "archive_scan", "archive_small", "real_gain_splits", "lra_claims")
+           "lra", "ucr", "real_data", "real_gain", "archive_scan", "archive_small", "real_gain_splits", "lra_claims",
+           "lra_mechanism")
 HEADLINE = "accuracy"  # the figure a reader opens first: trained first, its time measured (benchmarks/)
 # tier -> the study a figure job of that tier runs, as each study's design names its tiers: the
 # real-data study's (default, study) and the LRA study's (lra). One study per job: its ledger, its

@@ -126,6 +126,7 @@ LEDGER = StudyLedger(Path("figures/ledger/lra.jsonl"), kinds=KINDS)
 TIER = "lra"  # the figure job's tier that trains and draws the study: python paper_figs.py --tier lra
 QUICK_TRAIN = dict(epochs=2, pre_epochs=1, batch_size=16)  # the smoke version's training (seconds per run)
 QUICK_MODEL = dict(d_model=8, d_mlp=8)  # and its model
+TWINS_AFTER = 1_000_000  # the tracked twins' phases: seed + this, after every study seed
 
 
 def quick_tasks(seeds: Sequence[int]) -> dict[str, Task]:
@@ -174,6 +175,19 @@ class Study:
         cls.refuse(True, None, numerics, None)
         return cls(quick_tasks(seeds) if quick else TASKS, quick)
 
+    def mechanism(self) -> dict[tuple[str, str, int], RunSpec]:
+        """``(task, arm, seed)`` -> the tracked twin (:func:`toyspt.lra.mechanism.mechanism_specs`)
+        of every study run at :data:`toyspt.lra.mechanism.MECHANISM_SEEDS` (quick: those of its seeds):
+        descriptive, outside the pre-registered family, trained after every seed of the study."""
+        from toyspt.lra.mechanism import MECHANISM_SEEDS, mechanism_specs
+
+        seeds = {s for t in self.tasks.values() for s in t.main_seeds + t.other_seeds}
+        out = {}
+        for label, spec in mechanism_specs(self.tasks, seeds=tuple(s for s in MECHANISM_SEEDS if s in seeds)).items():
+            _, task, arm, seed = label.split("/")
+            out[task, arm, int(seed)] = spec
+        return out
+
     def specs(self) -> dict[tuple[str, str, int], RunSpec]:
         """``(task, arm, seed)`` -> spec of every run of the study, in :func:`study_specs`' order."""
         out = {}
@@ -185,10 +199,13 @@ class Study:
     @staticmethod
     def phase(spec, facts) -> int | None:
         """The phase of an entry of the study: its seed, so the sweep trains seed by seed and a
-        budget leaves whole paired seeds; None for an entry of other data."""
-        return spec.seed if data_kind(spec) in KINDS else None
+        budget leaves whole paired seeds; a tracked twin (:meth:`mechanism`) after every seed of
+        the study; None for an entry of other data."""
+        if data_kind(spec) not in KINDS:
+            return None
+        return spec.seed + (TWINS_AFTER if spec.trackers else 0)
 
 
 __all__ = ["PRIMARY", "SECONDARY", "ALPHA", "MARGIN", "CONFIRMATORY_ARMS", "DESCRIPTIVE_ARMS", "DEPTH_ARMS", "ARMS",
            "PAPER", "TASKS", "Task", "EPOCHS", "study_specs", "family", "KINDS", "LEDGER", "TIER", "Study",
-           "quick_tasks"]
+           "quick_tasks", "TWINS_AFTER"]

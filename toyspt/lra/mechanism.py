@@ -178,17 +178,21 @@ def mechanism_table(rows, **labels) -> pd.DataFrame:
     return out[lead + sorted(c for c in out.columns if c not in lead)]  # columns in one order, whatever the rows
 
 
+STATES = ("init", "pretrained", "final")  # the models at_state picks out of a tracked run
+
+
 def at_state(records, state: str) -> list[dict]:
-    """A tracked run's records of one model: ``init`` (the first phase's start) or ``final``
-    (the last phase's end)."""
+    """A tracked run's records of one model: ``init`` (the first phase's start), ``pretrained``
+    (the first phase's end, where the run has a later one: SPT's model) or ``final`` (the last
+    phase's end); ``[]`` for ``pretrained`` of a one-phase run."""
+    if state not in STATES:
+        raise ValueError(f"state: one of {', '.join(STATES)}, got {state!r}")
     f = tr.records_frame(records)
-    if state == "init":
-        sel = f[(f.phase == f.phase.iloc[0]) & (f.step == f.step.min())]
-    elif state == "final":
-        last = f[f.phase == f.phase.iloc[-1]]
-        sel = last[last.step == last.step.max()]
-    else:
-        raise ValueError(f"state: init or final, got {state!r}")
+    phases = list(dict.fromkeys(f.phase))
+    if state == "pretrained" and len(phases) < 2:
+        return []
+    g = f[f.phase == (phases[-1] if state == "final" else phases[0])]
+    sel = g[g.step == (g.step.min() if state == "init" else g.step.max())]
     return sel.to_dict("records")
 
 
@@ -209,4 +213,4 @@ def mechanism_specs(tasks=None, seeds=MECHANISM_SEEDS, cfg: MechanismConfig = Me
 
 
 __all__ = ["MechanismConfig", "TaskView", "task_view", "mechanism_rows", "mechanism_trackers", "mechanism_table",
-           "at_state", "mechanism_specs", "MECHANISM_SEEDS", "MEASURES"]
+           "at_state", "mechanism_specs", "MECHANISM_SEEDS", "MEASURES", "STATES"]

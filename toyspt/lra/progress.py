@@ -7,6 +7,7 @@ runs they continue) belongs to a group, ``task/arm`` (a parent: ``task/spt_only`
 the CPU-seconds of the recorded ones (a continued run's own phases only, as the ledger keeps
 them). The remaining cost is the mean measured seconds of each group times its entries not yet
 recorded; a group with nothing measured is counted apart (``unmeasured_entries``), never guessed.
+The tracked twins of the mechanism (``twins``) are counted apart, with a lower bound on their cost.
 """
 from __future__ import annotations
 
@@ -61,6 +62,7 @@ def progress(ledger, study: Study | None = None) -> dict:
             unmeasured += missing
         elif missing:
             left += missing * g["mean_seconds"]
+    twins = _twins(study, lines, groups)
     recorded_runs = sum(1 for k in runs if k in lines)
     total = sum(g["cpu_seconds"] for g in groups.values())
     return dict(ledger=str(ledger.path), runs=len(runs), recorded_runs=recorded_runs, entries=sum(
@@ -68,7 +70,30 @@ def progress(ledger, study: Study | None = None) -> dict:
         cpu_seconds=total, cpu_hours=total / 3600, whole_seeds=sorted(s for s, v in seeds.items() if all(v)),
         n_whole_seeds=sum(all(v) for v in seeds.values()), remaining_cpu_hours=left / 3600,
         unmeasured_entries=unmeasured,
-        hosts=sorted({str(line.record.get("cpu")) for line in lines.values()}), groups=groups)
+        hosts=sorted({str(line.record.get("cpu")) for line in lines.values()}), groups=groups, twins=twins)
+
+
+def _twins(study: Study, lines: dict, groups: dict) -> dict:
+    """The tracked twins (:meth:`toyspt.lra.design.Study.mechanism`): planned, recorded, their
+    CPU-hours, and a lower bound on what the rest costs: the untracked run's and its SPT-only
+    parent's mean seconds (a twin trains both, with trackers that add to them)."""
+    recorded, seconds, floor, unmeasured = 0, 0.0, 0.0, 0
+    twins, untracked = study.mechanism(), study.specs()
+    for (task, arm, seed), spec in twins.items():
+        line = lines.get(spec.key())
+        if line is not None:
+            recorded += 1
+            seconds += float(line.record.get("seconds") or 0.0)
+            continue
+        parent = untracked[task, arm, seed].parent()
+        means = [groups.get(f"{task}/{arm}", {}).get("mean_seconds")]
+        means += [] if parent is None else [groups.get(_group(task, parent), {}).get("mean_seconds")]
+        if any(m is None for m in means):
+            unmeasured += 1
+        else:
+            floor += sum(means)
+    return dict(planned=len(twins), recorded=recorded, cpu_hours=seconds / 3600,
+                remaining_cpu_hours_at_least=floor / 3600, unmeasured=unmeasured)
 
 
 def main(argv=None) -> int:
@@ -86,7 +111,8 @@ def main(argv=None) -> int:
     print(f"{out['recorded_runs']} of {out['runs']} runs recorded ({out['recorded']} of {out['entries']} entries, "
           f"SPT-only parents included), {out['cpu_hours']:.2f} CPU-hours; whole seeds {out['whole_seeds']}; "
           f"about {out['remaining_cpu_hours']:.1f} CPU-hours left by the measured seconds"
-          f" (+{out['unmeasured_entries']} entries not measured yet)")
+          f" (+{out['unmeasured_entries']} entries not measured yet); tracked twins {out['twins']['recorded']} of "
+          f"{out['twins']['planned']}, at least {out['twins']['remaining_cpu_hours_at_least']:.1f} CPU-hours left")
     return 0
 
 

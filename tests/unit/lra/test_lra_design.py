@@ -57,3 +57,18 @@ def test_the_ledger_covers_every_kind_of_the_studys_runs_and_the_order_is_seed_b
     from toyspt.figs import FigContext
 
     assert Study.phase(FigContext(out=".").base, None) is None  # toy data: not the study's
+
+
+def test_the_tracked_twins_are_the_study_runs_at_the_mechanism_seeds_and_train_after_every_study_seed():
+    from toyspt.lra.design import TWINS_AFTER, Study
+    from toyspt.lra.mechanism import MECHANISM_SEEDS
+
+    study = Study.for_tier("lra")
+    specs, twins = study.specs(), study.mechanism()
+    assert set(twins) == {k for k in specs if k[2] in MECHANISM_SEEDS}
+    for k, twin in twins.items():
+        assert twin.trackers and specs[k] in twin.twins()  # the twin trains its study run's run
+    last = max(Study.phase(s, None) for s in specs.values())
+    assert min(Study.phase(s, None) for s in twins.values()) > last
+    assert Study.phase(twins["image", "spt", 2], None) == TWINS_AFTER + 2
+    assert set(Study.for_tier("lra", quick=True, seeds=(2, 5)).mechanism()) <= {(t, a, 2) for t, a, _ in specs}

@@ -1,0 +1,56 @@
+"""The mechanism figure of the lra tier (toyspt.figs.lra_mechanism): the rows of tracked twins at
+init, after SPT (runs that pretrain only) and at the end; frozen W_Q, W_K exactly unmoved in the
+table; the summary is the mean over the twins; the figure writes both CSVs."""
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lra"))
+from tiny_runs import task  # noqa: E402
+
+from toyspt.figs import FigContext, lra_mechanism  # noqa: E402
+from toyspt.lra.mechanism import MechanismConfig, at_state, mechanism_specs  # noqa: E402
+
+CFG = MechanismConfig(n_attention=8, n_probe=8)
+ARMS = ("scratch", "spt", "frozen_attention")
+
+
+@pytest.fixture(scope="module")
+def runs():
+    t = task("pathfinder")
+    specs = mechanism_specs({"pathfinder": t}, seeds=(0,), cfg=CFG)
+    return {("pathfinder", a, 0): specs[f"mechanism/pathfinder/{a}/0"].execute() for a in ARMS}
+
+
+def test_states_of_a_tracked_run(runs):
+    spt, scratch = runs["pathfinder", "spt", 0].records, runs["pathfinder", "scratch", 0].records
+    assert at_state(scratch, "pretrained") == []  # one phase: no SPT model
+    pre, final = at_state(spt, "pretrained"), at_state(spt, "final")
+    assert pre and {r["phase"] for r in pre} == {"pretrain"} and {r["phase"] for r in final} == {"finetune"}
+    with pytest.raises(ValueError, match="state: one of init, pretrained, final"):
+        at_state(spt, "best")
+
+
+def test_the_probe_table_and_its_summary(runs, tmp_path):
+    table = lra_mechanism.probe_table(runs)
+    assert list(table.columns[:6]) == ["task", "arm", "state", "seed", "layer", "head"]
+    states = {a: list(dict.fromkeys(table[table.arm == a].state)) for a in ARMS}
+    assert states == {"scratch": ["init", "final"], "spt": ["init", "pretrained", "final"],
+                      "frozen_attention": ["init", "final"]}
+    frozen = table[(table.arm == "frozen_attention") & (table.state == "final")]
+    assert (frozen.disp_group_init_Q == 0.0).all() and (frozen.disp_group_init_K == 0.0).all()
+    assert (table[table.state == "init"].filter(like="disp_group_init").to_numpy() == 0.0).all()
+    s = lra_mechanism.summary(table)
+    assert list(s.columns) == lra_mechanism.COLUMNS and len(s) == 7  # 3 + 2 + 2 states, one layer
+    row = s[(s.arm == "spt") & (s.state == "final")].iloc[0]
+    want = table[(table.arm == "spt") & (table.state == "final")].proximity_index.mean()
+    assert row.proximity_index == want and row.n_seeds == 1
+    assert np.isfinite(s.neighbourhood_index).all()  # an image task
+    ctx = FigContext(out=tmp_path)
+    fig, frames = lra_mechanism.draw(ctx, runs)
+    assert set(frames) == {"lra_mechanism", "lra_claims_probes"}
+    pd.testing.assert_frame_equal(frames["lra_claims_probes"], table)
+    assert ctx.meta["lra_mechanism"]["twins"] == 3

@@ -1,0 +1,102 @@
+"""Figure (lra tier): the mechanism on the LRA study's tasks (issue 43, item 6), descriptively.
+
+Per task and arm, the tracked twins of the study's runs (:meth:`toyspt.lra.design.Study.mechanism`:
+seeds :data:`toyspt.lra.mechanism.MECHANISM_SEEDS`, each training what its untracked twin
+trains, with the trackers of :func:`toyspt.lra.mechanism.mechanism_trackers`) give, per layer
+and head, at init, after SPT (``pretrained``, the runs that pretrain) and at the end: the
+proximity index (attention mass on the neighbours ``|j-i| = 1`` relative to uniform; on images
+also the 2-D neighbourhood index), the Frobenius displacement of each weight group from the init
+and the label/recon gradient ratio along the proximity directions of the scores. Does SPT learn
+proximity attention here as on the toy, is it what Q/K transfer carries, and does frozen random
+attention fail where proximity is needed? The answer is read off these rows; no test is run on
+them (three seeds, outside the pre-registered family).
+
+Writes ``lra_claims_probes.csv``: one row per twin x state x layer x head (``task, arm, state,
+seed, layer, head``, then the columns of :func:`toyspt.lra.mechanism.mechanism_table`), and
+``lra_mechanism.csv`` (:data:`COLUMNS`): per task, arm, state and layer, means over the twins.
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from toyspt.lra import design
+from toyspt.lra.mechanism import STATES, at_state, mechanism_table
+from toyspt.util.plots import color
+
+NAME = "lra_mechanism"
+CSV = "lra_claims_probes"  # the table's name (issue 43's file)
+TITLE = "The mechanism on the LRA tasks: how local attention is, and how blind the label loss is to it (tracked twins)"
+TIERS = (design.TIER,)
+RATIO = "ratio_toep_w1"  # the label/recon gradient ratio along the band |j - i| <= 1 of the scores
+COLUMNS = ["task", "arm", "state", "layer", "n_seeds", "proximity_index", "neighbourhood_index", "rel_disp_Q",
+           "rel_disp_K", "ratio"]
+MARKERS = {"init": ("o", "none"), "pretrained": ("^", None), "final": ("o", None)}  # state -> marker, face
+
+
+def specs(ctx):
+    """``(task, arm, seed)`` -> the tracked twin of the study run (:meth:`toyspt.lra.design.Study.mechanism`)."""
+    return ctx.study.mechanism()
+
+
+def probe_table(runs: dict) -> pd.DataFrame:
+    """The rows of every twin of ``{(task, arm, seed): result}`` at each of :data:`STATES` it has,
+    in the study's order (tasks, arms), then seed, state; columns in one order (missing: NaN)."""
+    parts = []
+    for (task, arm, seed), res in runs.items():
+        for state in STATES:
+            rows = at_state(res.records, state)
+            if rows:
+                parts.append(mechanism_table(rows, task=task, arm=arm, state=state, seed=seed))
+    out = pd.concat(parts, ignore_index=True)
+    lead = ["task", "arm", "state", "seed", "layer", "head"]
+    order = {k: i for i, k in enumerate(dict.fromkeys((t, a) for t, a, _ in runs))}
+    out["_o"] = [order[t, a] for t, a in zip(out.task, out.arm)]
+    out["_s"] = out.state.map(STATES.index)
+    out = out.sort_values(["_o", "seed", "_s", "layer", "head"], kind="stable").drop(columns=["_o", "_s"])
+    return out[lead + sorted(c for c in out.columns if c not in lead)].reset_index(drop=True)
+
+
+def summary(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per task x arm x state x layer (:data:`COLUMNS`): the twins' count and the mean
+    over seeds and heads of the proximity index, the relative displacement of W_Q and W_K from
+    the init, and the median over seeds and heads of the :data:`RATIO`."""
+    rows = []
+    for (t, a, s, layer), g in table.groupby(["task", "arm", "state", "layer"], sort=False):
+        nb = g.neighbourhood_index.mean() if "neighbourhood_index" in g else np.nan
+        rows.append(dict(task=t, arm=a, state=s, layer=int(layer), n_seeds=int(g.seed.nunique()),
+                         proximity_index=g.proximity_index.mean(), neighbourhood_index=nb,
+                         rel_disp_Q=g.rel_disp_group_init_Q.mean(), rel_disp_K=g.rel_disp_group_init_K.mean(),
+                         ratio=g[RATIO].median()))
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def draw(ctx, runs):
+    table = probe_table(runs)
+    ctx.meta[NAME] = dict(quick=ctx.quick, twins=len(runs), ratio=RATIO, descriptive=True)
+    tasks = list(dict.fromkeys(table.task))
+    fig, axes = plt.subplots(2, max(1, len(tasks)), figsize=(4.2 * max(1, len(tasks)), 7.0), squeeze=False)
+    for j, task in enumerate(tasks):
+        g = table[table.task == task]
+        rows = list(dict.fromkeys(zip(g.arm, g.layer)))
+        y = {r: len(rows) - 1 - i for i, r in enumerate(rows)}
+        for (arm, layer, state), h in g.groupby(["arm", "layer", "state"], sort=False):
+            marker, face = MARKERS[state]
+            c = color("spt") if state != "init" else "0.5"
+            for ax, col in ((axes[0, j], "proximity_index"), (axes[1, j], RATIO)):
+                v = h[col].to_numpy(float)
+                ax.plot(v, np.full(len(v), y[arm, layer]) + {"init": -0.2, "pretrained": 0.0, "final": 0.2}[state],
+                        marker=marker, ls="none", ms=4, color=c, mfc=face or c, alpha=0.8)
+        labels = [f"{a}" + (f" L{layer}" if g[g.arm == a].layer.max() > 0 else "") for a, layer in rows]
+        for ax in axes[:, j]:
+            ax.set_yticks(list(y.values()), labels, fontsize=6)
+        axes[0, j].axvline(1.0, color="0.5", lw=0.8)
+        axes[0, j].set_title(f"{task} ({g.seed.nunique()} seeds)", fontsize=8)
+        axes[0, j].set_xlabel("proximity index (|j-i| = 1, relative to uniform)", fontsize=7)
+        axes[1, j].set_xscale("log")
+        axes[1, j].set_xlabel(f"label/recon gradient ratio ({RATIO.removeprefix('ratio_')})", fontsize=7)
+    fig.suptitle(f"{TITLE}\nopen grey: init; triangle: after SPT; filled: end of training (per seed; descriptive)",
+                 fontsize=8)
+    fig.tight_layout()
+    return fig, {NAME: summary(table), CSV: table}
