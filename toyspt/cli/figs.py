@@ -43,8 +43,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tier", choices=TIERS, default="default",
                    help="which study the job runs: 'default' and 'study' the real-data study ('study' trains its "
                         "powered runs, hours, the cost printed before training starts, and adds the real_gain, "
-                        "archive_scan, archive_small and real_gain_splits figures); 'lra' the LRA study alone (toyspt.lra.design: hours; its "
-                        "lra_claims and lra_mechanism figures) (default: default)")
+                        "archive_scan, archive_small and real_gain_splits figures); 'lra' the LRA study alone "
+                        "(toyspt.lra.design: hours; its lra_claims and lra_mechanism figures) (default: default)")
     add_seeds(p, None, help="seeds, e.g. 0-4 or 0,2 (default 0-4, quick 0-1)")
     p.add_argument("--out", type=out_dir, default=None,
                    help="output directory (default figures/, quick figures-quick/)")
