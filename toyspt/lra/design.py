@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar, Sequence
 
+from toyspt.lra.mechanism import MECHANISM_SEEDS, MechanismConfig, mechanism_trackers, task_view
 from toyspt.lra.pilot import LISTOPS_SHORT, MODEL_1L, PF_MORE, PILOT_SEEDS, tiny
 from toyspt.lra.tasks import PIXEL_TRAIN, TOKEN_TRAIN, DigitsSource
 from toyspt.runs.arms import arm_spec
@@ -103,6 +104,20 @@ def study_specs(tasks: dict[str, Task] | None = None) -> dict[str, RunSpec]:
     return out
 
 
+def mechanism_specs(tasks=None, seeds=MECHANISM_SEEDS, cfg: MechanismConfig = MechanismConfig()) -> dict:
+    """label ``mechanism/<task>/<arm>/<seed>`` -> the study's run (:func:`study_specs`,
+    every arm and depth) of ``seeds``, with :func:`mechanism_trackers`: the tracked twins whose
+    records the figure draws the mechanism from (a tracked run trains alone, SPT phase included,
+    and its trackers never touch the run's generators, so it trains what its untracked twin trains)."""
+    tasks = tasks or TASKS
+    out = {}
+    for label, spec in study_specs(tasks).items():
+        task, arm, seed = label.split("/")
+        if int(seed) in seeds:
+            out[f"mechanism/{label}"] = replace(spec, trackers=mechanism_trackers(task_view(tasks[task]), cfg))
+    return out
+
+
 def _arm(name: str, base: RunSpec) -> RunSpec:
     if name.startswith("depth2_"):
         return arm_spec(name.removeprefix("depth2_"), replace(base, model=replace(base.model, n_layers=2)))
@@ -176,11 +191,9 @@ class Study:
         return cls(quick_tasks(seeds) if quick else TASKS, quick)
 
     def mechanism(self) -> dict[tuple[str, str, int], RunSpec]:
-        """``(task, arm, seed)`` -> the tracked twin (:func:`toyspt.lra.mechanism.mechanism_specs`)
+        """``(task, arm, seed)`` -> the tracked twin (:func:`mechanism_specs`)
         of every study run at :data:`toyspt.lra.mechanism.MECHANISM_SEEDS` (quick: those of its seeds):
         descriptive, outside the pre-registered family, trained after every seed of the study."""
-        from toyspt.lra.mechanism import MECHANISM_SEEDS, mechanism_specs
-
         seeds = {s for t in self.tasks.values() for s in t.main_seeds + t.other_seeds}
         out = {}
         for label, spec in mechanism_specs(self.tasks, seeds=tuple(s for s in MECHANISM_SEEDS if s in seeds)).items():
@@ -208,4 +221,4 @@ class Study:
 
 __all__ = ["PRIMARY", "SECONDARY", "ALPHA", "MARGIN", "CONFIRMATORY_ARMS", "DESCRIPTIVE_ARMS", "DEPTH_ARMS", "ARMS",
            "PAPER", "TASKS", "Task", "EPOCHS", "study_specs", "family", "KINDS", "LEDGER", "TIER", "Study",
-           "quick_tasks", "TWINS_AFTER"]
+           "quick_tasks", "TWINS_AFTER", "mechanism_specs"]

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
@@ -196,21 +196,5 @@ def at_state(records, state: str) -> list[dict]:
     return sel.to_dict("records")
 
 
-def mechanism_specs(tasks=None, seeds=MECHANISM_SEEDS, cfg: MechanismConfig = MechanismConfig()) -> dict:
-    """label ``mechanism/<task>/<arm>/<seed>`` -> the study's run (:func:`toyspt.lra.design.study_specs`,
-    every arm and depth) of ``seeds``, with :func:`mechanism_trackers`: the tracked twins whose
-    records the figure draws the mechanism from (a tracked run trains alone, SPT phase included,
-    and its trackers never touch the run's generators, so it trains what its untracked twin trains)."""
-    from toyspt.lra.design import TASKS, study_specs
-
-    tasks = tasks or TASKS
-    out = {}
-    for label, spec in study_specs(tasks).items():
-        task, arm, seed = label.split("/")
-        if int(seed) in seeds:
-            out[f"mechanism/{label}"] = replace(spec, trackers=mechanism_trackers(task_view(tasks[task]), cfg))
-    return out
-
-
 __all__ = ["MechanismConfig", "TaskView", "task_view", "mechanism_rows", "mechanism_trackers", "mechanism_table",
-           "at_state", "mechanism_specs", "MECHANISM_SEEDS", "MEASURES", "STATES"]
+           "at_state", "MECHANISM_SEEDS", "MEASURES", "STATES"]

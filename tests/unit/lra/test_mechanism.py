@@ -11,12 +11,11 @@ import torch
 from tiny_runs import SOURCES, task, tiny_run
 
 from toyspt.lra.convert import to_lra
-from toyspt.lra.design import TASKS, study_specs
+from toyspt.lra.design import TASKS, mechanism_specs, study_specs
 from toyspt.lra.mechanism import (
     MechanismConfig,
     at_state,
     mechanism_rows,
-    mechanism_specs,
     mechanism_table,
     mechanism_trackers,
     task_view,
