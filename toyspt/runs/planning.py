@@ -93,7 +93,10 @@ class Plan:
 
     def needs(self, spec: Spec) -> list[Spec]:
         """The todo specs that must train before ``spec`` (one of the asked specs) is answered:
-        the run answering it and every run that one continues, nearest first."""
+        the run answering it and every run that one continues, nearest first; none when its
+        answer is at hand (a todo run that would store it again, a tracked twin, is not waited for)."""
+        if self.answer[spec.key()].key() in self.done:
+            return []
         if getattr(self, "_by_key", None) is None or len(self._by_key) != len(self.todo):
             self._by_key = {s.key(): s for s in self.todo}
         by_key = self._by_key

@@ -1,0 +1,28 @@
+"""Planning a sweep (toyspt.runs.planning): what must train before an asked spec is answered."""
+from dataclasses import replace
+
+from tests.conftest import SMALL_TASK
+from toyspt.runs import RunCache, RunSpec, sweep
+from toyspt.runs.ledger import Ledger
+from toyspt.runs.planning import make_plan
+from toyspt.runs.store import LayeredStore
+from toyspt.runs.sweeps import SweepOptions
+from toyspt.train.recipes import TrainConfig
+
+SPEC = RunSpec("scratch", 0, SMALL_TASK, train=TrainConfig(epochs=1, batch_size=64))
+
+
+def test_an_answer_at_hand_waits_for_no_tracked_twin(tmp_path):
+    """A run recorded in a ledger, asked beside its tracked twin (a twin's run stores the untracked
+    run's entry too): the twin trains, since it is asked, but the run's answer is at hand, so
+    nothing must train before it (a figure of the run is not held back by the twin, and the
+    twin is not moved up to the run's place in the order)."""
+    led = Ledger(tmp_path / "l.jsonl", kinds=("toy",), warn=lambda m: None)
+    sweep([SPEC], LayeredStore((RunCache(tmp_path / "a"), led)), SweepOptions(progress=False))
+    twin = replace(SPEC, trackers=("displacement",))
+    assert SPEC in twin.twins()
+    plan = make_plan([SPEC, twin], LayeredStore((RunCache(tmp_path / "empty"), led)))
+    assert [s.key() for s in plan.todo] == [twin.key()] and SPEC.key() in plan.done
+    assert plan.needs(SPEC) == [] and [s.key() for s in plan.needs(twin)] == [twin.key()]
+    fresh = make_plan([SPEC, twin], RunCache(tmp_path / "empty2"))  # nothing at hand: the twin answers both
+    assert [s.key() for s in fresh.needs(SPEC)] == [twin.key()]
