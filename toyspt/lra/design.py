@@ -110,12 +110,13 @@ def mechanism_specs(tasks=None, seeds=MECHANISM_SEEDS, cfg: MechanismConfig = Me
     records the figure draws the mechanism from (a tracked run trains alone, SPT phase included,
     and its trackers never touch the run's generators, so it trains what its untracked twin trains)."""
     tasks = tasks or TASKS
-    out = {}
-    for label, spec in study_specs(tasks).items():
-        task, arm, seed = label.split("/")
-        if int(seed) in seeds:
-            out[f"mechanism/{label}"] = replace(spec, trackers=mechanism_trackers(task_view(tasks[task]), cfg))
-    return out
+    return {f"mechanism/{label}": _tracked(spec, tasks[label.split("/")[0]], cfg)
+            for label, spec in study_specs(tasks).items() if spec.seed in seeds}
+
+
+def _tracked(spec: RunSpec, task: Task, cfg: MechanismConfig = MechanismConfig()) -> RunSpec:
+    """``spec`` with the mechanism's trackers of ``task``: its tracked twin."""
+    return replace(spec, trackers=mechanism_trackers(task_view(task), cfg))
 
 
 def _arm(name: str, base: RunSpec) -> RunSpec:
@@ -194,12 +195,7 @@ class Study:
         """``(task, arm, seed)`` -> the tracked twin (:func:`mechanism_specs`)
         of every study run at :data:`toyspt.lra.mechanism.MECHANISM_SEEDS` (quick: those of its seeds):
         descriptive, outside the pre-registered family, trained after every seed of the study."""
-        seeds = {s for t in self.tasks.values() for s in t.main_seeds + t.other_seeds}
-        out = {}
-        for label, spec in mechanism_specs(self.tasks, seeds=tuple(s for s in MECHANISM_SEEDS if s in seeds)).items():
-            _, task, arm, seed = label.split("/")
-            out[task, arm, int(seed)] = spec
-        return out
+        return {k: _tracked(s, self.tasks[k[0]]) for k, s in self.specs().items() if k[2] in MECHANISM_SEEDS}
 
     def specs(self) -> dict[tuple[str, str, int], RunSpec]:
         """``(task, arm, seed)`` -> spec of every run of the study, in :func:`study_specs`' order."""
