@@ -10,8 +10,8 @@ page's block is not what the committed CSV renders; tests/integration/test_docs.
 page to it). :data:`TABLES` lists the tables: the default tier's paired differences
 (``ucr_paired.csv``), the study's gains with their contrasts and equivalence tests
 (``real_gain.csv``, and on seeds 20-39 alone), the seed-block tests (``real_gain_seed_block.csv``),
-the archive scan (``archive_scan.csv``) and where the Transformers stand beside two standard
-classifiers (``archive_scan_standing.csv``).
+the archive scan (``archive_scan.csv``), where the Transformers stand beside two standard
+classifiers (``archive_scan_standing.csv``) and the LRA study's claims (``lra_claims.csv``).
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from toyspt.analysis.gains import EQUIVALENCE_MARGIN
 from toyspt.analysis.seed_blocks import BLOCK_COLUMNS
 from toyspt.figs.archive_scan import REFERENCE_MARKS, STANDING_COLUMNS
 from toyspt.figs.check import read_csv
+from toyspt.lra import design as lra
 from toyspt.ucr.data import PAPER_DATASETS
 from toyspt.ucr.design import PRIMARY, STUDY_METRICS
 from toyspt.ucr.reference import PROTOCOLS, REFERENCE_CLASSIFIERS
@@ -173,6 +174,31 @@ def standing(frame: pd.DataFrame) -> str:
     return _markdown(["set", "seeds", "scratch", "spt", *(f"{REFERENCE_MARKS[b][2]} ({p})" for b, p in pairs)], body)
 
 
+def _paper(value, sign) -> str:
+    """The paper's arm - scratch as the claims table says it (its claim's sign where it gives no number)."""
+    if _num(value) != "" and value != 0:
+        return _num(value, "+.2f")
+    return "unchanged" if sign == 0 else "no number (its general claim: a gain)"
+
+
+def claims(frame: pd.DataFrame) -> str:
+    """The LRA study's confirmatory rows (``lra_claims.csv``): per claim the paper's arm - scratch,
+    the seeds, the mean paired difference [95% t], the Hodges-Lehmann estimate [95%], the
+    signed-rank test's Holm p, the TOST p within the margin, and the verdict."""
+    _need(frame, "lra_claims", ["task", "arm", "metric", "family", "n_seeds", "mean_diff", "ci_low", "ci_high", "hl",
+                                "hl_low", "hl_high", "p_holm", "tost_p", "margin", "paper_value", "claim", "wins",
+                                "ties", "losses", "arm_mean", "base_mean", "verdict"])
+    rows = frame[(frame.family == "confirmatory") & (frame.metric == lra.PRIMARY)]
+    body = [[f"{lra.CLAIMS.get(r.arm, r.arm)}: {r.task}", _paper(r.paper_value, r.claim), str(int(r.n_seeds)),
+             f"{_num(r.base_mean, '.3f')} → {_num(r.arm_mean, '.3f')}", _interval(r.mean_diff, r.ci_low, r.ci_high),
+             _interval(r.hl, r.hl_low, r.hl_high), _p(r.p_holm), _counts(r), _p(r.tost_p), r.verdict]
+            for r in rows.itertuples()]
+    m = f"±{rows.margin.iloc[0]:g}" if len(rows) else "the margin"
+    return _markdown(["claim (peak validation accuracy)", "paper (arm − scratch)", "seeds", "here: scratch → arm",
+                      "arm − scratch, mean [95% t]", "Hodges–Lehmann [95%]", "Holm p (signed-rank, of 9)", "W/T/L",
+                      f"TOST p (within {m})", "verdict"], body)
+
+
 # name -> (the CSV under the figures folder, its renderer)
 TABLES: dict[str, tuple[str, Callable[[pd.DataFrame], str]]] = {
     "ucr_paired": ("ucr_paired.csv", paired),
@@ -181,6 +207,7 @@ TABLES: dict[str, tuple[str, Callable[[pd.DataFrame], str]]] = {
     "real_gain_seed_block": ("real_gain_seed_block.csv", seed_block),
     "archive_scan": ("archive_scan.csv", archive),
     "archive_scan_standing": ("archive_scan_standing.csv", standing),
+    "lra_claims": ("lra_claims.csv", claims),
 }
 
 
@@ -248,4 +275,5 @@ def refresh(text: str, figures: Path, page: str = "page") -> str:
 
 
 __all__ = ["TABLES", "TableError", "MAX_PAGE_BYTES", "blocks", "cell", "render", "refresh",
-           "paired", "gain", "seed_block", "archive", "standing"]
+           "paired", "gain", "seed_block", "archive", "standing",
+           "claims"]

@@ -31,6 +31,7 @@ Writes ``lra_claims.csv`` (:data:`COLUMNS`, one row per task x arm x metric) and
 """
 from __future__ import annotations
 
+import json
 import math
 
 import matplotlib.pyplot as plt
@@ -56,6 +57,8 @@ TEST = "signed-rank"  # the test behind direction, p and p_holm (mean_diff and i
 CONFIRMED, CONTRADICTED, EQUIVALENT, UNRESOLVED = ("confirmed", "contradicted", "equivalent within the margin",
                                                    "not resolved")
 VERDICTS = (CONFIRMED, CONTRADICTED, EQUIVALENT, UNRESOLVED)
+META_FIELDS = ("n_seeds", "base_mean", "arm_mean", "mean_diff", "ci_low", "ci_high", "hl", "hl_low", "hl_high",
+               "p_holm", "tost_p", "verdict")  # per confirmatory row, noted in metadata.json (the README quotes them)
 GENERAL_CLAIM = {"spt": 1, "qk_transfer": 1}  # the paper's claims where it gives no number: SPT and its W_Q, W_K help
 
 
@@ -140,7 +143,8 @@ def draw(ctx, runs):
     confirm = table[table.family == "confirmatory"]
     ctx.meta[NAME] = dict(quick=ctx.quick, runs=len(frame), primary=design.PRIMARY, test=TEST, alpha=design.ALPHA,
                           margin=design.MARGIN, holm_m=int(len(confirm)),
-                          verdicts={f"{r.task}/{r.arm}": r.verdict for r in confirm.itertuples()},
+                          claims={f"{r['task']}/{r['arm']}": {k: r[k] for k in META_FIELDS}
+                                  for r in json.loads(confirm.to_json(orient="records", double_precision=15))},
                           cpu_seconds=float(frame.seconds.fillna(0).sum()))
     tasks = list(dict.fromkeys(primary.task))
     fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(4.2 * max(1, len(tasks)), 4.2), sharex=True,

@@ -119,3 +119,24 @@ def test_the_seed_block_table_reads_both_tests_and_says_when_blocks_were_sampled
                         " | 0.0124 | 0-4: +0.027 | 0.0409 | 0.16 |")
     assert "| tracked_parents (0-9) |" in lines[3] and "(200,000 blocks, sampled)" in lines[3]
     assert "|  | 0.0409 |" in lines[3]  # no consecutive block to name: blank, not 'nan'
+
+
+def test_the_lra_claims_table_has_the_nine_confirmatory_rows_with_the_papers_numbers_and_verdicts():
+    from tests.unit.figs.test_lra_claims import _frame
+    from toyspt.figs import lra_claims as lc
+    from toyspt.figs.doc_tables import claims
+
+    table = lc.claims_table(_frame())
+    lines = claims(table).splitlines()
+    assert len(lines) == 2 + 9 and "TOST p (within ±0.02)" in lines[0] and "Holm p (signed-rank, of 9)" in lines[0]
+    r = table[(table.task == "pathfinder") & (table.arm == "spt") & (table.metric == "peak_val_acc")].iloc[0]
+    want = (f"| SPT beats scratch: pathfinder | +0.18 | 10 | {r.base_mean:.3f} → {r.arm_mean:.3f} "
+            f"| {r.mean_diff:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] "
+            f"| {r.hl:+.3f} [{r.hl_low:+.3f}, {r.hl_high:+.3f}] "
+            f"| {r.p_holm:.3g} | ({r.wins}/{r.ties}/{r.losses}) | {r.tost_p:.3g} | confirmed |")
+    assert lines[2] == want
+    assert "| W_Q, W_K from SPT alone beat scratch: listops | no number (its general claim: a gain) |" in claims(table)
+    assert "| attention frozen at random init: listops | unchanged | 10 |" in claims(table)
+    assert "| attention frozen at random init: pathfinder | -0.17 |" in claims(table)
+    with pytest.raises(TableError, match="no column"):
+        claims(table.drop(columns=["verdict"]))

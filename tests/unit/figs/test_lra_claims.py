@@ -135,5 +135,5 @@ def test_draw_writes_both_tables_from_the_runs(tmp_path):
     ctx = SimpleNamespace(meta={}, quick=True)
     fig, tables = lc.draw(ctx, runs)
     assert set(tables) == {lc.NAME, f"{lc.NAME}_runs"} and len(tables[f"{lc.NAME}_runs"]) == len(frame)
-    assert ctx.meta[lc.NAME]["holm_m"] == 9 and ctx.meta[lc.NAME]["verdicts"]["pathfinder/spt"] == lc.CONFIRMED
+    assert ctx.meta[lc.NAME]["holm_m"] == 9 and ctx.meta[lc.NAME]["claims"]["pathfinder/spt"]["verdict"] == lc.CONFIRMED
     assert len(fig.axes) == len(design.TASKS)
