@@ -31,7 +31,6 @@ Writes ``lra_claims.csv`` (:data:`COLUMNS`, one row per task x arm x metric) and
 """
 from __future__ import annotations
 
-import json
 import math
 
 import matplotlib.pyplot as plt
@@ -136,6 +135,14 @@ def claims_table(frame: pd.DataFrame, alpha: float = design.ALPHA) -> pd.DataFra
     return out.reindex(columns=COLUMNS)
 
 
+def _claims_meta(confirm: pd.DataFrame) -> dict:
+    """task -> arm -> the :data:`META_FIELDS` of its confirmatory row, as plain JSON numbers."""
+    out: dict = {}
+    for r in confirm.to_dict("records"):  # Python's own numbers (exact), not numpy's
+        out.setdefault(r["task"], {})[r["arm"]] = {k: r[k] for k in META_FIELDS}
+    return out
+
+
 def draw(ctx, runs):
     frame = run_frame(runs)
     table = claims_table(frame)
@@ -143,8 +150,7 @@ def draw(ctx, runs):
     confirm = table[table.family == "confirmatory"]
     ctx.meta[NAME] = dict(quick=ctx.quick, runs=len(frame), primary=design.PRIMARY, test=TEST, alpha=design.ALPHA,
                           margin=design.MARGIN, holm_m=int(len(confirm)),
-                          claims={f"{r['task']}/{r['arm']}": {k: r[k] for k in META_FIELDS}
-                                  for r in json.loads(confirm.to_json(orient="records", double_precision=15))},
+                          claims=_claims_meta(confirm),
                           cpu_seconds=float(frame.seconds.fillna(0).sum()))
     tasks = list(dict.fromkeys(primary.task))
     fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(4.2 * max(1, len(tasks)), 4.2), sharex=True,

@@ -135,5 +135,9 @@ def test_draw_writes_both_tables_from_the_runs(tmp_path):
     ctx = SimpleNamespace(meta={}, quick=True)
     fig, tables = lc.draw(ctx, runs)
     assert set(tables) == {lc.NAME, f"{lc.NAME}_runs"} and len(tables[f"{lc.NAME}_runs"]) == len(frame)
-    assert ctx.meta[lc.NAME]["holm_m"] == 9 and ctx.meta[lc.NAME]["claims"]["pathfinder/spt"]["verdict"] == lc.CONFIRMED
+    meta = ctx.meta[lc.NAME]
+    assert meta["holm_m"] == 9 and meta["claims"]["pathfinder"]["spt"]["verdict"] == lc.CONFIRMED
+    row = _row(tables[lc.NAME], "image", "qk_transfer")
+    got = meta["claims"]["image"]["qk_transfer"]["mean_diff"]
+    assert type(got) is float and got == row.mean_diff  # exact, and a number json writes
     assert len(fig.axes) == len(design.TASKS)
