@@ -151,13 +151,16 @@ def make_plan(specs: Sequence[Spec], store: Store, recompute: bool = False) -> P
         return own[x.key()]
 
     for s in targets:
-        r = load_answer(store, s, weights=True)
+        # ``own`` keeps only a spec's own entry with its weights (what a child can continue): an
+        # alternative's entry or a ledger record answers the spec, never a parent
+        r = cached(s)
+        if r is None:
+            r = load_answer(store, s, weights=True)
         if r is None and s.key() in twin_of:
             r = repaired(s)
         if r is None:  # an entry without weights (a ledger record) answers an asked spec
             r = load_answer(store, s)
         if r is not None:
-            own[s.key()] = r
             done[s.key()] = r
     plan = Plan(answer, done, [])
     todo: dict[str, Spec] = {}
