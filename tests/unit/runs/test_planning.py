@@ -3,7 +3,7 @@ from dataclasses import replace
 
 from tests.conftest import SMALL_TASK
 from toyspt.runs import RunCache, RunSpec, sweep
-from toyspt.runs.ledger import Ledger
+from toyspt.runs.ledger import Ledger, WeightsNotKept
 from toyspt.runs.planning import make_plan
 from toyspt.runs.store import LayeredStore
 from toyspt.runs.sweeps import SweepOptions
@@ -26,3 +26,21 @@ def test_an_answer_at_hand_waits_for_no_tracked_twin(tmp_path):
     assert plan.needs(SPEC) == [] and [s.key() for s in plan.needs(twin)] == [twin.key()]
     fresh = make_plan([SPEC, twin], RunCache(tmp_path / "empty2"))  # nothing at hand: the twin answers both
     assert [s.key() for s in fresh.needs(SPEC)] == [twin.key()]
+
+
+def test_a_parent_only_a_ledger_records_is_trained_again_before_its_child(tmp_path):
+    """A run asked beside a child that continues it (scratch_matched continues scratch), the run
+    recorded in a ledger and the cache empty (a fresh machine): the record answers the run, but
+    a child needs its parent's weights, so the parent trains first and the child waits for it;
+    the sweep then completes, through workers too (they read the parent from the cache)."""
+    led = Ledger(tmp_path / "l.jsonl", kinds=("toy",), warn=lambda m: None)
+    sweep([SPEC], LayeredStore((RunCache(tmp_path / "a"), led)), SweepOptions(progress=False))
+    child = replace(SPEC, recipe="scratch_matched")
+    assert child.parent().key() == SPEC.key()
+    store = LayeredStore((RunCache(tmp_path / "fresh"), led))
+    plan = make_plan([SPEC, child], store)
+    assert isinstance(plan.done[SPEC.key()].states, WeightsNotKept)  # answered by the record
+    assert [s.key() for s in plan.todo] == [SPEC.key(), child.key()]
+    assert plan.after == {child.key(): SPEC.key()}
+    got = sweep([SPEC, child], store, SweepOptions(progress=False, workers=2))
+    assert got[1].summary and RunCache(tmp_path / "fresh").load(SPEC, weights=True) is not None
