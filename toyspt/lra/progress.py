@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 from toyspt.lra.design import LEDGER, TASKS, Study
@@ -39,8 +40,8 @@ def entries(study: Study) -> dict[str, tuple[str, object]]:
 
 
 def progress(ledger, study: Study | None = None) -> dict:
-    """The study's progress in ``ledger`` (a :class:`toyspt.runs.ledger.Ledger`): totals, hosts,
-    whole seeds and per group planned / recorded / seconds, and the remaining cost."""
+    """The study's progress in ``ledger`` (a :class:`toyspt.runs.ledger.Ledger`): totals, hosts
+    (the records' ``cpu``; ``records_by_host``: how many records each wrote), whole seeds and per group planned / recorded / seconds, and the remaining cost."""
     study = study or Study.for_tier("lra")
     lines = ledger.lines()
     runs = {spec.key() for spec in study.specs().values()}
@@ -70,7 +71,9 @@ def progress(ledger, study: Study | None = None) -> dict:
         cpu_seconds=total, cpu_hours=total / 3600, whole_seeds=sorted(s for s, v in seeds.items() if all(v)),
         n_whole_seeds=sum(all(v) for v in seeds.values()), remaining_cpu_hours=left / 3600,
         unmeasured_entries=unmeasured,
-        hosts=sorted({str(line.record.get("cpu")) for line in lines.values()}), groups=groups, twins=twins)
+        hosts=sorted({str(line.record.get("cpu")) for line in lines.values()}),
+        records_by_host=dict(sorted(Counter(str(line.record.get("cpu")) for line in lines.values()).items())),
+        groups=groups, twins=twins)
 
 
 def _twins(study: Study, lines: dict, groups: dict) -> dict:

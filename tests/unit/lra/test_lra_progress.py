@@ -25,6 +25,7 @@ def test_progress_counts_entries_seeds_and_the_remaining_cost():
     seed0[next(k for k, (g, s) in every.items() if g == "pathfinder/scratch" and s.seed == 1)] = 30.0
     p = progress(_ledger(seed0), study)
     assert p["whole_seeds"] == [0] and p["n_whole_seeds"] == 1 and p["hosts"] == ["planted cpu"]
+    assert p["records_by_host"] == {"planted cpu": len(seed0)}
     assert p["recorded"] == len(seed0) and p["entries"] == len(every) and p["runs"] == len(study.specs())
     assert p["cpu_seconds"] == pytest.approx(10.0 * (len(seed0) - 1) + 30.0)
     assert p["groups"]["pathfinder/scratch"]["mean_seconds"] == pytest.approx(20.0)
