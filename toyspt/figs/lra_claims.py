@@ -24,7 +24,10 @@ that they beat scratch), at alpha :data:`toyspt.lra.design.ALPHA`:
 * ``equivalent within the margin``: not that, and the TOST p <= alpha (arm - scratch inside
   ±MARGIN): for an "unchanged" claim this is what confirms it, for a claimed gain it says the
   gain, if any, is smaller than the margin;
-* ``not resolved``: anything else (too few seeds, or an effect neither shown nor ruled out).
+* ``not resolved``: anything else (too few seeds, or an effect neither shown nor ruled out);
+* ``not judged (scratch at chance)``: a row the pre-registration reports without a verdict
+  (:data:`toyspt.lra.design.UNJUDGED`: frozen attention on PathFinder, whose scratch was at chance
+  in the pilot); its test stays in the Holm family of 9.
 
 Writes ``lra_claims.csv`` (:data:`COLUMNS`, one row per task x arm x metric) and
 ``lra_claims_runs.csv`` (:data:`RUN_COLUMNS`, one row per run).
@@ -55,7 +58,9 @@ BASES = {"depth2_spt": "depth2_scratch"}  # the baseline of an arm (others: scra
 TEST = "signed-rank"  # the test behind direction, p and p_holm (mean_diff and its interval: the paired t test)
 CONFIRMED, CONTRADICTED, EQUIVALENT, UNRESOLVED = ("confirmed", "contradicted", "equivalent within the margin",
                                                    "not resolved")
-VERDICTS = (CONFIRMED, CONTRADICTED, EQUIVALENT, UNRESOLVED)
+NOT_JUDGED = "not judged ({})"  # filled with the reason of design.UNJUDGED
+VERDICTS = (CONFIRMED, CONTRADICTED, EQUIVALENT, UNRESOLVED,
+            *(NOT_JUDGED.format(why) for why in design.UNJUDGED.values()))
 META_FIELDS = ("n_seeds", "base_mean", "arm_mean", "mean_diff", "ci_low", "ci_high", "hl", "hl_low", "hl_high",
                "p_holm", "tost_p", "verdict")  # per confirmatory row, noted in metadata.json (the README quotes them)
 GENERAL_CLAIM = {"spt": 1, "qk_transfer": 1}  # the paper's claims where it gives no number: SPT and its W_Q, W_K help
@@ -130,8 +135,10 @@ def claims_table(frame: pd.DataFrame, alpha: float = design.ALPHA) -> pd.DataFra
     out = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in ("p_holm", "holm_m", "verdict")])
     out["p_holm"] = out.groupby("holm_family", sort=False).p.transform(lambda p: holm(p)) if len(out) else []
     out["holm_m"] = out.groupby("holm_family", sort=False).p.transform("count") if len(out) else []
-    out["verdict"] = [verdict(c, d, ph, tp, alpha) if f == "confirmatory" else ""
-                      for c, d, ph, tp, f in zip(out.claim, out.direction, out.p_holm, out.tost_p, out.family)]
+    out["verdict"] = [NOT_JUDGED.format(design.UNJUDGED[t, a]) if f == "confirmatory" and (t, a) in design.UNJUDGED
+                      else verdict(c, d, ph, tp, alpha) if f == "confirmatory" else ""
+                      for t, a, c, d, ph, tp, f in zip(out.task, out.arm, out.claim, out.direction, out.p_holm,
+                                                       out.tost_p, out.family)]
     return out.reindex(columns=COLUMNS)
 
 

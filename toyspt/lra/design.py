@@ -52,6 +52,9 @@ PAPER = {("pathfinder", "spt"): 0.85 - 0.67, ("pathfinder", "qk_transfer"): 0.70
          ("pathfinder", "frozen_attention"): 0.50 - 0.672, ("image", "spt"): 0.72 - 0.499,
          ("image", "qk_transfer"): 0.607 - 0.486, ("image", "frozen_attention"): 0.535 - 0.503,
          ("listops", "frozen_attention"): "equal"}
+# confirmatory rows the pre-registration (docs/lra.md, committed before any study seed) reports without
+# a verdict: with scratch at chance in the pilot, "frozen attention breaks PathFinder" cannot be tested
+UNJUDGED = {("pathfinder", "frozen_attention"): "scratch at chance"}
 CLAIMS = {"spt": "SPT beats scratch", "qk_transfer": "W_Q, W_K from SPT alone beat scratch",
           "frozen_attention": "attention frozen at random init"}  # a confirmatory arm's claim, in words
 
@@ -218,5 +221,5 @@ class Study:
 
 
 __all__ = ["PRIMARY", "SECONDARY", "ALPHA", "MARGIN", "CONFIRMATORY_ARMS", "DESCRIPTIVE_ARMS", "DEPTH_ARMS", "ARMS",
-           "PAPER", "CLAIMS", "TASKS", "Task", "EPOCHS", "study_specs", "family", "KINDS", "LEDGER", "TIER", "Study",
-           "quick_tasks", "TWINS_AFTER", "mechanism_specs"]
+           "PAPER", "UNJUDGED", "CLAIMS", "TASKS", "Task", "EPOCHS", "study_specs", "family", "KINDS", "LEDGER", "TIER",
+           "Study", "quick_tasks", "TWINS_AFTER", "mechanism_specs"]

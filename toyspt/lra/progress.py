@@ -41,7 +41,8 @@ def entries(study: Study) -> dict[str, tuple[str, object]]:
 
 def progress(ledger, study: Study | None = None) -> dict:
     """The study's progress in ``ledger`` (a :class:`toyspt.runs.ledger.Ledger`): totals, hosts
-    (the records' ``cpu``; ``records_by_host``: how many records each wrote), whole seeds and per group planned / recorded / seconds, and the remaining cost."""
+    (the records' ``cpu``; ``records_by_host``: how many records each wrote), whole seeds and per
+    group planned / recorded / seconds, and the remaining cost."""
     study = study or Study.for_tier("lra")
     lines = ledger.lines()
     runs = {spec.key() for spec in study.specs().values()}

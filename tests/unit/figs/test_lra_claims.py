@@ -64,6 +64,24 @@ def test_every_verdict_is_reached_from_planted_runs():
     assert set(t[t.family == "confirmatory"].verdict) <= set(lc.VERDICTS)
 
 
+def test_a_row_the_pre_registration_leaves_unjudged_gets_no_verdict_but_stays_in_holm():
+    """Frozen attention on PathFinder (scratch at chance in the pilot): planted far below scratch,
+    significant after Holm, it is still reported as measured, not confirmed; the family stays 9."""
+    assert set(design.UNJUDGED) == {("pathfinder", "frozen_attention")}
+    planted = dict(PLANTED)
+    planted["pathfinder", "frozen_attention"] = [-0.10, -0.12, -0.09, -0.11, -0.13, -0.08, -0.1, -0.105, -0.095, -0.115]
+    f = _frame()
+    rows = (f.task == "pathfinder") & (f.arm == "frozen_attention")
+    base = f[(f.task == "pathfinder") & (f.arm == "scratch")].peak_val_acc.to_numpy()
+    f.loc[rows, "peak_val_acc"] = base + np.array(planted["pathfinder", "frozen_attention"])
+    t = lc.claims_table(f)
+    r = _row(t, "pathfinder", "frozen_attention")
+    assert r.p_holm <= design.ALPHA and r.direction == -1 and lc.verdict(r.claim, r.direction, r.p_holm, r.tost_p) \
+        == lc.CONFIRMED  # what the rule alone would say
+    assert r.verdict == "not judged (scratch at chance)" and r.verdict in lc.VERDICTS
+    assert (t[t.family == "confirmatory"].holm_m == 9).all()
+
+
 def test_confirmatory_family_is_the_nine_and_holm_is_over_them():
     t = lc.claims_table(_frame())
     c = t[t.family == "confirmatory"]
