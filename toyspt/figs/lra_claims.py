@@ -62,7 +62,7 @@ NOT_JUDGED = "not judged ({})"  # filled with the reason of design.UNJUDGED
 VERDICTS = (CONFIRMED, CONTRADICTED, EQUIVALENT, UNRESOLVED,
             *(NOT_JUDGED.format(why) for why in design.UNJUDGED.values()))
 META_FIELDS = ("n_seeds", "base_mean", "arm_mean", "mean_diff", "ci_low", "ci_high", "hl", "hl_low", "hl_high",
-               "p_holm", "tost_p", "verdict")  # per confirmatory row, noted in metadata.json (the README quotes them)
+               "p_holm", "tost_p", "verdict")  # per row, noted in metadata.json (README and docs quote them)
 GENERAL_CLAIM = {"spt": 1, "qk_transfer": 1}  # the paper's claims where it gives no number: SPT and its W_Q, W_K help
 
 
@@ -142,11 +142,20 @@ def claims_table(frame: pd.DataFrame, alpha: float = design.ALPHA) -> pd.DataFra
     return out.reindex(columns=COLUMNS)
 
 
-def _claims_meta(confirm: pd.DataFrame) -> dict:
-    """task -> arm -> the :data:`META_FIELDS` of its confirmatory row, as plain JSON numbers."""
+def _claims_meta(rows: pd.DataFrame) -> dict:
+    """task -> arm -> the :data:`META_FIELDS` of its row (one per task and arm), as plain JSON numbers."""
     out: dict = {}
-    for r in confirm.to_dict("records"):  # Python's own numbers (exact), not numpy's
+    for r in rows.to_dict("records"):  # Python's own numbers (exact), not numpy's
         out.setdefault(r["task"], {})[r["arm"]] = {k: r[k] for k in META_FIELDS}
+    return out
+
+
+def _run_means(frame: pd.DataFrame) -> dict:
+    """task -> arm -> per metric of :data:`METRICS` its mean and (``<metric>_std``) standard deviation over seeds."""
+    out: dict = {}
+    for (task, arm), g in frame.groupby(["task", "arm"], sort=False):
+        out.setdefault(task, {})[arm] = {**{m: float(g[m].mean()) for m in METRICS},
+                                         **{f"{m}_std": float(g[m].std()) for m in METRICS}}
     return out
 
 
@@ -157,7 +166,10 @@ def draw(ctx, runs):
     confirm = table[table.family == "confirmatory"]
     ctx.meta[NAME] = dict(quick=ctx.quick, runs=len(frame), primary=design.PRIMARY, test=TEST, alpha=design.ALPHA,
                           margin=design.MARGIN, holm_m=int(len(confirm)),
-                          claims=_claims_meta(confirm),
+                          claims=_claims_meta(confirm),  # the confirmatory rows; the rest, for the docs to quote:
+                          descriptive=_claims_meta(primary[primary.family == "descriptive"]),
+                          secondary=_claims_meta(table[table.metric == design.SECONDARY]),
+                          run_means=_run_means(frame),
                           cpu_seconds=float(frame.seconds.fillna(0).sum()))
     tasks = list(dict.fromkeys(primary.task))
     fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(4.2 * max(1, len(tasks)), 4.2), sharex=True,

@@ -158,4 +158,12 @@ def test_draw_writes_both_tables_from_the_runs(tmp_path):
     row = _row(tables[lc.NAME], "image", "qk_transfer")
     got = meta["claims"]["image"]["qk_transfer"]["mean_diff"]
     assert type(got) is float and got == row.mean_diff  # exact, and a number json writes
+    assert meta["descriptive"]["listops"]["depth2_spt"]["mean_diff"] == _row(tables[lc.NAME], "listops",
+                                                                             "depth2_spt").mean_diff
+    assert "spt" not in meta["descriptive"]["image"] and set(meta["secondary"]["image"]) >= {"spt", "qk_transfer"}
+    assert meta["secondary"]["image"]["spt"]["ci_low"] == _row(tables[lc.NAME], "image", "spt",
+                                                               design.SECONDARY).ci_low
+    g = frame[(frame.task == "image") & (frame.arm == "spt")].final_train_acc
+    assert meta["run_means"]["image"]["spt"]["final_train_acc"] == g.mean()
+    assert meta["run_means"]["image"]["spt"]["final_train_acc_std"] == g.std()
     assert len(fig.axes) == len(design.TASKS)
