@@ -85,55 +85,14 @@ def test_theory_report_is_generated_not_pasted():
     assert not re.search(r"^T\d\.\d+ +\S", (ROOT / "docs" / "theory.md").read_text(), re.M)
 
 
-# A number the docs quote from figures/metadata.json is followed by a marker naming where it
-# comes from and how it is printed: `+34.4<!-- meta figures.accuracy.headline.x .1f 100 -->`
-# (path with dots, list items by index; a format spec; an optional scale). The quoted text must
-# end with the value so printed (a sign is part of the format spec, e.g. "+.3f").
-META_MARK = re.compile(r"<!-- meta ([\w.+-]+) (\S+)(?: ([-\d.e]+))? -->")  # keys may hold + or - (train+val)
-
-
-def _meta_value(meta, path: str):
-    v = meta
-    for part in path.split("."):
-        v = v[int(part)] if isinstance(v, list) else v[part]
-    return v
-
-
-def quoted_numbers(text: str, meta: dict) -> list[tuple[str, str, str]]:
-    """(path, expected, found before the marker) of every marker in ``text``."""
-    out = []
-    unread = len(re.findall(r"<!-- meta ", text)) - len(META_MARK.findall(text))
-    assert unread == 0, f"{unread} meta marker(s) not of the form '<!-- meta PATH FORMAT [SCALE] -->': never checked"
-    for m in META_MARK.finditer(text):
-        path, spec, scale = m.group(1), m.group(2), m.group(3)
-        v = _meta_value(meta, path)
-        want = format(v * float(scale) if scale else v, spec)
-        out.append((path, want, text[max(0, m.start() - len(want)):m.start()]))
-    return out
-
-
+# A number the docs quote is followed by a marker naming where it comes from and how it is
+# printed (toyspt.figs.doc_numbers); `toyspt docs` rewrites them, and every page must match.
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
-def test_numbers_quoted_from_metadata_match_it(page):
-    import json
+def test_numbers_quoted_from_metadata_and_files_match_them(page):
+    from toyspt.figs.doc_numbers import quotes
 
-    text = page.read_text()
-    meta = json.loads((ROOT / "figures" / "metadata.json").read_text())
-    wrong = [(p, w, f) for p, w, f in quoted_numbers(text, meta) if w != f]
-    assert not wrong, f"{page.name}: numbers that do not match figures/metadata.json: {wrong}"
-
-
-def test_a_wrong_quoted_number_is_caught():
-    meta = {"figures": {"accuracy": {"gain": 0.344, "seeds": [0, 1]}}}
-    ok = ("gain +34.4<!-- meta figures.accuracy.gain +.1f 100 --> points, "
-          "seed 1<!-- meta figures.accuracy.seeds.1 d -->")
-    assert all(w == f for _, w, f in quoted_numbers(ok, meta))
-    bad = ok.replace("+34.4", "+34.5")
-    assert [p for p, w, f in quoted_numbers(bad, meta) if w != f] == ["figures.accuracy.gain"]
-    with pytest.raises(AssertionError, match="1 meta marker"):  # a marker the pattern cannot read is not skipped
-        quoted_numbers(ok + " 3<!-- meta figures.accuracy.gain -->", meta)
-    meta["figures"]["standing"] = {"rocket_train+val": {"sets": 16}}  # keys with a '+'
-    assert quoted_numbers("16<!-- meta figures.standing.rocket_train+val.sets d -->", meta) == [
-        ("figures.standing.rocket_train+val.sets", "16", "16")]
+    wrong = [(q.path, q.want, q.found) for q in quotes(page.read_text(), ROOT, page=page.name) if q.want != q.found]
+    assert not wrong, f"{page.name}: numbers that do not match their sources (`toyspt docs` rewrites them): {wrong}"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)

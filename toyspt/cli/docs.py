@@ -1,8 +1,9 @@
 """``toyspt docs``: rewrite the tables the docs quote from the figures' CSVs
-(:mod:`toyspt.figs.doc_tables`), or check that they are what the CSVs render.
+(:mod:`toyspt.figs.doc_tables`) and the numbers their prose quotes from metadata.json and the
+JSON files their markers name (:mod:`toyspt.figs.doc_numbers`), or check that they match.
 
-    toyspt docs                 # every page of README.md, ARCHITECTURE.md and docs/ with a table block
-    toyspt docs --check         # exit 1, naming each page, when a block differs from its CSV's rendering
+    toyspt docs                 # every page of README.md, ARCHITECTURE.md and docs/
+    toyspt docs --check         # exit 1, naming each page, when a block or quoted number differs
     toyspt docs docs/ucr.md --figures /tmp/figs
 
 A page is read bounded (:data:`toyspt.figs.doc_tables.MAX_PAGE_BYTES`, a regular file), parsed
@@ -37,6 +38,7 @@ def read_page(page: Path) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from toyspt.figs import doc_numbers
     from toyspt.figs.doc_tables import blocks, refresh
     from toyspt.util.atomic import outside_through_link, write_text
 
@@ -54,28 +56,31 @@ def run(args: argparse.Namespace) -> int:
             if real is not None:
                 raise ValueError(f"{page}: its folder is a link to {real}, outside the working folder; "
                                  "a page is not written through a link (nothing written)")
-    stale, count, new = [], 0, {}
+    stale, count, numbers, new = [], 0, 0, {}
     for page in paths:
         text = read_page(page)
         count += len(blocks(text.removeprefix("\ufeff"), str(page)))
-        new[page] = refresh(text, Path(args.figures), str(page))
+        tables = refresh(text, Path(args.figures), str(page))
+        numbers += len(doc_numbers.quotes(tables, Path("."), Path(args.figures), str(page)))
+        new[page] = doc_numbers.refresh(tables, Path("."), Path(args.figures), str(page))
         if new[page] != text:
             stale.append(page)
     if not args.check:  # every page checked before the first is written
         for page in stale:
             write_text(page, new[page])
     verb = "differ from" if args.check else "rewritten from"
-    print(f"{count} table block(s) in {len(paths)} page(s); {len(stale)} page(s) {verb} {args.figures}"
+    print(f"{count} table block(s) and {numbers} quoted number(s) in {len(paths)} page(s); "
+          f"{len(stale)} page(s) {verb} {args.figures}"
           + "".join(f"\n  {p}" for p in stale))
     return EXIT_FAILED if args.check and stale else EXIT_OK
 
 
 def register(sub) -> None:
-    p = sub.add_parser("docs", help="rewrite the docs' tables from the figures' CSVs (--check: only compare)",
+    p = sub.add_parser("docs", help="rewrite the docs' tables and quoted numbers (--check: only compare)",
                        description=__doc__.splitlines()[0])
     p.add_argument("pages", nargs="*", help="pages to rewrite (default: README.md, ARCHITECTURE.md, docs/*.md)")
-    p.add_argument("--figures", default="figures", help="the folder of the CSVs (default figures)")
-    p.add_argument("--check", action="store_true", help="write nothing; exit 1 when a page's table differs")
+    p.add_argument("--figures", default="figures", help="the folder of the CSVs and metadata.json (default figures)")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 when a table or quoted number differs")
     p.set_defaults(func=run)
 
 

@@ -67,13 +67,13 @@ def progress(ledger, study: Study | None = None) -> dict:
     twins = _twins(study, lines, groups)
     recorded_runs = sum(1 for k in runs if k in lines)
     total = sum(g["cpu_seconds"] for g in groups.values())
+    by_host = Counter(str(line.record.get("cpu")) for line in lines.values())
     return dict(ledger=str(ledger.path), runs=len(runs), recorded_runs=recorded_runs, entries=sum(
         g["planned"] for g in groups.values()), recorded=sum(g["recorded"] for g in groups.values()),
         cpu_seconds=total, cpu_hours=total / 3600, whole_seeds=sorted(s for s, v in seeds.items() if all(v)),
         n_whole_seeds=sum(all(v) for v in seeds.values()), remaining_cpu_hours=left / 3600,
         unmeasured_entries=unmeasured,
-        hosts=sorted({str(line.record.get("cpu")) for line in lines.values()}),
-        records_by_host=dict(sorted(Counter(str(line.record.get("cpu")) for line in lines.values()).items())),
+        hosts=sorted(by_host), records_by_host=dict(sorted(by_host.items())),
         groups=groups, twins=twins)
 
 

@@ -154,8 +154,8 @@ def make_plan(specs: Sequence[Spec], store: Store, recompute: bool = False) -> P
         # ``own`` keeps only a spec's own entry with its weights (what a child can continue): an
         # alternative's entry or a ledger record answers the spec, never a parent
         r = cached(s)
-        if r is None:
-            r = load_answer(store, s, weights=True)
+        if r is None:  # an alternative's entry with weights (s's own was read by cached(s))
+            r = next((h for a in s.alternatives() if (h := store.load(a, True)) is not None), None)
         if r is None and s.key() in twin_of:
             r = repaired(s)
         if r is None:  # an entry without weights (a ledger record) answers an asked spec

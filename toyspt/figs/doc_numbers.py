@@ -1,0 +1,126 @@
+"""Numbers the docs quote in their prose, each followed by a marker that names where it comes
+from and how it is printed, so no quoted number is typed by hand:
+
+    SPT gains +34.5<!-- meta figures.accuracy.headline.gain +.1f 100 --> points
+    (a path in figures/metadata.json, list items by index; a format spec; an optional scale)
+
+    19.4<!-- from docs/lra_study.json cpu_hours .1f -->
+    (a JSON file under the repository's root, a path in it, a format spec)
+
+The quoted text must end with the value so printed. ``toyspt docs`` rewrites each quoted
+number from its source (:func:`refresh`), beside the tables of :mod:`toyspt.figs.doc_tables`;
+a quoted text that is not a number (format ``s``) is only checked, since where it begins is not
+marked. tests/integration/test_docs.py holds every page to :func:`quotes`.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from toyspt.util.files import UnsafeFile, read_json_object
+
+META = re.compile(r"<!-- meta ([\w.+-]+) (\S+)(?: ([-\d.e]+))? -->")  # keys may hold + or - (train+val)
+FROM = re.compile(r"<!-- from (\S+) (\S+) (\S+) -->")
+# a quoted number at the end of a text, not the tail of a word or of a longer number
+NUMBER = re.compile(r"(?<![\w.])[+-]?(?:\d[\d,]*(?:\.\d*)?(?:e[+-]?\d+)?|inf|nan)\Z")
+WINDOW = 64  # how far before a marker a stale number is looked for (the longest printed is ~12)
+MAX_SOURCE_BYTES = 16 << 20  # a source read whole: figures/metadata.json is ~120 KB
+
+
+class QuoteError(ValueError):
+    """A marker that cannot be read, names a file outside the root or a path its file lacks, or
+    follows no number it could rewrite."""
+
+
+@dataclass(frozen=True)
+class Quote:
+    """One quoted value: where its marker stands, where it comes from, and the text on both sides."""
+
+    start: int  # where the marker begins in the page (the quoted text ends there)
+    source: str  # the file the value is read from (its name as the marker gives it)
+    path: str  # the value's path in that file: keys with dots, list items by index
+    want: str  # the value, printed as the marker says
+    found: str  # the page's text of the same length before the marker
+
+
+def _value(data, path: str, source: str):
+    v = data
+    for part in path.split("."):
+        try:
+            v = v[int(part)] if isinstance(v, list) else v[part]
+        except (KeyError, IndexError, ValueError, TypeError):
+            raise QuoteError(f"{source} has no value at {path!r} (no {part!r})") from None
+    return v
+
+
+def _source(name: str, root: Path, sources: dict) -> dict:
+    """The JSON object ``name`` (a file under ``root``), read once, bounded."""
+    if name not in sources:
+        where = (root / name).resolve()
+        if Path(name).is_absolute() or not where.is_relative_to(root.resolve()):
+            raise QuoteError(f"a marker quotes {name}, which is not under {root}; "
+                             "only the repository's files are quoted")
+        try:
+            sources[name] = read_json_object(root / name, "JSON file a page quotes", MAX_SOURCE_BYTES)
+        except UnsafeFile as e:
+            raise QuoteError(str(e)) from None
+    return sources[name]
+
+
+def _printed(value, spec: str, scale: str | None, source: str, path: str) -> str:
+    try:
+        return format(value * float(scale) if scale else value, spec)
+    except (TypeError, ValueError) as e:
+        raise QuoteError(f"{source} {path}: {value!r} cannot be printed as {spec!r}"
+                         f"{f' scaled by {scale}' if scale else ''} ({e})") from None
+
+
+def quotes(text: str, root: Path, figures: Path | None = None, page: str = "page") -> list[Quote]:
+    """Every quoted value of ``text``: meta markers read ``figures``/metadata.json (default
+    ``root``/figures), from markers a file under ``root``. A marker not of either form is refused."""
+    for kind, form in (("meta", META), ("from", FROM)):
+        unread = len(re.findall(f"<!-- {kind} ", text)) - len(form.findall(text))
+        if unread:
+            shape = "PATH FORMAT [SCALE]" if kind == "meta" else "FILE PATH FORMAT"
+            raise QuoteError(f"{page}: {unread} {kind} marker(s) not of the form '<!-- {kind} {shape} -->'")
+    figures = root / "figures" if figures is None else figures
+    sources: dict = {}
+    found = []
+    for m in META.finditer(text):
+        path, spec, scale = m.groups()
+        src = str(figures / "metadata.json")
+        if src not in sources:
+            try:
+                sources[src] = read_json_object(figures / "metadata.json", "metadata file", MAX_SOURCE_BYTES)
+            except UnsafeFile as e:
+                raise QuoteError(str(e)) from None
+        found.append((m.start(), src, path, _printed(_value(sources[src], path, src), spec, scale, src, path)))
+    for m in FROM.finditer(text):
+        name, path, spec = m.groups()
+        found.append((m.start(), name, path, _printed(_value(_source(name, root, sources), path, name),
+                                                      spec, None, name, path)))
+    return [Quote(at, src, path, want, text[max(0, at - len(want)):at]) for at, src, path, want in sorted(found)]
+
+
+def refresh(text: str, root: Path, figures: Path | None = None, page: str = "page") -> str:
+    """``text`` with every quoted number rewritten from its source. A quoted text that is not a
+    number and differs from its source, or a marker with no number before it, is refused
+    (:class:`QuoteError` naming it; nothing is guessed)."""
+    out, last = [], 0
+    for q in quotes(text, root, figures, page):
+        if q.want == q.found:
+            continue
+        number = NUMBER.fullmatch(q.want) is not None
+        before = NUMBER.search(text, max(last, q.start - WINDOW), q.start) if number else None
+        if before is None:
+            line = text.count("\n", 0, q.start) + 1
+            what = "a text, not a number" if not number else "no number"
+            raise QuoteError(f"{page} line {line}: {q.source} {q.path} is {q.want!r}, but the page quotes "
+                             f"{q.found!r} there ({what} to rewrite); edit it by hand")
+        out.append(text[last:before.start()] + q.want)
+        last = q.start
+    return "".join(out) + text[last:]
+
+
+__all__ = ["Quote", "QuoteError", "quotes", "refresh", "MAX_SOURCE_BYTES"]
