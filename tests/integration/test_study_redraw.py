@@ -1,7 +1,7 @@
 """The study figures redrawn from the committed ledgers alone (an empty run cache, nothing
 trained) are the committed ones: every real_gain*, archive_scan*, real_gain_splits*,
-archive_small* CSV (figures/ledger/ucr.jsonl) and both lra_claims CSVs (figures/ledger/lra.jsonl)
-byte for byte, and their metadata entries but for when and where they were drawn. A bug that
+archive_small* CSV (figures/ledger/ucr.jsonl) and the lra_claims and lra_mechanism CSVs
+(figures/ledger/lra.jsonl) byte for byte, and their metadata entries but for when and where they were drawn. A bug that
 moves a published number fails here at once. Measured 47.5 s (the real-data study's) under
 pytest on the shared 2-core machine, two training processes beside it, so it runs in CI."""
 import json
@@ -11,6 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 FIGS = ("real_gain", "archive_scan", "real_gain_splits", "archive_small")
+LRA = ("lra_claims", "lra_mechanism")
 VOLATILE = ("draw_seconds", "written_after_seconds", "written_on", "call")  # when, where and by which call
 
 
@@ -34,15 +35,17 @@ def test_the_study_figures_redraw_from_the_ledger_as_committed(tmp_path):
         assert _entry(out / "metadata.json", name) == _entry(ROOT / "figures" / "metadata.json", name), name
 
 
-def test_the_lra_claims_redraw_from_the_lra_ledger_as_committed(tmp_path):
-    """The LRA study's claims (--tier lra --only lra_claims) from its committed ledger alone: its
-    two CSVs byte for byte, its metadata entry but for when and where, nothing trained."""
+def test_the_lra_figures_redraw_from_the_lra_ledger_as_committed(tmp_path):
+    """The LRA study's claims and mechanism (--tier lra --only lra_claims,lra_mechanism) from its
+    committed ledger alone: their four CSVs byte for byte, their metadata entries but for when
+    and where, nothing trained."""
     out = tmp_path / "figures"
-    p = subprocess.run([sys.executable, "paper_figs.py", "--tier", "lra", "--only", "lra_claims", "--out", str(out),
+    p = subprocess.run([sys.executable, "paper_figs.py", "--tier", "lra", "--only", ",".join(LRA), "--out", str(out),
                         "--cache", str(tmp_path / "empty"), "--workers", "1"],
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert json.loads((out / "metadata.json").read_text())["last_run"]["runs_trained"] == 0
-    for name in ("lra_claims.csv", "lra_claims_runs.csv"):
+    for name in ("lra_claims.csv", "lra_claims_runs.csv", "lra_mechanism.csv", "lra_claims_probes.csv"):
         assert (out / name).read_bytes() == (ROOT / "figures" / name).read_bytes(), name
-    assert _entry(out / "metadata.json", "lra_claims") == _entry(ROOT / "figures" / "metadata.json", "lra_claims")
+    for name in LRA:
+        assert _entry(out / "metadata.json", name) == _entry(ROOT / "figures" / "metadata.json", name), name

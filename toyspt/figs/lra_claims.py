@@ -186,7 +186,8 @@ def draw(ctx, runs):
         ax.axvline(0, color="0.5", lw=0.8)
         ax.axvspan(-design.MARGIN, design.MARGIN, color="0.9", zorder=0)
         ax.set_yticks(y, [f"{a} - {b}" for a, b in zip(g.arm, g.base)], fontsize=6)
-        ax.set_title(f"{task} ({int(g.n_seeds.min())}-{int(g.n_seeds.max())} paired seeds)", fontsize=8)
+        lo, hi = int(g.n_seeds.min()), int(g.n_seeds.max())
+        ax.set_title(f"{task} ({lo if lo == hi else f'{lo}-{hi}'} paired seeds)", fontsize=8)
         ax.set_xlabel(f"{design.PRIMARY} difference (mean, 95% paired t)", fontsize=7)
     fig.suptitle(f"{TITLE}\ncoloured: confirmatory (Holm over {len(confirm)}), grey: descriptive; red star: the paper; "
                  f"shaded: ±{design.MARGIN}", fontsize=8)

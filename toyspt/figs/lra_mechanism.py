@@ -9,7 +9,10 @@ also the 2-D neighbourhood index), the Frobenius displacement of each weight gro
 and the label/recon gradient ratio along the proximity directions of the scores. Does SPT learn
 proximity attention here as on the toy, is it what Q/K transfer carries, and does frozen random
 attention fail where proximity is needed? The answer is read off these rows; no test is run on
-them (three seeds, outside the pre-registered family).
+them (three seeds, outside the pre-registered family). Beside them, the twins of the cause arms
+(:data:`toyspt.lra.design.CAUSE_ARMS`: PathFinder's SPT under MSE), and per task whether SPT's
+validation loss got below the best context-free prediction's (:func:`spt_against_constant`).
+The metadata keeps the summary nested (``means``: task, arm, state, ``L<layer>``) for the docs.
 
 Writes ``lra_claims_probes.csv``: one row per twin x state x layer x head (``task, arm, state,
 seed, layer, head``, then the columns of :func:`toyspt.lra.mechanism.mechanism_table`), and
@@ -22,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from toyspt.lra import design
-from toyspt.lra.mechanism import STATES, at_state, mechanism_table
+from toyspt.lra.mechanism import STATES, at_state, constant_recon_loss, mechanism_table
 from toyspt.util.plots import color
 
 NAME = "lra_mechanism"
@@ -30,8 +33,9 @@ CSV = "lra_claims_probes"  # the table's name (issue 43's file)
 TITLE = "The mechanism on the LRA tasks: how local attention is, and how blind the label loss is to it (tracked twins)"
 TIERS = (design.TIER,)
 RATIO = "ratio_toep_w1"  # the label/recon gradient ratio along the band |j - i| <= 1 of the scores
-COLUMNS = ["task", "arm", "state", "layer", "n_seeds", "proximity_index", "neighbourhood_index", "rel_disp_Q",
-           "rel_disp_K", "ratio"]
+GROUPS = ("Q", "K", "V", "O", "mlp")  # the weight groups of a layer whose displacement the summary keeps
+COLUMNS = ["task", "arm", "state", "layer", "n_seeds", "proximity_index", "proximity_min", "proximity_max",
+           "neighbourhood_index", *(f"rel_disp_{g}" for g in GROUPS), "ratio"]
 MARKERS = {"init": ("o", "none"), "pretrained": ("^", None), "final": ("o", None)}  # state -> marker, face
 
 
@@ -59,22 +63,63 @@ def probe_table(runs: dict) -> pd.DataFrame:
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per task x arm x state x layer (:data:`COLUMNS`): the twins' count and the mean
-    over seeds and heads of the proximity index, the relative displacement of W_Q and W_K from
-    the init, and the median over seeds and heads of the :data:`RATIO`."""
+    """One row per task x arm x state x layer (:data:`COLUMNS`): the twins' count; the mean over
+    seeds and heads of the proximity index, with the lowest and highest seed's (its heads' mean);
+    the 2-D neighbourhood index (images) and the relative displacement from the init of each of
+    :data:`GROUPS` (means); the median over seeds and heads of the :data:`RATIO`."""
     rows = []
     for (t, a, s, layer), g in table.groupby(["task", "arm", "state", "layer"], sort=False):
         nb = g.neighbourhood_index.mean() if "neighbourhood_index" in g else np.nan
+        per_seed = g.groupby("seed").proximity_index.mean()
         rows.append(dict(task=t, arm=a, state=s, layer=int(layer), n_seeds=int(g.seed.nunique()),
-                         proximity_index=g.proximity_index.mean(), neighbourhood_index=nb,
-                         rel_disp_Q=g.rel_disp_group_init_Q.mean(), rel_disp_K=g.rel_disp_group_init_K.mean(),
-                         ratio=g[RATIO].median()))
+                         proximity_index=g.proximity_index.mean(), proximity_min=per_seed.min(),
+                         proximity_max=per_seed.max(), neighbourhood_index=nb, ratio=g[RATIO].median(),
+                         **{f"rel_disp_{k}": g[f"rel_disp_group_init_{k}"].mean() for k in GROUPS}))
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _nested(frame: pd.DataFrame) -> dict:
+    """``summary`` as {task: {arm: {state: {"L<layer>": {column: value}}}}} (NaN: None), for
+    the docs' metadata markers."""
+    out: dict = {}
+    for r in frame.to_dict("records"):
+        leaf = {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in r.items()
+                if k not in ("task", "arm", "state", "layer")}
+        out.setdefault(r["task"], {}).setdefault(r["arm"], {}).setdefault(r["state"], {})[f"L{r['layer']}"] = leaf
+    return out
+
+
+def _pretrain_end(res) -> float:
+    """A run's validation loss at the end of its first phase (an SPT run's: the SPT loss)."""
+    h = pd.DataFrame(res.history)
+    return float(h[h.phase == h.phase.iloc[0]].val_loss.dropna().iloc[-1])
+
+
+def spt_against_constant(tasks: dict, runs: dict) -> dict:
+    """Per task (``tasks``: name -> :class:`toyspt.lra.design.Task`): the validation SPT loss at
+    the end of pretraining of the ``spt`` twins (mean, lowest, highest) beside
+    :func:`toyspt.lra.mechanism.constant_recon_loss`, the loss of the best context-free
+    prediction: SPT that does not get below it has learned nothing of the neighbours, and has
+    no local attention to learn."""
+    out = {}
+    for task in dict.fromkeys(t for t, _, _ in runs):
+        ends = [_pretrain_end(res) for (t, a, _), res in runs.items() if t == task and a == "spt"]
+        if not ends:
+            continue
+        spec = tasks[task]
+        data = spec.data.load()
+        out[task] = dict(recon=spec.train.recon, n_seeds=len(ends), val_loss=float(np.mean(ends)),
+                         val_loss_min=min(ends), val_loss_max=max(ends),
+                         constant=constant_recon_loss(data.train.x, data.val.x, spec.train.recon))
+        out[task]["below_constant"] = out[task]["val_loss_max"] < out[task]["constant"]
+    return out
 
 
 def draw(ctx, runs):
     table = probe_table(runs)
-    ctx.meta[NAME] = dict(quick=ctx.quick, twins=len(runs), ratio=RATIO, descriptive=True)
+    means = summary(table)
+    ctx.meta[NAME] = dict(quick=ctx.quick, twins=len(runs), ratio=RATIO, descriptive=True, means=_nested(means),
+                          spt_loss=spt_against_constant(ctx.study.tasks, runs))
     tasks = list(dict.fromkeys(table.task))
     fig, axes = plt.subplots(2, max(1, len(tasks)), figsize=(4.2 * max(1, len(tasks)), 7.0), squeeze=False)
     for j, task in enumerate(tasks):
@@ -99,4 +144,4 @@ def draw(ctx, runs):
     fig.suptitle(f"{TITLE}\nopen grey: init; triangle: after SPT; filled: end of training (per seed; descriptive)",
                  fontsize=8)
     fig.tight_layout()
-    return fig, {NAME: summary(table), CSV: table}
+    return fig, {NAME: means, CSV: table}

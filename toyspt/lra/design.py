@@ -148,6 +148,10 @@ TIER = "lra"  # the figure job's tier that trains and draws the study: python pa
 QUICK_TRAIN = dict(epochs=2, pre_epochs=1, batch_size=16)  # the smoke version's training (seconds per run)
 QUICK_MODEL = dict(d_model=8, d_mlp=8)  # and its model
 TWINS_AFTER = 1_000_000  # the tracked twins' phases: seed + this, after every study seed
+# tracked twins only, of no study run, added after the study to test a cause (docs/lra.md, "The
+# mechanism, answered"): PathFinder's SPT under L1 does not beat the best context-free prediction
+# (the background: L1's minimiser is a median); under MSE (a mean) context pays. Descriptive.
+CAUSE_ARMS = {"pathfinder": {"spt_mse": "spt:recon=mse"}}
 
 
 def quick_tasks(seeds: Sequence[int]) -> dict[str, Task]:
@@ -198,9 +202,16 @@ class Study:
 
     def mechanism(self) -> dict[tuple[str, str, int], RunSpec]:
         """``(task, arm, seed)`` -> the tracked twin (:func:`mechanism_specs`)
-        of every study run at :data:`toyspt.lra.mechanism.MECHANISM_SEEDS` (quick: those of its seeds):
+        of every study run at :data:`toyspt.lra.mechanism.MECHANISM_SEEDS` (quick: those of its seeds),
+        and of each arm of :data:`CAUSE_ARMS` at those seeds (a twin of no study run):
         descriptive, outside the pre-registered family, trained after every seed of the study."""
-        return {k: _tracked(s, self.tasks[k[0]]) for k, s in self.specs().items() if k[2] in MECHANISM_SEEDS}
+        specs = self.specs()
+        out = {k: _tracked(s, self.tasks[k[0]]) for k, s in specs.items() if k[2] in MECHANISM_SEEDS}
+        for (task, arm, seed), s in specs.items():  # the cause arms' twins (CAUSE_ARMS), after their task's
+            if arm == "scratch" and seed in MECHANISM_SEEDS:
+                for name, text in CAUSE_ARMS.get(task, {}).items():
+                    out[task, name, seed] = _tracked(arm_spec(text, s), self.tasks[task])
+        return out
 
     def specs(self) -> dict[tuple[str, str, int], RunSpec]:
         """``(task, arm, seed)`` -> spec of every run of the study, in :func:`study_specs`' order."""
@@ -222,4 +233,4 @@ class Study:
 
 __all__ = ["PRIMARY", "SECONDARY", "ALPHA", "MARGIN", "CONFIRMATORY_ARMS", "DESCRIPTIVE_ARMS", "DEPTH_ARMS", "ARMS",
            "PAPER", "UNJUDGED", "CLAIMS", "TASKS", "Task", "EPOCHS", "study_specs", "family", "KINDS", "LEDGER", "TIER",
-           "Study", "quick_tasks", "TWINS_AFTER", "mechanism_specs"]
+           "Study", "quick_tasks", "TWINS_AFTER", "CAUSE_ARMS", "mechanism_specs"]

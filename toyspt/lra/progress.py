@@ -89,7 +89,8 @@ def _twins(study: Study, lines: dict, groups: dict) -> dict:
             recorded += 1
             seconds += float(line.record.get("seconds") or 0.0)
             continue
-        parent = untracked[task, arm, seed].parent()
+        run = untracked.get((task, arm, seed))  # None: a cause arm's twin (CAUSE_ARMS), of no study run
+        parent = None if run is None else run.parent()
         means = [groups.get(f"{task}/{arm}", {}).get("mean_seconds")]
         means += [] if parent is None else [groups.get(_group(task, parent), {}).get("mean_seconds")]
         if any(m is None for m in means):

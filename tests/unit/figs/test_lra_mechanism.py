@@ -3,6 +3,7 @@ init, after SPT (runs that pretrain only) and at the end; frozen W_Q, W_K exactl
 table; the summary is the mean over the twins; the figure writes both CSVs."""
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -50,8 +51,15 @@ def test_the_probe_table_and_its_summary(runs, tmp_path):
     want = table[(table.arm == "spt") & (table.state == "final")].proximity_index.mean()
     assert row.proximity_index == want and row.n_seeds == 1
     assert np.isfinite(s.neighbourhood_index).all()  # an image task
-    ctx = FigContext(out=tmp_path)
+    ctx = FigContext(out=tmp_path, tier="lra")
+    ctx.study = SimpleNamespace(tasks={"pathfinder": task("pathfinder")})  # the tiny task the runs trained on
     fig, frames = lra_mechanism.draw(ctx, runs)
     assert set(frames) == {"lra_mechanism", "lra_claims_probes"}
     pd.testing.assert_frame_equal(frames["lra_claims_probes"], table)
-    assert ctx.meta["lra_mechanism"]["twins"] == 3
+    meta = ctx.meta["lra_mechanism"]
+    assert meta["twins"] == 3 and meta["means"]["pathfinder"]["spt"]["final"]["L0"]["proximity_index"] == want
+    assert meta["means"]["pathfinder"]["frozen_attention"]["final"]["L0"]["rel_disp_Q"] == 0.0
+    loss = meta["spt_loss"]["pathfinder"]  # only the spt twin pretrains
+    assert set(meta["spt_loss"]) == {"pathfinder"} and loss["n_seeds"] == 1 and loss["recon"] == "l1"
+    assert loss["val_loss"] == lra_mechanism._pretrain_end(runs["pathfinder", "spt", 0]) > 0
+    assert loss["below_constant"] == (loss["val_loss_max"] < loss["constant"])

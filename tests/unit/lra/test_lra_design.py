@@ -60,15 +60,23 @@ def test_the_ledger_covers_every_kind_of_the_studys_runs_and_the_order_is_seed_b
 
 
 def test_the_tracked_twins_are_the_study_runs_at_the_mechanism_seeds_and_train_after_every_study_seed():
-    from toyspt.lra.design import TWINS_AFTER, Study
+    from toyspt.lra.design import CAUSE_ARMS, TWINS_AFTER, Study
     from toyspt.lra.mechanism import MECHANISM_SEEDS
+    from toyspt.runs.arms import arm_spec
 
     study = Study.for_tier("lra")
     specs, twins = study.specs(), study.mechanism()
-    assert set(twins) == {k for k in specs if k[2] in MECHANISM_SEEDS}
+    cause = {(t, a, s) for t, arms in CAUSE_ARMS.items() for a in arms for s in MECHANISM_SEEDS}
+    assert cause and set(twins) == {k for k in specs if k[2] in MECHANISM_SEEDS} | cause
     for k, twin in twins.items():
+        if k in cause:  # a twin of no study run: the cause arm on the study run's init and data
+            (untracked,) = twin.twins()
+            assert untracked == arm_spec(CAUSE_ARMS[k[0]][k[1]], specs[k[0], "scratch", k[2]]) and k not in specs
+            assert twin.trackers and untracked.train.recon == "mse"
+            continue
         assert twin.trackers and specs[k] in twin.twins()  # the twin trains its study run's run
     last = max(Study.phase(s, None) for s in specs.values())
     assert min(Study.phase(s, None) for s in twins.values()) > last
     assert Study.phase(twins["image", "spt", 2], None) == TWINS_AFTER + 2
-    assert set(Study.for_tier("lra", quick=True, seeds=(2, 5)).mechanism()) <= {(t, a, 2) for t, a, _ in specs}
+    quick = Study.for_tier("lra", quick=True, seeds=(2, 5)).mechanism()
+    assert set(quick) <= {(t, a, 2) for t, a, _ in [*specs, *cause]}
