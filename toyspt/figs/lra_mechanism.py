@@ -35,7 +35,7 @@ TIERS = (design.TIER,)
 RATIO = "ratio_toep_w1"  # the label/recon gradient ratio along the band |j - i| <= 1 of the scores
 GROUPS = ("Q", "K", "V", "O", "mlp")  # the weight groups of a layer whose displacement the summary keeps
 COLUMNS = ["task", "arm", "state", "layer", "n_seeds", "proximity_index", "proximity_min", "proximity_max",
-           "neighbourhood_index", *(f"rel_disp_{g}" for g in GROUPS), "ratio"]
+           "neighbourhood_index", *(f"rel_disp_{g}" for g in GROUPS), "ratio", "ratio_min", "ratio_max"]
 MARKERS = {"init": ("o", "none"), "pretrained": ("^", None), "final": ("o", None)}  # state -> marker, face
 
 
@@ -66,14 +66,16 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     """One row per task x arm x state x layer (:data:`COLUMNS`): the twins' count; the mean over
     seeds and heads of the proximity index, with the lowest and highest seed's (its heads' mean);
     the 2-D neighbourhood index (images) and the relative displacement from the init of each of
-    :data:`GROUPS` (means); the median over seeds and heads of the :data:`RATIO`."""
+    :data:`GROUPS` (means); the median over seeds and heads of the :data:`RATIO`, with the lowest
+    and highest seed's (its heads' median)."""
     rows = []
     for (t, a, s, layer), g in table.groupby(["task", "arm", "state", "layer"], sort=False):
         nb = g.neighbourhood_index.mean() if "neighbourhood_index" in g else np.nan
-        per_seed = g.groupby("seed").proximity_index.mean()
+        per_seed, ratios = g.groupby("seed").proximity_index.mean(), g.groupby("seed")[RATIO].median()
         rows.append(dict(task=t, arm=a, state=s, layer=int(layer), n_seeds=int(g.seed.nunique()),
                          proximity_index=g.proximity_index.mean(), proximity_min=per_seed.min(),
                          proximity_max=per_seed.max(), neighbourhood_index=nb, ratio=g[RATIO].median(),
+                         ratio_min=ratios.min(), ratio_max=ratios.max(),
                          **{f"rel_disp_{k}": g[f"rel_disp_group_init_{k}"].mean() for k in GROUPS}))
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -95,23 +97,45 @@ def _pretrain_end(res) -> float:
     return float(h[h.phase == h.phase.iloc[0]].val_loss.dropna().iloc[-1])
 
 
-def spt_against_constant(tasks: dict, runs: dict) -> dict:
-    """Per task (``tasks``: name -> :class:`toyspt.lra.design.Task`): the validation SPT loss at
-    the end of pretraining of the ``spt`` twins (mean, lowest, highest) beside
-    :func:`toyspt.lra.mechanism.constant_recon_loss`, the loss of the best context-free
-    prediction: SPT that does not get below it has learned nothing of the neighbours, and has
-    no local attention to learn."""
-    out = {}
-    for task in dict.fromkeys(t for t, _, _ in runs):
-        ends = [_pretrain_end(res) for (t, a, _), res in runs.items() if t == task and a == "spt"]
-        if not ends:
-            continue
-        spec = tasks[task]
-        data = spec.data.load()
-        out[task] = dict(recon=spec.train.recon, n_seeds=len(ends), val_loss=float(np.mean(ends)),
-                         val_loss_min=min(ends), val_loss_max=max(ends),
-                         constant=constant_recon_loss(data.train.x, data.val.x, spec.train.recon))
-        out[task]["below_constant"] = out[task]["val_loss_max"] < out[task]["constant"]
+def spt_against_constant(tasks: dict, twins: dict, runs: dict) -> dict:
+    """Per task and SPT arm (``twins``: ``(task, arm, seed)`` -> spec, the twins whose recipe is
+    ``spt``; ``tasks``: name -> :class:`toyspt.lra.design.Task`, their data): the validation SPT
+    loss at the end of pretraining (mean, lowest and highest seed) beside
+    :func:`toyspt.lra.mechanism.constant_recon_loss` of the arm's SPT loss, the loss of the best
+    context-free prediction: SPT that does not get below it has learned nothing from the
+    context, so nothing that attention to the neighbours could have given it."""
+    ends: dict = {}
+    for key, res in runs.items():
+        if twins[key].recipe == "spt":  # an arm's seeds share its SPT loss
+            ends.setdefault((*key[:2], twins[key].train.recon), []).append(_pretrain_end(res))
+    out: dict = {}
+    for (task, arm, recon), losses in ends.items():
+        data = tasks[task].data.load()
+        row = dict(recon=recon, n_seeds=len(losses), val_loss=float(np.mean(losses)), val_loss_min=min(losses),
+                   val_loss_max=max(losses), constant=constant_recon_loss(data.train.x, data.val.x, recon))
+        out.setdefault(task, {})[arm] = dict(row, below_constant=row["val_loss_max"] < row["constant"])
+    return out
+
+
+def accuracy(runs: dict, metric: str = "peak_val_acc") -> dict:
+    """Per task and arm, the twins' ``metric`` (mean, lowest and highest seed) and its paired
+    difference from scratch's twin at the same seed (mean, lowest, highest): the tracked twins
+    train the study's runs, and the cause arms' only runs (descriptive, three seeds)."""
+    out: dict = {}
+    for (task, arm, seed), res in runs.items():
+        v = float(res.summary[metric])
+        base = runs.get((task, "scratch", seed))
+        d = out.setdefault(task, {}).setdefault(arm, {"values": [], "minus_scratch": []})
+        d["values"].append(v)
+        if base is not None:
+            d["minus_scratch"].append(v - float(base.summary[metric]))
+    for arms in out.values():
+        for arm, d in arms.items():
+            vals, diffs = d.pop("values"), d.pop("minus_scratch")
+            d.update(n_seeds=len(vals), mean=float(np.mean(vals)), min=min(vals), max=max(vals))
+            if diffs:
+                d.update(minus_scratch=float(np.mean(diffs)), minus_scratch_min=min(diffs),
+                         minus_scratch_max=max(diffs))
     return out
 
 
@@ -119,7 +143,8 @@ def draw(ctx, runs):
     table = probe_table(runs)
     means = summary(table)
     ctx.meta[NAME] = dict(quick=ctx.quick, twins=len(runs), ratio=RATIO, descriptive=True, means=_nested(means),
-                          spt_loss=spt_against_constant(ctx.study.tasks, runs))
+                          spt_loss=spt_against_constant(ctx.study.tasks, specs(ctx), runs),
+                          peak_val_acc=accuracy(runs))
     tasks = list(dict.fromkeys(table.task))
     fig, axes = plt.subplots(2, max(1, len(tasks)), figsize=(4.2 * max(1, len(tasks)), 7.0), squeeze=False)
     for j, task in enumerate(tasks):

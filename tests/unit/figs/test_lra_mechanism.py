@@ -52,14 +52,21 @@ def test_the_probe_table_and_its_summary(runs, tmp_path):
     assert row.proximity_index == want and row.n_seeds == 1
     assert np.isfinite(s.neighbourhood_index).all()  # an image task
     ctx = FigContext(out=tmp_path, tier="lra")
-    ctx.study = SimpleNamespace(tasks={"pathfinder": task("pathfinder")})  # the tiny task the runs trained on
+    labels = mechanism_specs({"pathfinder": task("pathfinder")}, seeds=(0,), cfg=CFG)  # the runs' tiny task
+    twins = {("pathfinder", a, 0): labels[f"mechanism/pathfinder/{a}/0"] for a in ARMS}
+    ctx.study = SimpleNamespace(tasks={"pathfinder": task("pathfinder")}, mechanism=lambda: twins)
     fig, frames = lra_mechanism.draw(ctx, runs)
     assert set(frames) == {"lra_mechanism", "lra_claims_probes"}
     pd.testing.assert_frame_equal(frames["lra_claims_probes"], table)
     meta = ctx.meta["lra_mechanism"]
     assert meta["twins"] == 3 and meta["means"]["pathfinder"]["spt"]["final"]["L0"]["proximity_index"] == want
     assert meta["means"]["pathfinder"]["frozen_attention"]["final"]["L0"]["rel_disp_Q"] == 0.0
-    loss = meta["spt_loss"]["pathfinder"]  # only the spt twin pretrains
-    assert set(meta["spt_loss"]) == {"pathfinder"} and loss["n_seeds"] == 1 and loss["recon"] == "l1"
+    loss = meta["spt_loss"]["pathfinder"]["spt"]  # the only twin of the spt recipe
+    assert meta["spt_loss"].keys() == {"pathfinder"} and meta["spt_loss"]["pathfinder"].keys() == {"spt"}
+    assert loss["n_seeds"] == 1 and loss["recon"] == "l1"
     assert loss["val_loss"] == lra_mechanism._pretrain_end(runs["pathfinder", "spt", 0]) > 0
     assert loss["below_constant"] == (loss["val_loss_max"] < loss["constant"])
+    acc = meta["peak_val_acc"]["pathfinder"]
+    peak = {a: runs["pathfinder", a, 0].summary["peak_val_acc"] for a in ("spt", "scratch")}
+    gap = peak["spt"] - peak["scratch"]
+    assert acc["spt"]["minus_scratch"] == gap and acc["scratch"]["minus_scratch"] == 0.0 and acc["spt"]["n_seeds"] == 1

@@ -1,8 +1,9 @@
 """The mechanism on the LRA tasks (toyspt.lra.mechanism): a tracked run's records at its phase
 ends are the mechanism's rows of its models (so the figure redraws from the ledger), a toy model
 and its bridge model give the same rows, the exact zeros the theory gives (frozen W_Q, W_K do not
-move; at W_Q = W_K = 0 attention is exactly uniform and their gradient exactly zero), and the
-tracked twins' specs."""
+move; at W_Q = W_K = 0 attention is exactly uniform and their gradient exactly zero), the
+tracked twins' specs, and the SPT loss of the best context-free prediction."""
+import math
 from dataclasses import replace
 
 import pandas as pd
@@ -15,6 +16,7 @@ from toyspt.lra.design import TASKS, mechanism_specs, study_specs
 from toyspt.lra.mechanism import (
     MechanismConfig,
     at_state,
+    constant_recon_loss,
     mechanism_rows,
     mechanism_table,
     mechanism_trackers,
@@ -127,3 +129,23 @@ def test_task_views_of_the_study():
     assert (v["pathfinder"].side, v["image"].side, v["listops"].side) == (16, 8, 0)
     assert v["listops"].token and v["listops"].recon == "ce" and v["listops"].mask_rate == 0.1
     assert v["image"].n_classes == 10 and v["pathfinder"].n_classes == 2
+
+
+def test_the_best_context_free_prediction_and_its_loss():
+    """constant_recon_loss: L1 at the train median, MSE at the train mean, CE at the train token
+    frequencies, each no worse than any other constant (checked on a grid); an unseen token: inf."""
+    x = torch.tensor([0.0, 0.0, 1.0, -1.0, 0.5]).reshape(1, 5, 1)
+    v = torch.tensor([1.0, 0.0, 0.25]).reshape(1, 3, 1)
+    assert constant_recon_loss(x, v, "l1") == pytest.approx((1.0 + 0.0 + 0.25) / 3, abs=1e-15)
+    assert constant_recon_loss(x, v, "mse") == pytest.approx(((1 - 0.1) ** 2 + 0.1 ** 2 + 0.15 ** 2) / 3, abs=1e-15)
+    g = torch.randn(4, 50, 1, generator=torch.Generator().manual_seed(0)).double()
+    grid = torch.linspace(-2, 2, 401, dtype=torch.float64)
+    for kind, err in (("l1", lambda c: (g - c).abs().mean()), ("mse", lambda c: (g - c).pow(2).mean())):
+        # fitted and scored on the same values it is the lowest constant loss (200 terms of float64 sums)
+        assert constant_recon_loss(g, g, kind) <= min(float(err(c)) for c in grid) + 200 * 2.0 ** -52
+    tokens = torch.eye(3)[torch.tensor([[0, 0, 1]])]  # frequencies 2/3, 1/3, 0
+    assert constant_recon_loss(tokens, torch.eye(3)[torch.tensor([[0, 1]])], "ce") == pytest.approx(
+        -(math.log(2 / 3) + math.log(1 / 3)) / 2, abs=1e-15)
+    assert constant_recon_loss(tokens, torch.eye(3)[torch.tensor([[2]])], "ce") == math.inf
+    with pytest.raises(ValueError, match="recon: one of"):
+        constant_recon_loss(x, v, "huber")
