@@ -144,7 +144,7 @@ def draw(ctx, runs):
     means = summary(table)
     ctx.meta[NAME] = dict(quick=ctx.quick, twins=len(runs), ratio=RATIO, descriptive=True, means=_nested(means),
                           spt_loss=spt_against_constant(ctx.study.tasks, specs(ctx), runs),
-                          peak_val_acc=accuracy(runs))
+                          accuracy={m: accuracy(runs, m) for m in (design.PRIMARY, design.SECONDARY)})
     tasks = list(dict.fromkeys(table.task))
     fig, axes = plt.subplots(2, max(1, len(tasks)), figsize=(4.2 * max(1, len(tasks)), 7.0), squeeze=False)
     for j, task in enumerate(tasks):

@@ -66,7 +66,8 @@ def test_the_probe_table_and_its_summary(runs, tmp_path):
     assert loss["n_seeds"] == 1 and loss["recon"] == "l1"
     assert loss["val_loss"] == lra_mechanism._pretrain_end(runs["pathfinder", "spt", 0]) > 0
     assert loss["below_constant"] == (loss["val_loss_max"] < loss["constant"])
-    acc = meta["peak_val_acc"]["pathfinder"]
+    assert meta["accuracy"].keys() == {"peak_val_acc", "mean_test_last20"}
+    acc = meta["accuracy"]["peak_val_acc"]["pathfinder"]
     peak = {a: runs["pathfinder", a, 0].summary["peak_val_acc"] for a in ("spt", "scratch")}
     gap = peak["spt"] - peak["scratch"]
     assert acc["spt"]["minus_scratch"] == gap and acc["scratch"]["minus_scratch"] == 0.0 and acc["spt"]["n_seeds"] == 1
