@@ -150,7 +150,8 @@ QUICK_MODEL = dict(d_model=8, d_mlp=8)  # and its model
 TWINS_AFTER = 1_000_000  # the tracked twins' phases: seed + this, after every study seed
 # tracked twins only, of no study run, added after the study to test a cause (docs/lra.md, "The
 # mechanism, answered"): PathFinder's SPT under L1 does not beat the best context-free prediction
-# (the background: L1's minimiser is a median); under MSE (a mean) context pays. Descriptive.
+# (the background: L1's minimiser is a median); under MSE (a mean) does it learn from the
+# context, and does its attention then become local? Descriptive.
 CAUSE_ARMS = {"pathfinder": {"spt_mse": "spt:recon=mse"}}
 
 
