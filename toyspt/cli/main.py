@@ -32,7 +32,7 @@ COMMANDS = {
     "ucr": ("toyspt.cli.ucr:register", "scratch vs SPT (and ablations) on UCR time-series data"),
     "figs": ("toyspt.cli.figs:register", "regenerate the paper figures (the same as python paper_figs.py)"),
     "ledger": ("toyspt.cli.ledger:register", "check, merge, repair or seal a results ledger"),
-    "docs": ("toyspt.cli.docs:register", "rewrite the docs' tables from the figures' CSVs (--check: only compare)"),
+    "docs": ("toyspt.cli.docs:register", "rewrite the docs' tables and quoted numbers (--check: only compare)"),
     "theory": ("toyspt.cli.main:register_theory",
                "check the theory (the same as python -m theory), e.g. toyspt theory --quick"),
 }
