@@ -70,7 +70,8 @@ def test_readme_is_short_and_its_commands_are_what_ci_runs():
     assert len(text.splitlines()) <= 250
     ci = (ROOT / ".ci" / "run").read_text()
     install = re.search(r'pip install (-q )?(-c constraints.txt -e "\.\[[^\]]+\]")', ci).group(2)
-    assert f"pip install {install} && python -m pytest -q" in text
+    pytest_args = re.search(r"python -m pytest (.*)", ci).group(1).replace(" -p no:cacheprovider", "")
+    assert f"pip install {install} && python -m pytest {pytest_args}\n" in text
     assert 'pip install -c constraints.txt -e ".[ucr-all]" && python paper_figs.py' in text
 
 
