@@ -6,10 +6,11 @@ they were drawn (floats up to the rounding a host's SIMD width may change). A bu
 published number fails here at once. Measured 47.5 s (the real-data study's) under pytest on
 the shared 2-core machine, two training processes beside it, so it runs in CI."""
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
+
+from toyspt.runs.ledger import differences
 
 ROOT = Path(__file__).resolve().parents[2]
 FIGS = ("real_gain", "archive_scan", "real_gain_splits", "archive_small")
@@ -30,23 +31,6 @@ def _entry(meta_path: Path, name: str) -> dict:
     return {k: v for k, v in entry.items() if k not in VOLATILE}
 
 
-def _differ(a, b, path: str = "") -> list[str]:
-    """Where two metadata entries differ: structure, strings and integers exactly, floats beyond
-    FLOAT_TOL (relative, or absolute near zero)."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        if a.keys() != b.keys():
-            return [f"{path}: keys {sorted(a.keys() ^ b.keys())}"]
-        return [d for k in a for d in _differ(a[k], b[k], f"{path}/{k}")]
-    if isinstance(a, list) and isinstance(b, list):
-        if len(a) != len(b):
-            return [f"{path}: {len(a)} vs {len(b)} items"]
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _differ(x, y, f"{path}[{i}]")]
-    if isinstance(a, float) and isinstance(b, float):
-        same = math.isclose(a, b, rel_tol=FLOAT_TOL, abs_tol=FLOAT_TOL) or (math.isnan(a) and math.isnan(b))
-        return [] if same else [f"{path}: {a!r} vs {b!r}"]
-    return [] if type(a) is type(b) and a == b else [f"{path}: {a!r} vs {b!r}"]
-
-
 def test_the_study_figures_redraw_from_the_ledger_as_committed(tmp_path):
     out = tmp_path / "figures"
     p = subprocess.run([sys.executable, "paper_figs.py", "--tier", "study", "--only", ",".join(FIGS), "--out", str(out),
@@ -59,7 +43,8 @@ def test_the_study_figures_redraw_from_the_ledger_as_committed(tmp_path):
     differ = [n for n in written if (out / n).read_bytes() != (ROOT / "figures" / n).read_bytes()]
     assert not differ, f"redrawn from the ledger, these CSVs differ from figures/: {differ}"
     for name in FIGS:
-        assert not _differ(_entry(out / "metadata.json", name), _entry(ROOT / "figures" / "metadata.json", name)), name
+        assert not differences(_entry(ROOT / "figures" / "metadata.json", name), _entry(out / "metadata.json", name),
+                               tol=FLOAT_TOL), name
 
 
 def test_the_lra_figures_redraw_from_the_lra_ledger_as_committed(tmp_path):
@@ -75,4 +60,5 @@ def test_the_lra_figures_redraw_from_the_lra_ledger_as_committed(tmp_path):
     for name in ("lra_claims.csv", "lra_claims_runs.csv", "lra_mechanism.csv", "lra_claims_probes.csv"):
         assert (out / name).read_bytes() == (ROOT / "figures" / name).read_bytes(), name
     for name in LRA:
-        assert not _differ(_entry(out / "metadata.json", name), _entry(ROOT / "figures" / "metadata.json", name)), name
+        assert not differences(_entry(ROOT / "figures" / "metadata.json", name), _entry(out / "metadata.json", name),
+                               tol=FLOAT_TOL), name

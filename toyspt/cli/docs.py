@@ -61,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
         text = read_page(page)
         count += len(blocks(text.removeprefix("\ufeff"), str(page)))
         tables = refresh(text, Path(args.figures), str(page))
-        numbers += len(doc_numbers.quotes(tables, Path("."), Path(args.figures), str(page)))
         new[page] = doc_numbers.refresh(tables, Path("."), Path(args.figures), str(page))
+        numbers += doc_numbers.count(tables)
         if new[page] != text:
             stale.append(page)
     if not args.check:  # every page checked before the first is written

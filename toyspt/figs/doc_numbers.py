@@ -54,18 +54,21 @@ def _value(data, path: str, source: str):
     return v
 
 
-def _source(name: str, root: Path, sources: dict) -> dict:
-    """The JSON object ``name`` (a file under ``root``), read once, bounded."""
-    if name not in sources:
-        where = (root / name).resolve()
-        if Path(name).is_absolute() or not where.is_relative_to(root.resolve()):
-            raise QuoteError(f"a marker quotes {name}, which is not under {root}; "
-                             "only the repository's files are quoted")
+def _read(path: Path, what: str, sources: dict) -> dict:
+    """The JSON object at ``path``, read once per call of :func:`quotes`, bounded."""
+    if str(path) not in sources:
         try:
-            sources[name] = read_json_object(root / name, "JSON file a page quotes", MAX_SOURCE_BYTES)
+            sources[str(path)] = read_json_object(path, what, MAX_SOURCE_BYTES)
         except UnsafeFile as e:
             raise QuoteError(str(e)) from None
-    return sources[name]
+    return sources[str(path)]
+
+
+def _source(name: str, root: Path, sources: dict) -> dict:
+    """The JSON object ``name`` of a from marker: a file under ``root``."""
+    if Path(name).is_absolute() or not (root / name).resolve().is_relative_to(root.resolve()):
+        raise QuoteError(f"a marker quotes {name}, which is not under {root}; only the repository's files are quoted")
+    return _read(root / name, "JSON file a page quotes", sources)
 
 
 def _printed(value, spec: str, scale: str | None, source: str, path: str) -> str:
@@ -90,17 +93,18 @@ def quotes(text: str, root: Path, figures: Path | None = None, page: str = "page
     for m in META.finditer(text):
         path, spec, scale = m.groups()
         src = str(figures / "metadata.json")
-        if src not in sources:
-            try:
-                sources[src] = read_json_object(figures / "metadata.json", "metadata file", MAX_SOURCE_BYTES)
-            except UnsafeFile as e:
-                raise QuoteError(str(e)) from None
-        found.append((m.start(), src, path, _printed(_value(sources[src], path, src), spec, scale, src, path)))
+        meta = _read(figures / "metadata.json", "metadata file", sources)
+        found.append((m.start(), src, path, _printed(_value(meta, path, src), spec, scale, src, path)))
     for m in FROM.finditer(text):
         name, path, spec = m.groups()
         found.append((m.start(), name, path, _printed(_value(_source(name, root, sources), path, name),
                                                       spec, None, name, path)))
     return [Quote(at, src, path, want, text[max(0, at - len(want)):at]) for at, src, path, want in sorted(found)]
+
+
+def count(text: str) -> int:
+    """How many quoted values ``text`` marks (what :func:`quotes` returns one of each for)."""
+    return len(META.findall(text)) + len(FROM.findall(text))
 
 
 def refresh(text: str, root: Path, figures: Path | None = None, page: str = "page") -> str:
@@ -123,4 +127,4 @@ def refresh(text: str, root: Path, figures: Path | None = None, page: str = "pag
     return "".join(out) + text[last:]
 
 
-__all__ = ["Quote", "QuoteError", "quotes", "refresh", "MAX_SOURCE_BYTES"]
+__all__ = ["Quote", "QuoteError", "quotes", "count", "refresh", "MAX_SOURCE_BYTES"]

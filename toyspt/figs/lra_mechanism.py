@@ -109,10 +109,13 @@ def spt_against_constant(tasks: dict, twins: dict, runs: dict) -> dict:
         if twins[key].recipe == "spt":  # an arm's seeds share its SPT loss
             ends.setdefault((*key[:2], twins[key].train.recon), []).append(_pretrain_end(res))
     out: dict = {}
+    constants: dict = {}  # (task, loss) -> its constant, computed once (spt and depth2_spt share it)
     for (task, arm, recon), losses in ends.items():
-        data = tasks[task].data.load()
+        if (task, recon) not in constants:
+            data = tasks[task].data.load()
+            constants[task, recon] = constant_recon_loss(data.train.x, data.val.x, recon)
         row = dict(recon=recon, n_seeds=len(losses), val_loss=float(np.mean(losses)), val_loss_min=min(losses),
-                   val_loss_max=max(losses), constant=constant_recon_loss(data.train.x, data.val.x, recon))
+                   val_loss_max=max(losses), constant=constants[task, recon])
         out.setdefault(task, {})[arm] = dict(row, below_constant=row["val_loss_max"] < row["constant"])
     return out
 

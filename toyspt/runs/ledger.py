@@ -25,6 +25,7 @@ entry it covers and lacks is recorded as it is read.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -75,17 +76,22 @@ def _slim(blob: dict, leave_out: Iterable[str] = (), keep: set[str] | None = Non
 TIMING = ("seconds",)  # an entry's fields that time its computation: never compared
 
 
-def differences(recorded, got, path: str = "") -> list[str]:
-    """Every place two JSON values differ (``path: recorded -> got``), numbers compared by their text."""
+def differences(recorded, got, path: str = "", tol: float = 0.0) -> list[str]:
+    """Every place two JSON values differ (``path: recorded -> got``), numbers compared by their
+    text (a NaN refused); with ``tol``, two floats that agree within it (relative, or absolute near
+    zero), or two NaNs, do not."""
     if isinstance(recorded, dict) and isinstance(got, dict):
         out = [f"{path}/{k}: missing from the new entry" for k in recorded if k not in got]
         out += [f"{path}/{k}: not in the record" for k in got if k not in recorded]
-        return out + [d for k in recorded if k in got for d in differences(recorded[k], got[k], f"{path}/{k}")]
+        return out + [d for k in recorded if k in got for d in differences(recorded[k], got[k], f"{path}/{k}", tol)]
     if isinstance(recorded, list) and isinstance(got, list):
         if len(recorded) != len(got):
             return [f"{path}: {len(recorded)} items recorded, {len(got)} new"]
-        return [d for i, (a, b) in enumerate(zip(recorded, got)) for d in differences(a, b, f"{path}[{i}]")]
-    a, b = json.dumps(recorded, allow_nan=False), json.dumps(got, allow_nan=False)
+        return [d for i, (a, b) in enumerate(zip(recorded, got)) for d in differences(a, b, f"{path}[{i}]", tol)]
+    if tol and isinstance(recorded, float) and isinstance(got, float):  # NaN (metadata may hold one) is NaN
+        same = math.isclose(recorded, got, rel_tol=tol, abs_tol=tol) or math.isnan(recorded) and math.isnan(got)
+        return [] if same else [f"{path}: {recorded!r} -> {got!r}"]
+    a, b = json.dumps(recorded, allow_nan=bool(tol)), json.dumps(got, allow_nan=bool(tol))
     return [] if a == b else [f"{path}: {a} -> {b}"]
 
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from toyspt.cli.main import main
-from toyspt.figs.doc_numbers import QuoteError, quotes, refresh
+from toyspt.figs.doc_numbers import QuoteError, count, quotes, refresh
 
 META = {"figures": {"accuracy": {"gain": 0.344, "seeds": [0, 1], "at": "ECG200 spt"},
                     "standing": {"rocket_train+val": {"sets": 16}}}}
@@ -32,7 +32,7 @@ def test_every_marker_is_read_and_printed_as_it_says(root):
     assert got == [("figures.accuracy.gain", "+34.4", "+34.4"), ("figures.accuracy.seeds.1", "1", "1"),
                    ("figures.standing.rocket_train+val.sets", "16", "16"), ("figures.accuracy.at", "ECG200 spt",
                    "ECG200 spt"), ("cpu_hours", "8.48", "8.48"), ("groups.0.n", "1,234", "1,234")]
-    assert refresh(OK, root) == OK
+    assert refresh(OK, root) == OK and count(OK) == len(got)
 
 
 @pytest.mark.parametrize("old,new", [("+34.4<", "+34.5<"), ("+34.4<", "-3.1<"), ("seed 1<", "seed 12<"),

@@ -1,6 +1,7 @@
 """The results ledger: records that answer specs exactly, integrity of every line, atomic
 appends, merges that refuse conflicts."""
 import json
+import math
 import os
 import signal
 import subprocess
@@ -304,6 +305,10 @@ def test_differences_compare_every_number_by_its_text():
     assert differences({"a": [1, 2.0]}, {"a": [1, 2.0]}) == []
     assert differences({"a": [1, 2.0]}, {"a": [1, 2]}) == ["/a[1]: 2.0 -> 2"]
     assert differences({"a": 1}, {"b": 1}) == ["/a: missing from the new entry", "/b: not in the record"]
+    # with a tolerance, floats within it agree (relative, or absolute near zero); nothing else is loosened
+    assert differences({"a": [0.1 + 0.2, 1e-18, math.nan]}, {"a": [0.3, -1e-18, math.nan]}, tol=1e-15) == []
+    assert differences({"a": 0.3}, {"a": 0.3 + 1e-12}, tol=1e-15) == [f"/a: 0.3 -> {0.3 + 1e-12!r}"]
+    assert differences({"a": [1, 2.0]}, {"a": [1, 2]}, tol=1.0) == ["/a[1]: 2.0 -> 2"]
 
 
 def test_the_ledger_is_a_regular_file_of_bounded_size(tmp_path):
