@@ -13,8 +13,10 @@ lock: the output may be one of the inputs, appended to meanwhile); records of on
 different numbers, or unusable lines, are refused: nothing is written, each is named, exit 2.
 ``repair`` writes a new file without the lines not used, the records of a key that conflict set
 aside in a second file (``--aside``, default OUT.aside), each named. ``migrate`` gives every
-record without a digest its digest, in place (atomically, under the lock; refused, nothing
-written, while a line is not used). ``verify`` retrains records under the kernels they name and
+record written before digests its digest, in place (atomically, under the lock), each line
+sealed listed; a record without a digest that may have lost it (of the layout written since
+digests, or beside sealed records) is sealed only when named (``--line N``, one by one);
+refused, nothing written, while a line is not used. ``verify`` retrains records under the kernels they name and
 compares every number bit for bit (:mod:`toyspt.runs.verify`): one paragraph per record
 (reproduced, differs: which numbers, or not verified: why), exit 1 unless every record was
 reproduced.
@@ -83,11 +85,15 @@ def check(args: argparse.Namespace) -> int:
           f"{size / 1e6:.2f} MB, {size / max(1, len(lines)) / 1e3:.1f} KB a record; "
           f"{seconds / 3600:.2f} CPU-hours recorded{' (without the records below)' if wrong else ''}; "
           f"hosts: {'; '.join(cpus) or '-'}")
-    mixed = bool(led.unsealed) and len(led.unsealed) < len(lines)
+    mixed = bool(led.unsealed) and len(led.unsealed) < len(lines) + len(led.duplicates)
     if led.unsealed:
-        print(f"{len(led.unsealed)} of {len(lines)} records carry no digest (written before digests: their "
-              "numbers are not bound to them); `toyspt ledger migrate` seals them once"
-              + (f"; beside sealed ones, lines {_some(led.unsealed)}" if mixed else ""))
+        bare = [x for x in [*lines.values(), *led.duplicates] if "digest" not in x.record]
+        dups = sum(x.number not in {y.number for y in lines.values()} for x in bare)
+        print(f"{len({x.record['key'] for x in bare})} of {len(lines)} records carry no digest ({len(bare)} line(s)"
+              f"{f', {dups} of them a duplicate of a record' if dups else ''}: their numbers are not bound to them); "
+              "`toyspt ledger migrate` seals those written before digests"
+              + (f"; beside sealed ones, lines {_some(led.unsealed)} (migrate seals them only named one by one, "
+                 "--line N: review them first)" if mixed else ""))
     for p in [*led.problems, *(f"{args.path} {w}" for w in wrong)]:
         print(inert(p, 100 * MAX_SHOWN))
     return EXIT_FAILED if led.problems or wrong or mixed else EXIT_OK
@@ -114,12 +120,13 @@ def repair(args: argparse.Namespace) -> int:
 
 def migrate(args: argparse.Namespace) -> int:
     from toyspt.runs.ledger_append import migrate as migrate_ledger
+    from toyspt.runs.ledger_append import spans
 
     if _missing([args.path]):
         return EXIT_USAGE
-    sealed, before = migrate_ledger(Path(args.path))
-    print(f"{args.path}: {sealed} records sealed, {before} sealed before"
-          + ("" if sealed else "; nothing written"))
+    sealed, before = migrate_ledger(Path(args.path), frozenset(args.line or ()))
+    print(f"{inert(args.path)}: {len(sealed)} records sealed, {before} sealed before"
+          + (f"; the lines sealed: {spans(sealed)}" if sealed else "; nothing written"))
     return EXIT_OK
 
 
@@ -187,6 +194,8 @@ def register(sub) -> None:
     r.set_defaults(func=repair)
     g = s.add_parser("migrate", help="seal every record written before digests (in place, once)")
     g.add_argument("path")
+    g.add_argument("--line", type=int, action="append", metavar="N",
+                   help="also seal the record of line N, one that may have lost its digest (review it first)")
     g.set_defaults(func=migrate)
     v = s.add_parser("verify", help="retrain records under the kernels they name; compare every number bit for bit")
     v.add_argument("path", nargs="?", default="figures/ledger/ucr.jsonl")

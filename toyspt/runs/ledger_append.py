@@ -22,7 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from toyspt.runs.ledger_file import DIGEST, LedgerError, Line, Read, read, read_raw, seal
+from toyspt.runs.ledger_file import (
+    BEFORE_DIGESTS,
+    DIGEST,
+    LedgerError,
+    Line,
+    Read,
+    predates_digests,
+    read,
+    read_raw,
+    seal,
+)
 from toyspt.util.atomic import WriteError, outside_through_link, write_text
 
 
@@ -189,26 +199,67 @@ def repair(path: Path, out: Path, aside: Path) -> tuple[Read, int, int]:
     return got, len(kept), len(set_aside)
 
 
-def migrate(path: Path) -> tuple[int, int]:
-    """Seal every record of ``path`` that has no digest (:func:`toyspt.runs.ledger_file.seal`),
-    the file rewritten atomically under its lock, every other byte of a record kept: (sealed,
-    already sealed). A ledger with a line not used is refused, nothing written (repair it first)."""
+def spans(numbers: list[int]) -> str:
+    """Line numbers as runs (``1-120, 125``): every one of them, in few characters."""
+    out: list[str] = []
+    for n in sorted(numbers):
+        if out and out[-1][1] == n - 1:
+            out[-1] = (out[-1][0], n)
+        else:
+            out.append((n, n))
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in out)
+
+
+def unasked(got: Read) -> list[tuple[int, str]]:
+    """(line, why) of each record without a digest that :func:`migrate` seals only when named: one of
+    the layout written since digests (its digest removed, or the record written by hand), or one
+    beside sealed records (an older checkout's append, or a digest stripped)."""
+    lines = [*got.good.values(), *got.duplicates]
+    sealed = sum(DIGEST in x.record for x in lines)
+    out = []
+    for x in sorted(lines, key=lambda x: x.number):
+        if DIGEST in x.record:
+            continue
+        if not predates_digests(x.record):
+            new = sorted(set(x.record) - BEFORE_DIGESTS)
+            out.append((x.number, f"of the layout written since digests (it has {', '.join(new)[:80]}) and no digest"))
+        elif sealed:
+            out.append((x.number, f"without a digest beside {sealed} sealed records"))
+    return out
+
+
+def migrate(path: Path, named: frozenset[int] | set[int] = frozenset()) -> tuple[list[int], int]:
+    """Seal the records of ``path`` written before digests (:func:`toyspt.runs.ledger_file.seal`),
+    the file rewritten atomically under its lock, every other byte of a record kept: (the lines
+    sealed, records sealed before). A record without a digest that may have lost it
+    (:func:`unasked`) is sealed only when its line is in ``named``; otherwise, or with a line not
+    used, or a named line that is not such a record, nothing is written (:class:`LedgerError`)."""
     with locked(path) as fd:
         got = _read_locked(fd, path)
         if got.problems:
             raise LedgerError(f"{path}: {len(got.problems)} line(s) not used, e.g. {got.problems[0]}; nothing "
                               "sealed (toyspt ledger repair first)")
+        lines = [*got.good.values(), *got.duplicates]
+        bare = {x.number for x in lines if DIGEST not in x.record}
+        stray = sorted(set(named) - bare)
+        if stray:
+            raise LedgerError(f"{path}: line(s) {spans(stray)} named, but not a usable record without a digest; "
+                              "nothing sealed")
+        ask = [(n, why) for n, why in unasked(got) if n not in named]
+        if ask:
+            raise LedgerError(f"{path}: {len(ask)} record(s) without a digest that may have lost it, e.g. line "
+                              f"{ask[0][0]}: a record {ask[0][1]}; nothing sealed. Review them (git diff, toyspt "
+                              f"ledger verify), then name each: --line {' --line '.join(str(n) for n, _ in ask[:5])}"
+                              f"{' ...' if len(ask) > 5 else ''} (lines {spans([n for n, _ in ask])})")
         raw, _ = read_raw(path)
-        lines = raw.split(b"\n")
-        sealed = 0
-        for line in [*got.good.values(), *got.duplicates]:
-            if DIGEST not in line.record:
-                lines[line.number - 1] = json.dumps(seal(line.record), separators=(",", ":"),
-                                                    ensure_ascii=True).encode()
-                sealed += 1
-        if sealed:
-            write_text(path, b"\n".join(lines).decode("utf-8"))
-        return sealed, len(got.good) + len(got.duplicates) - sealed
+        text = raw.split(b"\n")
+        for line in lines:
+            if line.number in bare:
+                text[line.number - 1] = json.dumps(seal(line.record), separators=(",", ":"),
+                                                   ensure_ascii=True).encode()
+        if bare:
+            write_text(path, b"\n".join(text).decode("utf-8"))
+        return sorted(bare), len(lines) - len(bare)
 
 
-__all__ = ["Tally", "append_line", "locked", "refuse_link", "merge", "repair", "migrate"]
+__all__ = ["Tally", "append_line", "locked", "refuse_link", "merge", "repair", "migrate", "unasked", "spans"]

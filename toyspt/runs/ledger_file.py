@@ -44,6 +44,8 @@ LEDGER_FORMAT = 1  # bump when a record's layout changes
 MAX_BYTES = 128 << 20  # a ledger larger than this is refused before reading (the study: 31.4 MB)
 MAX_LINE_BYTES = 1 << 20  # a line longer than this is not parsed (the study's longest: 30.7 KB)
 DIGEST = "digest"  # the field holding a record's digest
+BEFORE_DIGESTS = frozenset(("ledger", "key", "kind", "spec", "parent", "tier", "entry", "states", "norms", "seconds",
+                            "cpu", "cpu_capability", "torch", "written"))  # every field a record had before digests
 
 
 class LedgerError(ValueError):
@@ -128,6 +130,12 @@ def record_digest(rec: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def predates_digests(rec: dict) -> bool:
+    """Whether ``rec`` is of the layout written before digests (no field added since, e.g. ``kernels``):
+    only such a record may lack its digest unasked (:func:`toyspt.runs.ledger_append.migrate`)."""
+    return DIGEST not in rec and set(rec) <= BEFORE_DIGESTS
+
+
 def seal(rec: dict) -> dict:
     """``rec`` with its digest (:func:`record_digest`)."""
     return {**{k: v for k, v in rec.items() if k != DIGEST}, DIGEST: record_digest(rec)}
@@ -197,6 +205,9 @@ def read(raw: bytes, name: str, max_line: int | None = None) -> Read:
         elif k in out.good:  # one key is one spec's identity: where a data set was read (root) may differ
             if out.good[k].record["entry"] != rec["entry"]:
                 out.conflicts[k] = [out.good.pop(k), Line(i, rec)]
+            elif DIGEST in rec and DIGEST not in out.good[k].record:  # the sealed copy answers
+                out.duplicates.append(out.good[k])
+                out.good[k] = Line(i, rec)
             else:
                 out.duplicates.append(Line(i, rec))
         else:
@@ -236,5 +247,5 @@ def stamp() -> str:
 
 
 __all__ = ["LEDGER_FORMAT", "MAX_BYTES", "MAX_LINE_BYTES", "DIGEST", "LedgerError", "Line", "Read", "read", "parse",
-           "read_raw", "record_digest", "seal", "identity", "cpu_model",
+           "read_raw", "record_digest", "seal", "predates_digests", "identity", "cpu_model",
            "norms", "stamp"]
