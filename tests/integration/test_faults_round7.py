@@ -5,10 +5,14 @@ grammar, and the messages of ``toyspt ledger``."""
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
+import pytest
+
 from toyspt.cli.main import main
-from toyspt.runs.ledger_file import DIGEST
+from toyspt.runs.ledger_file import DIGEST, seal
 
 ROOT = Path(__file__).resolve().parents[2]
 LEDGER = ROOT / "figures" / "ledger" / "ucr.jsonl"
@@ -103,3 +107,120 @@ def test_ledger_docs_state_what_a_digest_detects_and_what_not():
     text = " ".join((ROOT / "docs" / "ledger.md").read_text().split())
     assert "a digest deleted or recomputed" in text
     assert "review of the ledger's diff" in text and "toyspt ledger verify" in text
+
+
+# ------------------------------------------------------------------ every number bounded, by value and by shape
+
+def _huge_seconds(rec):
+    rec["seconds"] = 10 ** 4000  # an 18 KB line: once an OverflowError traceback from check, verify, the job
+
+
+def _huge_history(rec):
+    rows = rec["entry"]["history"]["@rows"]
+    rows["cols"]["epoch"] = {"@range": [1, 10 ** 4000, 3]}
+
+
+def _many_norms(rec):
+    rec["norms"]["final"] = {f"t{i}": 1.0 for i in range(5000)}  # once: bounded by type only (2.8 GB at 117 MiB)
+
+
+def _foreign_kernels(rec):
+    rec["kernels"] = {"os.system": "rm -rf"}
+
+
+def _wide_spec(rec):
+    rec["spec"]["model"] = {**rec["spec"].get("model", {}), "pad": [0] * 3000}
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (_huge_seconds, "line 1: its seconds an integer of 4001 digits is out of range"),
+    (_huge_history, "line 1: its entry.history.@rows.cols.epoch.@range[1] an integer of 4001 digits is out of range"),
+    (_many_norms, "line 1: its norms.'final': 5000 tensors, more than the 512 a state may hold"),
+    (_foreign_kernels, "line 1: its kernels.'os.system' 'rm -rf': not a kernel setting"),
+    (_wide_spec, "line 1: its spec: more than the 2000 values a spec may hold"),
+], ids=["seconds", "history", "norms", "kernels", "spec"])
+def test_every_number_is_bounded_before_numpy_sees_it(tmp_path, capsys, edit, needle):
+    from toyspt.runs.ledger_file import identity
+    from toyspt.util.hashing import digest
+
+    rec = json.loads((ROOT / "figures" / "ledger" / "lra.jsonl").read_text().splitlines()[0])
+    edit(rec)
+    rec["key"] = digest(identity(rec["kind"], rec["spec"]))  # a careful forger keeps the key and the digest
+    path = write_ledger(tmp_path / "l.jsonl", [seal(rec)])
+    for argv in (["ledger", "check", str(path)], ["ledger", "verify", str(path)],
+                 ["ledger", "merge", str(path), "-o", str(tmp_path / "m.jsonl")]):
+        rc, said = run(capsys, argv)
+        assert rc in (1, 2) and (needle in said or argv[1] == "verify"), said
+
+
+def test_seconds_that_are_no_duration_are_not_summed(tmp_path, capsys):
+    recs = committed_records(2)
+    recs[1]["seconds"] = 1e308  # once: a 300-digit CPU-hours total
+    path = write_ledger(tmp_path / "l.jsonl", [recs[0], seal(recs[1])])
+    rc, said = run(capsys, ["ledger", "check", str(path)])
+    assert rc == 1 and "line 2: seconds 1e+308 is not a duration" in said and "e+30" not in said.split("\n")[0]
+
+
+def test_a_record_is_held_as_its_line(tmp_path):
+    """Every usable record is kept as its line's bytes: held in memory, a ledger costs about its size."""
+    from toyspt.runs.ledger import Ledger
+
+    path = write_ledger(tmp_path / "l.jsonl", committed_records(20))
+    lines = Ledger(path, kinds=("ucr",), warn=lambda m: None).lines()
+    raw = path.read_bytes().splitlines()
+    for line in lines.values():
+        assert line.raw == raw[line.number - 1] and line.record == json.loads(raw[line.number - 1])
+
+
+# ------------------------------------------------------------------ repair never writes what it reads
+
+@pytest.mark.parametrize("how", ["aside", "aside-link", "aside-is-out"])
+def test_repair_never_writes_the_file_it_reads(tmp_path, capsys, how):
+    recs = committed_records(5)
+    conflicting = seal({**recs[1], "tier": "elsewhere", "entry": forged(recs[1])["entry"]})
+    path = write_ledger(tmp_path / "l.jsonl", [recs[0], recs[1], conflicting, *recs[2:]])
+    before = path.read_bytes()
+    out = tmp_path / "new.jsonl"
+    if how == "aside":
+        aside = path  # once: exit 0, the ledger overwritten by its 2 conflicting records
+    elif how == "aside-link":
+        aside = tmp_path / "hard.jsonl"
+        os.link(path, aside)
+    else:
+        aside = out  # once: "4 records kept", and the file held the 2 conflicting ones
+    rc, said = run(capsys, ["ledger", "repair", str(path), "-o", str(out), "--aside", str(aside)])
+    assert rc == 2 and path.read_bytes() == before and "name another --aside" in said, said
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------ doc markers: a small format grammar
+
+@pytest.fixture
+def root(tmp_path):
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "metadata.json").write_text(json.dumps({"figures": {"a": 0.5}}))
+    (tmp_path / "n.json").write_text(json.dumps({"a": 7654321.5}))
+    return tmp_path
+
+
+@pytest.mark.parametrize("marker, needle", [
+    ("<!-- from n.json a 999999999 -->", "format '999999999' is not of the grammar"),  # once 27-33 s, 3.2 GB
+    ("<!-- from n.json a .999999999f -->", "format '.999999999f' is not of the grammar"),
+    ("<!-- meta figures.a >999999999 -->", "format '>999999999' is not of the grammar"),
+    ("<!-- meta figures.a .1f 1e308 -->", "scale '1e308' is not a number of at most 1e+06"),
+])
+def test_a_marker_format_outside_the_grammar_is_refused_before_formatting(root, capsys, monkeypatch, marker, needle):
+    monkeypatch.chdir(root)
+    (root / "p.md").write_text("x\n1" + marker + "\n")
+    t = time.perf_counter()
+    assert main(["docs", "p.md", "--check"]) == 2
+    assert time.perf_counter() - t < 10
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and "p.md line 2: a marker's " + needle in err[0], err
+
+
+def test_a_long_stale_number_is_rewritten_whole(root):
+    from toyspt.figs.doc_numbers import refresh
+
+    page = "moved 1,234,567.89<!-- from n.json a ,.2f --> rows"  # 12 characters: a short lookback rewrites its tail
+    assert refresh(page, root) == "moved 7,654,321.50<!-- from n.json a ,.2f --> rows"

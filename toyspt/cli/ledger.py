@@ -39,6 +39,8 @@ def _missing(paths: list[str]) -> bool:
     return bool(gone)
 
 
+# the modules defining the spec kinds a ledger records (toyspt.runs.specs.spec_kinds)
+SPEC_MODULES = ("toyspt.runs.state_probes", "toyspt.ucr.reference", "toyspt.ucr.init_probes", "toyspt.lra.demo")
 MAX_SHOWN = 200  # characters of a recorded text field printed (a host's CPU model is under 100)
 
 
@@ -51,19 +53,41 @@ def inert(value: object, most: int = MAX_SHOWN) -> str:
     return shown + (f"... ({len(text)} characters)" if len(text) > most else "")
 
 
-def _seconds(lines) -> tuple[float, list[str]]:
-    """The seconds recorded, summed, and a sentence per record whose ``seconds`` no computation
-    can have taken (infinite, NaN, negative): named and left out of the sum, never printed as a total."""
+def _seconds(number: int, s, wrong: list[str]) -> float:
+    """A record's seconds as counted in the total: 0, with a sentence in ``wrong``, where no
+    computation can have taken them (infinite, NaN, negative, over 30 days): never printed as a total."""
+    from toyspt.runs.record_checks import MAX_SECONDS
+
+    if s is None:
+        return 0.0
+    if math.isfinite(s) and 0 <= s <= MAX_SECONDS:
+        return s
+    wrong.append(f"line {number}: seconds {s!r} is not a duration (finite, >= 0, at most {MAX_SECONDS:.0f}: "
+                 "30 days); not counted")
+    return 0.0
+
+
+def _survey(lines: dict) -> tuple[dict[str, int], list[str], float, list[str]]:
+    """(records by kind, hosts, seconds summed, a sentence per seconds not counted), each record
+    parsed once in turn (a ledger's records are never all parsed at once)."""
+    import importlib
+
+    from toyspt.cli.compare import kinds as data_kinds
+    from toyspt.runs.specs import spec_kinds
+
+    for module in SPEC_MODULES:
+        importlib.import_module(module)
+    known = {*spec_kinds(), *data_kinds()} - {"spec"}  # data kinds: runs recorded before specs named their own
+    kinds: dict[str, int] = {}
+    cpus: set[str] = set()
     total, wrong = 0.0, []
     for line in lines.values():
-        s = line.record.get("seconds")
-        if s is None:
-            continue
-        if math.isfinite(s) and s >= 0:
-            total += s
-        else:
-            wrong.append(f"line {line.number}: seconds {s!r} is not a duration (finite, >= 0); not counted")
-    return total, wrong
+        rec = line.record  # a run's record says run (its data's kind, ucr, before specs named their own)
+        kind = "run" if "recipe" in rec["spec"] else rec["kind"] if rec["kind"] in known else "of no known kind"
+        kinds[kind] = kinds.get(kind, 0) + 1
+        cpus.add(inert(rec.get("cpu") or "?"))
+        total += _seconds(line.number, rec.get("seconds"), wrong)
+    return kinds, sorted(cpus), total, wrong
 
 
 def check(args: argparse.Namespace) -> int:
@@ -74,20 +98,17 @@ def check(args: argparse.Namespace) -> int:
     led = Ledger(Path(args.path), kinds=(), warn=lambda m: None)
     lines = led.lines()
     size = Path(args.path).stat().st_size
-    kinds: dict[str, int] = {}
-    for line in lines.values():  # a run's record says run (its data's kind, ucr, before specs named their own)
-        kind = "run" if "recipe" in line.record["spec"] else inert(line.record["kind"])
-        kinds[kind] = kinds.get(kind, 0) + 1
-    cpus = sorted({inert(line.record.get("cpu") or "?") for line in lines.values()})
-    seconds, wrong = _seconds(lines)
+    kinds, cpus, seconds, wrong = _survey(lines)
     counts = f" ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))})" if kinds else ""
-    print(f"{inert(args.path)}: {len(lines)} records{counts}, "
-          f"{size / 1e6:.2f} MB, {size / max(1, len(lines)) / 1e3:.1f} KB a record; "
+    dup = len(led.duplicates)
+    print(f"{inert(args.path)}: {len(lines)} records{counts}"
+          f"{f' and {dup} duplicate line(s) (a record again, same numbers)' if dup else ''}, "
+          f"{size / 1e6:.2f} MB, {size / max(1, len(lines) + dup) / 1e3:.1f} KB a record; "
           f"{seconds / 3600:.2f} CPU-hours recorded{' (without the records below)' if wrong else ''}; "
           f"hosts: {'; '.join(cpus) or '-'}")
-    mixed = bool(led.unsealed) and len(led.unsealed) < len(lines) + len(led.duplicates)
+    mixed = bool(led.unsealed) and len(led.unsealed) < len(lines) + dup
     if led.unsealed:
-        bare = [x for x in [*lines.values(), *led.duplicates] if "digest" not in x.record]
+        bare = [x for x in [*lines.values(), *led.duplicates] if not x.sealed]
         dups = sum(x.number not in {y.number for y in lines.values()} for x in bare)
         print(f"{len({x.record['key'] for x in bare})} of {len(lines)} records carry no digest ({len(bare)} line(s)"
               f"{f', {dups} of them a duplicate of a record' if dups else ''}: their numbers are not bound to them); "
@@ -165,6 +186,10 @@ def verify(args: argparse.Namespace) -> int:
         records = choose(led, args.sample if args.key is None else None, args.key, args.seed)
     except ValueError as e:
         print(f"error: {e}")
+        return EXIT_USAGE
+    if not records:  # nothing retrained is nothing reproduced
+        print(f"error: {inert(args.path)}: no run record to verify ({len(led.problems)} line(s) not used; "
+              "`toyspt ledger check` names them)")
         return EXIT_USAGE
     t0, counts = time.perf_counter(), {}
     for rec in records:

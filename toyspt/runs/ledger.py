@@ -39,7 +39,6 @@ from toyspt.runs.exact import decode, exact_encode
 from toyspt.runs.kernels import settings as kernel_settings
 from toyspt.runs.ledger_append import Tally, append_line, merge, refuse_link
 from toyspt.runs.ledger_file import (
-    DIGEST,
     LEDGER_FORMAT,
     LedgerError,
     Line,
@@ -186,7 +185,7 @@ class Ledger:
     def _unsealed(self) -> None:
         """Say once how many records without a digest answer beside sealed ones; in a study's
         ledger (``unsealed_ok`` False) they answer nothing."""
-        bare = [k for k, x in self._lines.items() if DIGEST not in x.record]
+        bare = [k for k, x in self._lines.items() if not x.sealed]
         shown = ", ".join(map(str, self.unsealed[:10])) + (" ..." if len(self.unsealed) > 10 else "")
         if not self.unsealed_ok:
             for k in bare:
@@ -278,7 +277,7 @@ class Ledger:
             return False
         rec = self.record(spec, entry)
         number = append_line(self.path, rec, self._tally)
-        self.lines()[rec["key"]] = Line(number, json.loads(json.dumps(rec)))
+        self.lines()[rec["key"]] = Line(number, raw=json.dumps(rec, separators=(",", ":"), ensure_ascii=True).encode())
         return True
 
     def store(self, spec: Spec, entry: Entry) -> None:
