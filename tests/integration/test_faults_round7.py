@@ -224,3 +224,78 @@ def test_a_long_stale_number_is_rewritten_whole(root):
 
     page = "moved 1,234,567.89<!-- from n.json a ,.2f --> rows"  # 12 characters: a short lookback rewrites its tail
     assert refresh(page, root) == "moved 7,654,321.50<!-- from n.json a ,.2f --> rows"
+
+
+# ------------------------------------------------------------------ messages
+
+def test_kinds_come_from_the_registry_and_duplicates_are_counted_apart(tmp_path, capsys):
+    recs = committed_records(90)
+    probe = next(r for r in recs if r["kind"] == "proximity")
+    odd = seal({**probe, "kind": "a os.system"})  # once printed as a kind: "a os.system 1"
+    path = write_ledger(tmp_path / "l.jsonl", [bare(recs[0]), bare(recs[0]), odd])
+    rc, said = run(capsys, ["ledger", "check", str(path)])
+    assert "os.system" not in said and "of no known kind 1" in said, said
+    assert "2 records (" in said and "and 1 duplicate line(s)" in said
+    assert "1 of 2 records carry no digest (2 line(s), 1 of them a duplicate of a record" in said  # once: 2 of 1
+
+
+def test_verify_of_nothing_exits_2(tmp_path, capsys):
+    path = write_ledger(tmp_path / "l.jsonl", [])
+    rc, said = run(capsys, ["ledger", "verify", str(path)])
+    assert rc == 2 and "no run record to verify" in said  # once: exit 0, "0 records"
+
+
+# ------------------------------------------------------------------ gaps pinned
+
+def test_the_caps_hold_at_their_edge(tmp_path):
+    from toyspt.runs.ledger_file import MAX_BYTES, read, read_raw
+
+    rec = json.dumps(committed_records(1)[0], separators=(",", ":")).encode()
+    assert read(rec + b"\n", "l", max_line=len(rec)).good  # a line of exactly the cap is read
+    assert read(rec + b"\n", "l", max_line=len(rec) - 1).problems[0].startswith(f"l line 1: {len(rec)} bytes, over")
+    at = tmp_path / "at.jsonl"
+    with open(at, "wb") as f:
+        f.truncate(MAX_BYTES)  # exactly the cap: read (one line of zeros, cut off)
+    raw, _ = read_raw(at)
+    assert len(raw) == MAX_BYTES and read(raw, "l").problems == ["l line 1: truncated (no line end: a write cut short); "
+                                                                "not used"]
+
+
+def test_repair_writes_a_duplicated_record_once(tmp_path, capsys):
+    recs = committed_records(3)
+    path = write_ledger(tmp_path / "l.jsonl", [recs[0], recs[1], recs[0], recs[2], recs[1]])
+    out = tmp_path / "new.jsonl"
+    rc, said = run(capsys, ["ledger", "repair", str(path), "-o", str(out)])
+    assert rc == 0 and [json.loads(x)["key"] for x in out.read_text().splitlines()] == [r["key"] for r in recs]
+
+
+def test_the_line_tally_is_recounted_after_an_in_place_truncation(tmp_path):
+    from toyspt.runs.ledger import Ledger
+    from toyspt.runs.ledger_append import append_line
+
+    recs = committed_records(4)
+    path = write_ledger(tmp_path / "l.jsonl", recs[:3])
+    led = Ledger(path, kinds=("ucr",), warn=lambda m: None)
+    led.lines()  # the tally: 3 lines
+    first = path.read_bytes().splitlines(keepends=True)[0]
+    with open(path, "r+b") as f:  # the same file, cut back to its first line
+        f.truncate(len(first))
+    assert append_line(path, recs[3], led._tally) == 2
+    assert path.read_bytes().count(b"\n\n") == 0 and len(path.read_bytes().splitlines()) == 2
+
+
+def test_a_record_missing_its_pretraining_epochs_is_refused(tmp_path, capsys):
+    from toyspt.runs.exact import decode, exact_encode
+    from toyspt.runs.ledger import Ledger
+
+    with open(LEDGER, encoding="utf-8") as f:
+        rec = next(r for r in map(json.loads, f) if r["spec"].get("recipe") == "spt")
+    entry = decode(rec["entry"])
+    entry["history"] = [h for h in entry["history"] if h.get("phase") != "pretrain"]
+    from toyspt.train.run import summarize
+
+    entry["summary"] = summarize(entry["history"])
+    path = write_ledger(tmp_path / "l.jsonl", [seal({**rec, "entry": exact_encode(entry)})])
+    assert not Ledger(path, kinds=("ucr",), warn=lambda m: None).lines()
+    rc, said = run(capsys, ["ledger", "check", str(path)])
+    assert rc == 1 and "line 1: its entry.history: 0 pretrain epochs, but its spec trains" in said, said
