@@ -28,7 +28,7 @@ from toyspt.train.loop import Lockstep, RunContext
 from toyspt.train.run import seed_stream, stalled
 from toyspt.util.validation import MAX_COUNT, Float, Int, validate, validated
 
-VERSION = 1  # bump when the network or its training comes to mean something else
+VERSION = 2  # bump when the network or its training comes to mean something else (2: counts against the majority)
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,8 @@ def as_images(x_BxTx1: torch.Tensor) -> torch.Tensor:
 
 def train_cnn(cfg: CNNConfig, data, seed: int) -> list[dict[str, Any]]:
     """One network from ``seed`` trained on ``data`` (a loaded TaskData of images); one row per epoch
-    (epoch, train_loss, val_acc, val_loss, test_acc, and ``stopped`` on the last: patience | cap)."""
+    (epoch, train_loss, val_acc, val_loss, test_acc, only_model, only_majority, and ``stopped`` on the
+    last: patience | cap)."""
     xs = {k: as_images(getattr(data, k).x) for k in ("train", "val", "test")}
     n_classes = int(max(int(getattr(data, k).y.max()) for k in xs)) + 1
     with seeded(seed):
@@ -82,6 +83,7 @@ def train_cnn(cfg: CNNConfig, data, seed: int) -> list[dict[str, Any]]:
     lock.start_phase("finetune", lambda ps: torch.optim.AdamW(ps, lr=cfg.lr, weight_decay=cfg.weight_decay))
     gen = torch.Generator().manual_seed(seed_stream(seed))
     y = data.train.y
+    majority = int(torch.bincount(y).argmax())  # the majority-class rule, fitted on the training labels
 
     def loss(k, m, rows, g):
         return F.cross_entropy(m(xs["train"][rows]), y[rows])
@@ -91,9 +93,8 @@ def train_cnn(cfg: CNNConfig, data, seed: int) -> list[dict[str, Any]]:
         losses = lock.epoch(len(y), cfg.batch_size, [gen], loss)[0]
         model.eval()
         val_acc, val_loss = scores(lambda s: model(xs["val"][s]), data.val.y, 1024)
-        test_acc = scores(lambda s: model(xs["test"][s]), data.test.y, 1024)[0]
         rows.append(dict(epoch=epoch, train_loss=sum(losses) / len(losses), val_acc=val_acc, val_loss=val_loss,
-                         test_acc=test_acc))
+                         **against_majority(model, xs["test"], data.test.y, majority)))
         if stalled([dict(r, phase="finetune") for r in rows], cfg.patience):
             rows[-1]["stopped"] = "patience"
             break
@@ -103,10 +104,23 @@ def train_cnn(cfg: CNNConfig, data, seed: int) -> list[dict[str, Any]]:
     return rows
 
 
+@torch.no_grad()
+def against_majority(model: nn.Module, x: torch.Tensor, y: torch.Tensor, majority: int) -> dict[str, Any]:
+    """Test accuracy and the discordant counts against always answering ``majority`` on the same
+    examples (what an exact McNemar test reads): ``only_model`` right where the rule is wrong,
+    ``only_majority`` the reverse."""
+    pred = torch.cat([model(x[i:i + 1024]).argmax(-1) for i in range(0, len(x), 1024)])
+    right, rule = pred == y, y == majority
+    return dict(test_acc=float(right.double().mean()), only_model=int((right & ~rule).sum()),
+                only_majority=int((~right & rule).sum()))
+
+
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Peak validation accuracy, test accuracy at its (first) epoch, and where and why it stopped."""
+    """Peak validation accuracy, test accuracy and the counts against the majority rule at its (first)
+    epoch, and where and why it stopped."""
     best = max(rows, key=lambda r: r["val_acc"])
     return dict(peak_val_acc=best["val_acc"], test_at_peak=best["test_acc"], peak_epoch=best["epoch"],
+                only_model=best["only_model"], only_majority=best["only_majority"],
                 final_test_acc=rows[-1]["test_acc"], stop_epoch=rows[-1]["epoch"],
                 stopped_early=float(rows[-1]["stopped"] == "patience"))
 
@@ -147,4 +161,5 @@ class CNNReferenceSpec(Spec):
         return Table(rows, dict(summary(rows), cnn_version=VERSION), seconds=time.perf_counter() - t)
 
 
-__all__ = ["CNNConfig", "CNNReferenceSpec", "SmallCNN", "as_images", "train_cnn", "summary", "VERSION"]
+__all__ = ["CNNConfig", "CNNReferenceSpec", "SmallCNN", "as_images", "train_cnn", "against_majority", "summary",
+           "VERSION"]

@@ -41,3 +41,16 @@ def test_the_key_names_the_network_and_the_data():
     assert a.key() != CNNReferenceSpec(DigitsSource(side=8), seed=0, cnn=CNNConfig(channels=8)).key()
     assert a.key() != CNNReferenceSpec(DigitsSource(side=16), seed=0).key()
     assert a.to_dict()["data_kind"] == "digits"
+
+
+def test_the_counts_against_the_majority_rule_are_those_of_the_same_examples():
+    from toyspt.analysis.stats import mcnemar_exact
+
+    t = CNNReferenceSpec(DigitsSource(side=8), seed=1000, cnn=CNNConfig(epochs=3, patience=3)).execute()
+    d = DigitsSource(side=8).load()
+    majority = int(torch.bincount(d.train.y).argmax())
+    rule = int((d.test.y == majority).sum())
+    for r in t.rows:  # right = only_model + right on both; the rule's right ones = only_majority + right on both
+        both = round(r["test_acc"] * len(d.test.y)) - r["only_model"]
+        assert 0 <= both <= rule and rule - both == r["only_majority"]
+    assert mcnemar_exact(t.details["only_model"], t.details["only_majority"]) < 1e-6
