@@ -257,8 +257,8 @@ def test_the_caps_hold_at_their_edge(tmp_path):
     with open(at, "wb") as f:
         f.truncate(MAX_BYTES)  # exactly the cap: read (one line of zeros, cut off)
     raw, _ = read_raw(at)
-    assert len(raw) == MAX_BYTES and read(raw, "l").problems == ["l line 1: truncated (no line end: a write cut short); "
-                                                                "not used"]
+    assert len(raw) == MAX_BYTES
+    assert read(raw, "l").problems == ["l line 1: truncated (no line end: a write cut short); not used"]
 
 
 def test_repair_writes_a_duplicated_record_once(tmp_path, capsys):

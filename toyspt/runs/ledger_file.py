@@ -11,8 +11,9 @@ numbers, is named with its line number and never used (:func:`read`).
 
 Caps, sized to the study (2,260 records, 31.4 MB, 13.9 KB a record, the largest line 30.7 KB):
 a ledger of at most :data:`MAX_BYTES` (128 MiB: four times the study; reading it takes about
-twice its size in memory, each record held as its line: :class:`Line`), a line of at most :data:`MAX_LINE_BYTES` (1 MiB: 34 times
-the largest), a record's decoded values at most :data:`toyspt.runs.exact.MAX_VALUES`.
+twice its size in memory, each record held as its line: :class:`Line`), a line of at most
+:data:`MAX_LINE_BYTES` (1 MiB: 34 times the largest), a record's decoded values at most
+:data:`toyspt.runs.exact.MAX_VALUES`.
 
 A record's ``digest`` is the sha256 of its other fields as canonical JSON, whatever fields it
 has; records written before digests (format 1 without one) are *unsealed*: used as they are,
