@@ -1,4 +1,4 @@
-"""PathFinder (toyspt.lra.pathfinder): balanced labels, determinism by seed, the geometry the
+"""PathFinder (toyspt.kinds.pathfinder): balanced labels, determinism by seed, the geometry the
 generator promises (markers on contour ends, contours never touching, turns within the cap),
 and no shortcut: classifiers that cannot trace stay inside the binomial chance interval."""
 from dataclasses import replace
@@ -6,8 +6,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from toyspt.lra.pathfinder import PathfinderConfig, draw, pathfinder
-from toyspt.lra.pathfinder_checks import chance_interval, geometry_checks, shortcut_checks
+from toyspt.kinds.pathfinder import PathfinderConfig, draw, pathfinder
+from toyspt.kinds.pathfinder_checks import chance_interval, geometry_checks, shortcut_checks
 
 CFG = PathfinderConfig()  # the 16px default the pilot chose
 
