@@ -259,7 +259,11 @@ def recon_loss(pred_BxTxD: torch.Tensor, x_BxTxD: torch.Tensor, mask_BxT: torch.
                kind: str = "l1") -> torch.Tensor:
     """Reconstruction loss on masked positions only: mean over masked entries (L1 or MSE), or
     ``ce``: cross-entropy of per-token logits against one-hot inputs (token tasks), mean over
-    masked tokens."""
+    masked tokens, or ``levels``: cross-entropy of L logits per value (``pred`` is (B, T, D*L))
+    against the value's grey level ``round((x + 1) / 2 * (L - 1))`` (pixels normalised to [-1, 1]:
+    the LRA SPT code's 256-way pixel loss), mean over masked values."""
+    if kind == "levels":
+        return levels_loss(pred_BxTxD, x_BxTxD, mask_BxT)
     if kind == "ce":
         m = mask_BxT.bool()
         if not bool(m.any()):
@@ -270,9 +274,27 @@ def recon_loss(pred_BxTxD: torch.Tensor, x_BxTxD: torch.Tensor, mask_BxT: torch.
     elif kind == "mse":
         err = (pred_BxTxD - x_BxTxD).pow(2)
     else:
-        raise ValueError(f"recon loss kind must be 'l1', 'mse' or 'ce', got {kind!r}")
+        raise ValueError(f"recon loss kind must be 'l1', 'mse', 'ce' or 'levels', got {kind!r}")
     m = mask_BxT.to(err.dtype).unsqueeze(-1)
     return (err * m).sum() / (m.sum() * err.shape[-1]).clamp_min(1.0)
+
+
+def grey_levels(x: torch.Tensor, levels: int) -> torch.Tensor:
+    """The grey level (0..levels-1, long) of each value of ``x`` in [-1, 1] (nearest level)."""
+    return ((x.double() + 1.0) * 0.5 * (levels - 1)).round().clamp(0, levels - 1).long()
+
+
+def levels_loss(pred_BxTxDL: torch.Tensor, x_BxTxD: torch.Tensor, mask_BxT: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over masked values of L grey-level logits per value (``recon_loss`` "levels")."""
+    D = x_BxTxD.shape[-1]
+    if pred_BxTxDL.shape[-1] % D or pred_BxTxDL.shape[-1] // D < 2:
+        raise ValueError(f"levels loss: {pred_BxTxDL.shape[-1]} logits per position is not L >= 2 per each "
+                         f"of {D} values (ModelConfig.rec_levels)")
+    m = mask_BxT.bool()
+    if not bool(m.any()):
+        return pred_BxTxDL.sum() * 0.0
+    logits = pred_BxTxDL[m].reshape(-1, D, pred_BxTxDL.shape[-1] // D)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), grey_levels(x_BxTxD[m], logits.shape[-1]).reshape(-1))
 
 
 def _task_from_args(args, names: list[str], configs: dict) -> tuple[list[TaskConfig], None]:

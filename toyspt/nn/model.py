@@ -52,6 +52,9 @@ class ModelConfig:
     fire_hidden: int = validated(32, Int(gt=0, le=MAX_WIDTH))  # hidden width of FIRE's bias MLP
     # ALiBi slopes 2^(-base*h/H); 8 is standard (1/256 for one head)
     alibi_base: float = validated(8.0, Float(gt=0, le=MAX_SCALE))
+    # 0: the reconstruction head regresses each of the d_in values; L > 1: it gives L logits per
+    # value, one per grey level of [-1, 1] (the LRA SPT code's 256-way pixel loss, recon "levels")
+    rec_levels: int = validated(0, Int(ge=0, le=MAX_WIDTH), later=True)
 
     def __post_init__(self):
         validate(self)
@@ -61,6 +64,8 @@ class ModelConfig:
             raise ValueError(f"n_heads: d_model={self.d_model} is not divisible by {self.n_heads}")
         if self.pos == "rope" and (self.d_model // self.n_heads) % 2:
             raise ValueError("pos: rope needs an even head dimension")
+        if self.rec_levels == 1:
+            raise ValueError("rec_levels: 0 (regress values) or at least 2 grey levels, got 1")
 
 
 class Block(nn.Module):
@@ -105,7 +110,7 @@ class ToyTransformer(nn.Module):
         self.ln_f = nn.LayerNorm(cfg.d_model) if cfg.final_norm else nn.Identity()
         self.hook_pooled = HookPoint()
         self.head_cls = nn.Linear(cfg.d_model, cfg.n_classes)
-        self.head_rec = nn.Linear(cfg.d_model, cfg.d_in)
+        self.head_rec = nn.Linear(cfg.d_model, cfg.d_in * (cfg.rec_levels or 1))
         for blk in self.blocks:
             for lin in (blk.attn.W_Q, blk.attn.W_K):
                 with torch.no_grad():
@@ -144,7 +149,8 @@ class ToyTransformer(nn.Module):
 
     def reconstruct(self, x_BxTxD: torch.Tensor, mask_BxT: torch.Tensor, attend: str = "all"
                     ) -> torch.Tensor:
-        """Per-token predictions (B, T, d_in) from masked inputs (values zeroed + indicator)."""
+        """Per-token predictions (B, T, d_in), or (B, T, d_in * rec_levels) grey-level logits, from
+        masked inputs (values zeroed + indicator)."""
         allowed = spt_allowed(mask_BxT, attend)
         return self.head_rec(self.encode(mask_inputs(x_BxTxD, mask_BxT), allowed))
 

@@ -72,6 +72,23 @@ def _rows(where: str, rows: Any) -> None:
                                  f"({c!r}/{n!r})")
 
 
+def _stopped(history: list[dict], phase: str, got: int, cap: int, patience: int) -> None:
+    """A phase under a stopping rule: at most ``cap`` epochs, the last saying why it ended, and a
+    stop before the cap only where the rule says stop (:func:`toyspt.train.run.stalled`, ``plateaued``)."""
+    from toyspt.train.run import plateaued, stalled
+
+    rows = [h for h in history if h.get("phase") == phase]
+    why = rows[-1].get("stopped") if rows else None
+    rule = "patience" if phase == "finetune" else "plateau"
+    ok = 0 < got <= cap and why in (rule, "cap") and (why == rule or got == cap)
+    if ok:  # the rule fires exactly at the stop and never before it
+        fires = stalled if phase == "finetune" else plateaued
+        ok = all(not fires(rows[:n], patience) for n in range(1, got)) and fires(rows, patience) == (why == rule)
+    if not ok:
+        raise Impossible(f"entry.history: {got} {phase} epochs ending {why!r}, but its spec stops by its rule "
+                         f"(patience {patience}) or at {cap}")
+
+
 def _run(spec: dict, entry: dict) -> None:
     from toyspt.train.recipes import TrainConfig, get_recipe
     from toyspt.train.run import summarize
@@ -97,9 +114,13 @@ def _run(spec: dict, entry: dict) -> None:
     want = {"finetune": recipe.label_epochs(cfg)}
     if recipe.pretrain_on == "task":
         want["pretrain"] = cfg.pre_epochs
+    rules = {"finetune": cfg.patience, "pretrain": cfg.pre_patience}
     for phase, n in want.items():
-        if counts.get(phase, 0) != n:
-            raise Impossible(f"entry.history: {counts.get(phase, 0)} {phase} epochs, but its spec trains {n}")
+        got = counts.get(phase, 0)
+        if rules[phase] is None and got != n:
+            raise Impossible(f"entry.history: {got} {phase} epochs, but its spec trains {n}")
+        if rules[phase] is not None and n:
+            _stopped(history, phase, got, n, rules[phase])
     try:
         summary = summarize(history)
     except (KeyError, ValueError, TypeError, ZeroDivisionError) as e:

@@ -14,7 +14,7 @@ the sweep see nothing else of a spec.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, Protocol, Sequence
 
 import torch
@@ -28,6 +28,7 @@ from toyspt.train.config import RunConfig
 from toyspt.train.recipes import TrainConfig, get_recipe
 from toyspt.train.run import RunResult, run_recipe, run_recipe_seeds
 from toyspt.util.hashing import digest, jsonable
+from toyspt.util.validation import config_dict
 
 FORMAT_VERSION = 3  # bump when the meaning of a cached run changes (2: resume state, evaluate; 3: val loss)
 UNKNOWN_SECONDS = 2.0  # what an entry that says nothing of its cost is taken to take
@@ -175,7 +176,7 @@ class RunSpec(Spec):
     def to_dict(self) -> dict[str, Any]:
         """The run as JSON values: the layout toy and UCR keys have always had (the data
         source names its own part), so cached runs keep their keys."""
-        d = dict(recipe=self.recipe, seed=self.seed, model=asdict(self.model), train=asdict(self.train),
+        d = dict(recipe=self.recipe, seed=self.seed, model=config_dict(self.model), train=config_dict(self.train),
                  trackers=list(self.trackers), evaluate=self.evaluate, numerics=self.numerics, format=FORMAT_VERSION)
         d.update(self.data.key_fields(self.swap))
         return d
@@ -208,6 +209,8 @@ class RunSpec(Spec):
         rec = get_recipe(self.recipe)
         if rec.starts_from is None or self.trackers:  # trackers must see every phase
             return None
+        if rec.matched_budget and self.train.patience is not None:  # its prefix may have stopped early
+            return None
         # an SPT-only run evaluates nothing: one policy for it serves every label policy
         return replace(self, recipe=rec.starts_from, evaluate="all" if rec.pretrains else self.evaluate)
 
@@ -233,8 +236,10 @@ class RunSpec(Spec):
                          {**result.config, "evaluate": twin.evaluate}, None)
 
     def group(self) -> str | None:
-        """Specs without trackers that differ only by seed train in lockstep."""
-        return None if self.trackers else f"{self.data.kind}-{replace(self, seed=0).key()}"
+        """Specs without trackers or stopping rules that differ only by seed train in lockstep."""
+        if self.trackers or self.train.stops:  # a stopping rule ends each seed's phase at its own epoch
+            return None
+        return f"{self.data.kind}-{replace(self, seed=0).key()}"
 
     def load_data(self):
         """(the labelled data, the data SPT pretrains on where the recipe says so, or None)."""

@@ -197,13 +197,22 @@ def at_state(records, state: str) -> list[dict]:
     return sel.to_dict("records")
 
 
-def constant_recon_loss(train_x: torch.Tensor, val_x: torch.Tensor, recon: str) -> float:
+def constant_recon_loss(train_x: torch.Tensor, val_x: torch.Tensor, recon: str, levels: int = 256) -> float:
     """The SPT loss on ``val_x`` of the best prediction that ignores the context, fitted on
     ``train_x`` (both (B, T, d)), in expectation over a mask that picks positions at random:
-    ``l1``, the train values' median at every masked position; ``ce``, the train tokens'
-    frequencies. An SPT model whose validation loss is not below it has learned nothing that
-    reading the neighbours could add (float64)."""
+    ``l1``, the train values' median at every masked position; ``mse``, their mean; ``ce``, the
+    train tokens' frequencies; ``levels``, the train values' frequencies over ``levels`` grey levels.
+    An SPT model whose validation loss is not below it has learned nothing that reading the
+    neighbours could add (float64)."""
     tr_x, va_x = train_x.double(), val_x.double()
+    if recon == "levels":
+        from toyspt.data.tasks import grey_levels
+
+        tr, va = grey_levels(tr_x, levels).reshape(-1), grey_levels(va_x, levels).reshape(-1)
+        freq = torch.bincount(tr, minlength=levels).double() / len(tr)
+        if bool((freq[va] == 0).any()):
+            return float("inf")  # a validation level never seen in training
+        return float(-freq[va].log().mean())
     if recon == "ce":
         freq = tr_x.reshape(-1, tr_x.shape[-1]).sum(0) / (tr_x.shape[0] * tr_x.shape[1])
         ids = va_x.argmax(-1).reshape(-1)
@@ -214,7 +223,7 @@ def constant_recon_loss(train_x: torch.Tensor, val_x: torch.Tensor, recon: str) 
         return float((va_x - tr_x.reshape(-1, tr_x.shape[-1]).median(0).values).abs().mean())
     if recon == "mse":
         return float((va_x - tr_x.reshape(-1, tr_x.shape[-1]).mean(0)).pow(2).mean())
-    raise ValueError(f"recon: one of l1, mse, ce, got {recon!r}")
+    raise ValueError(f"recon: one of l1, mse, ce, levels, got {recon!r}")
 
 
 __all__ = ["constant_recon_loss",

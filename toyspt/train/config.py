@@ -4,13 +4,14 @@ restates the recipe, model, optimisation, evaluation policy and numerics one arg
 A :class:`toyspt.runs.specs.RunSpec` is a RunConfig plus a seed, data and trackers."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from toyspt.nn.model import ModelConfig
 from toyspt.train.compiled import check_numerics
 from toyspt.train.evaluation import EVAL_TOKENS, check_policy, eval_rows
 from toyspt.train.recipes import Recipe, TrainConfig, get_recipe
+from toyspt.util.validation import config_dict
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,9 @@ class RunConfig:
         check_numerics(self.numerics)
         eval_rows(1, self.eval_tokens)  # refuses a non-positive budget before any training
         get_recipe(self.recipe).check_model(self.model)
+        if (self.train.recon == "levels") != (self.model.rec_levels > 0):
+            raise ValueError(f"recon {self.train.recon!r} with model.rec_levels={self.model.rec_levels}: the "
+                             "'levels' loss needs rec_levels >= 2 grey levels, and rec_levels needs that loss")
 
     @classmethod
     def of(cls, run: "RunConfig | str") -> "RunConfig":
@@ -46,7 +50,8 @@ class RunConfig:
     def stored(self, numerics: str) -> dict[str, Any]:
         """The run's ``config`` as its result keeps it, ``numerics`` being the path that ran (named
         only off eager: eager runs keep the config they had before there was a choice)."""
-        out: dict[str, Any] = dict(model=asdict(self.model), train=asdict(self.train), evaluate=self.evaluate)
+        out: dict[str, Any] = dict(model=config_dict(self.model), train=config_dict(self.train),
+                                   evaluate=self.evaluate)
         if numerics == "compiled":
             out["numerics"] = numerics
         return out

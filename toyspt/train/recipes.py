@@ -68,6 +68,9 @@ KEEP = ("none", "all", *GROUPS, "all_but_qk")
 # values, their arrangement destroyed)
 TRANSFORMS = (None, "norms", "permute")
 OPTIMIZERS = ("adamw", "sgd")
+RECON_LOSSES = ("l1", "mse", "ce", "levels")  # SPT losses (toyspt.data.tasks.recon_loss)
+# SPT's plateau: an epoch improves on the lowest validation loss only by more than this fraction of it
+PLATEAU_TOL = 1e-3
 
 
 @dataclass(frozen=True)
@@ -85,14 +88,26 @@ class TrainConfig:
     # SPT: each position masked i.i.d. with this probability
     mask_rate: float = validated(0.5, Float(gt=0, le=1))
     # SPT loss on masked positions: l1 | mse | ce (token tasks: cross-entropy against one-hot inputs)
-    recon: str = validated("l1", Text(("l1", "mse", "ce")))
+    # | levels (cross-entropy over the model's rec_levels grey levels of each value in [-1, 1])
+    recon: str = validated("l1", Text(RECON_LOSSES))
     # SPT: what masked queries attend to: all | no_masked_keys | no_self
     spt_attention: str = validated("all", Text(SPT_ATTENTION))
     # spt_swap_start: SPT epochs on pretrain_data before the task's own inputs
     swap_epochs: int = validated(3, Int(ge=0, le=MAX_COUNT))
+    # label phase: stop after this many epochs without a higher validation accuracy (epochs is then
+    # the cap); None: train every epoch. Runs with a stopping rule train alone, not in lockstep
+    patience: int | None = validated(None, Int(gt=0, le=MAX_COUNT, optional=True), later=True)
+    # SPT: stop after this many epochs whose validation loss is not PLATEAU_TOL below the lowest so
+    # far (pre_epochs is then the cap); None: train every SPT epoch
+    pre_patience: int | None = validated(None, Int(gt=0, le=MAX_COUNT, optional=True), later=True)
 
     def __post_init__(self):
         validate(self)
+
+    @property
+    def stops(self) -> bool:
+        """Whether a phase may end before its cap (a stopping rule is set)."""
+        return self.patience is not None or self.pre_patience is not None
 
 
 @dataclass(frozen=True)
@@ -213,5 +228,6 @@ def make_optimizer(params: Iterable[torch.Tensor], cfg: TrainConfig, lr: float,
     raise ValueError(f"optimizer: choose one of {OPTIMIZERS}, got {cfg.optimizer!r}")
 
 
-__all__ = ["TrainConfig", "Recipe", "TABLE", "RECIPES", "PRETRAINED", "OPTIMIZERS", "KEEP", "TRANSFORMS", "get_recipe",
+__all__ = ["RECON_LOSSES", "PLATEAU_TOL",
+           "TrainConfig", "Recipe", "TABLE", "RECIPES", "PRETRAINED", "OPTIMIZERS", "KEEP", "TRANSFORMS", "get_recipe",
            "make_optimizer"]

@@ -23,7 +23,7 @@ from toyspt.nn.model import ModelConfig, ToyTransformer, build_model
 from toyspt.train.config import RunConfig
 from toyspt.train.evaluation import best_loss, best_val, eval_rows, extra_splits, label_summary, record, scores
 from toyspt.train.loop import Lockstep, Objective, RunContext, clone_state
-from toyspt.train.recipes import Recipe, TrainConfig, get_recipe, make_optimizer
+from toyspt.train.recipes import PLATEAU_TOL, Recipe, TrainConfig, get_recipe, make_optimizer
 
 
 @dataclass
@@ -111,8 +111,31 @@ def pretrain(lock: Lockstep, data: TaskData, cfg: TrainConfig, gens: Sequence[to
         for h, r in zip(histories, recs):
             h.append(r)
         lock.report(recs)
+        if cfg.pre_patience is not None and plateaued(histories[0], cfg.pre_patience):
+            histories[0][-1]["stopped"] = "plateau"
+            break
+    else:
+        if cfg.pre_patience is not None and histories[0]:
+            histories[0][-1]["stopped"] = "cap"
     lock.release()
     return histories
+
+
+def plateaued(history: list[dict], patience: int) -> bool:
+    """Whether the last ``patience`` SPT epochs of ``history`` all failed to bring the validation
+    loss more than :data:`PLATEAU_TOL` (relative) below the lowest loss before them."""
+    losses = [h["val_loss"] for h in history if h["phase"] == "pretrain"]
+    if len(losses) <= patience:
+        return False
+    best = min(losses[:-patience])
+    return min(losses[-patience:]) >= best - PLATEAU_TOL * abs(best)
+
+
+def stalled(history: list[dict], patience: int) -> bool:
+    """Whether the last ``patience`` label epochs of ``history`` brought no higher validation
+    accuracy than every label epoch before them (the label phase's stopping rule)."""
+    accs = [h["val_acc"] for h in history if h["phase"] == "finetune"]
+    return len(accs) > patience and max(accs[-patience:]) <= max(accs[:-patience])
 
 
 def finetune(lock: Lockstep, data: TaskData, run: RunConfig, gens: Sequence[torch.Generator],
@@ -131,18 +154,30 @@ def finetune(lock: Lockstep, data: TaskData, run: RunConfig, gens: Sequence[torc
 
     for _ in lock.epochs(last - done, progress):
         losses = lock.epoch(len(x), cfg.batch_size, gens, loss)
-        recs = []
+        recs, stop = [], False
         for k, ctx in enumerate(lock.ctxs):
             ctx.model.eval()
             acc = {}
             acc["val"], val_loss = _scores(ctx.model, data.val, run.eval_tokens)
-            for split in extra_splits(evaluate, ctx.epoch, last, cfg.epochs, acc["val"], best[k], val_loss, low[k]):
+            if cfg.patience is None:
+                splits = extra_splits(evaluate, ctx.epoch, last, cfg.epochs, acc["val"], best[k], val_loss, low[k])
+            else:  # test every epoch (the stop is known only once validation has spoken), train at the end
+                stop = stalled(histories[k] + [dict(phase="finetune", val_acc=acc["val"])], cfg.patience)
+                splits = ("train", "test") if stop or evaluate == "all" or ctx.epoch == last else ("test",)
+            for split in splits:
                 acc[split] = _scores(ctx.model, getattr(data, split), run.eval_tokens)[0]
             best[k], low[k] = max(best[k], acc["val"]), min(low[k], val_loss)
             recs.append(record(ctx.epoch, ctx.step, sum(losses[k]) / len(losses[k]), acc, val_loss))
+            if stop:
+                recs[-1]["stopped"] = "patience"
         for h, r in zip(histories, recs):
             h.append(r)
         lock.report(recs)
+        if stop:
+            break
+    else:
+        if cfg.patience is not None and last > done:
+            histories[0][-1]["stopped"] = "cap"
     lock.release()
 
 
@@ -150,12 +185,17 @@ def summarize(history: list[dict]) -> dict[str, float]:
     """What a label phase measured (:func:`toyspt.train.evaluation.label_summary`); for a run
     without label phase, the final SPT losses."""
     ft = [h for h in history if h["phase"] == "finetune"]
+    pre = [h for h in history if h["phase"] == "pretrain"]
+    out = {}
+    if pre and "stopped" in pre[-1]:  # a stopping rule ended SPT: at its plateau (1) or its cap (0)
+        out.update(spt_epochs=pre[-1]["epoch"], spt_plateaued=float(pre[-1]["stopped"] == "plateau"))
     if not ft:
-        pre = [h for h in history if h["phase"] == "pretrain"]
         if not pre:
             raise ValueError("history has no epochs to summarise")
-        return dict(final_recon_train_loss=pre[-1]["train_loss"], final_recon_val_loss=pre[-1]["val_loss"])
-    return label_summary(history)
+        return dict(final_recon_train_loss=pre[-1]["train_loss"], final_recon_val_loss=pre[-1]["val_loss"], **out)
+    if "stopped" in ft[-1]:  # the label phase's stopping rule: stopped on its own (1) or at its cap (0)
+        out.update(stop_epoch=ft[-1]["epoch"], stopped_early=float(ft[-1]["stopped"] == "patience"))
+    return {**label_summary(history), **out}
 
 
 def transfer(target: ToyTransformer, source_state: dict[str, torch.Tensor], names: Sequence[str],
@@ -198,6 +238,9 @@ def run_recipe_seeds(run: RunConfig | str, data: TaskData, seeds: Sequence[int] 
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("seeds: need at least one seed")
+    if train_cfg.stops and len(seeds) > 1:
+        raise ValueError(f"a run with a stopping rule (patience {train_cfg.patience}, pre_patience "
+                         f"{train_cfg.pre_patience}) trains one seed at a time, got {len(seeds)} seeds")
     spt_data = check_inputs(rec, data, model_cfg, pretrain_data)
     numerics = run.numerics
     if numerics == "compiled":
@@ -339,6 +382,7 @@ def load_model(result: RunResult, which: str = "final", cfg: ModelConfig | None 
     return model.eval()
 
 
-__all__ = ["RunConfig", "RunResult", "run_recipe", "run_recipe_seeds", "pretrain", "finetune", "resume",
+__all__ = ["RunConfig", "RunResult", "run_recipe", "run_recipe_seeds", "pretrain", "finetune", "resume", "plateaued",
+           "stalled",
            "summarize", "transfer", "load_model", "check_start", "check_inputs", "seed_stream",
            "transform_stream"]

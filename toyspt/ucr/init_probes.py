@@ -7,7 +7,7 @@ control directions, float64). Computed on one thread, so any process computes th
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -19,6 +19,7 @@ from toyspt.probe.engine import blindness
 from toyspt.probe.losses import make_batch
 from toyspt.runs.specs import FORMAT_VERSION, Spec, Table, single_thread
 from toyspt.ucr.data import UCRSource
+from toyspt.util.validation import config_dict
 
 BLIND_DIRECTIONS = dr.COMPACT  # proximity (circ_*, toep_*) and controls (shifts, random)
 COLUMNS = ["dataset", "probe", "seed", "direction", "loss", "value", "seconds"]
@@ -41,7 +42,7 @@ class InitProbeSpec(Spec):
 
     def to_dict(self) -> dict[str, Any]:
         return dict(kind=self.kind, format=FORMAT_VERSION, dataset=self.data.name, content=self.data.fingerprint(),
-                    model=asdict(self.model), seeds=list(self.seeds), mask_rate=self.mask_rate,
+                    model=config_dict(self.model), seeds=list(self.seeds), mask_rate=self.mask_rate,
                     n_blind=self.n_blind, n_init=self.n_init)
 
     def seconds(self) -> float:

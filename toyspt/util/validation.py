@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 KEY = "toyspt.rule"  # the metadata key a field's rule is stored under
+LATER = "toyspt.later"  # metadata: a field named in keys only off its default (validated(later=True))
 _REPR = reprlib.Repr()
 _REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 60, 60, 60
 
@@ -227,18 +228,31 @@ def within_memory(what: str, terms: str, values: int, itemsize: int) -> None:
 
 
 def validated(default: Any = dataclasses.MISSING, rule: Rule | None = None, *,
-              factory: Callable[[], Any] | None = None) -> Any:
+              factory: Callable[[], Any] | None = None, later: bool = False) -> Any:
     """A dataclass field with ``default`` (or ``factory``) whose values must satisfy ``rule``.
 
     The default is checked here, so a rule that contradicts its default fails at import.
+    ``later``: a field added after run keys existed, named by :func:`config_dict` only off its
+    default, so every key and stored config made before it keeps its value.
     """
     if rule is None:
         raise TypeError("validated() needs a rule")
+    meta = {KEY: rule, LATER: later}
     if factory is not None:
         rule.check("default", factory())
-        return dataclasses.field(default_factory=factory, metadata={KEY: rule})
+        return dataclasses.field(default_factory=factory, metadata=meta)
     rule.check("default", default)
-    return dataclasses.field(default=default, metadata={KEY: rule})
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def config_dict(cfg) -> dict[str, Any]:
+    """``asdict(cfg)`` without the fields declared ``later`` that hold their default: what keys
+    hash and runs store, the same as before such a field existed wherever it is not used."""
+    out = dataclasses.asdict(cfg)
+    for f in dataclasses.fields(cfg):
+        if f.metadata.get(LATER) and out[f.name] == f.default:
+            del out[f.name]
+    return out
 
 
 def rule_of(f: dataclasses.Field) -> Rule | None:
@@ -264,6 +278,6 @@ def validate(obj) -> None:
             object.__setattr__(obj, f.name, checked)
 
 
-__all__ = ["Rule", "Number", "Int", "Float", "Bool", "Text", "Tuple", "Instance", "validated",
+__all__ = ["Rule", "Number", "Int", "Float", "Bool", "Text", "Tuple", "Instance", "validated", "config_dict",
            "validate", "rule_of", "unruled", "KEY", "short_repr", "MAX_ARRAY_BYTES", "MAX_SCALE", "MAX_LENGTH",
            "MAX_WIDTH", "MAX_COUNT", "within_memory"]

@@ -153,3 +153,16 @@ def test_the_best_context_free_prediction_and_its_loss():
     assert constant_recon_loss(tokens, torch.eye(3)[torch.tensor([[2]])], "ce") == math.inf
     with pytest.raises(ValueError, match="recon: one of"):
         constant_recon_loss(x, v, "huber")
+
+
+def test_the_levels_constant_is_the_cross_entropy_of_the_training_grey_level_frequencies():
+    import numpy as np
+
+    from toyspt.lra.tasks import pixels_as_sequences
+
+    train = pixels_as_sequences(np.array([[[0, 0], [255, 128]]], dtype=np.float64))  # levels 0, 0, 255, 128
+    val = pixels_as_sequences(np.array([[[0, 255]]], dtype=np.float64))  # levels 0, 255
+    want = -(np.log(2 / 4) + np.log(1 / 4)) / 2
+    assert constant_recon_loss(train, val, "levels") == pytest.approx(want, rel=1e-12)
+    unseen = pixels_as_sequences(np.array([[[7, 0]]], dtype=np.float64))
+    assert constant_recon_loss(train, unseen, "levels") == float("inf")
