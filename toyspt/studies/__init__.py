@@ -8,7 +8,9 @@ and ``toyspt study``).
 * the LRA study at CPU scale: :mod:`.lra_design` (pre-registration, tasks, arms, ``Study``),
   :mod:`.lra_pilot` (the runs that fixed its sizes), :mod:`.lra_progress` (what its ledger holds
   and what the rest costs), :mod:`.lra_mechanism` (proximity, displacement and label/recon probes
-  per layer and head of its tasks, as trackers).
+  per layer and head of its tasks, as trackers), :mod:`.lra_cnn` (the image tasks' learnability
+  reference), :mod:`.lra_claim_gates` (the gates of its claims), :mod:`.lra_pilot2` (the pilot of
+  the second LRA study).
 """
 from toyspt.util.lazy import exports
 

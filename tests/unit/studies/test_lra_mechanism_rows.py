@@ -158,7 +158,7 @@ def test_the_best_context_free_prediction_and_its_loss():
 def test_the_levels_constant_is_the_cross_entropy_of_the_training_grey_level_frequencies():
     import numpy as np
 
-    from toyspt.lra.tasks import pixels_as_sequences
+    from toyspt.kinds.tasks import pixels_as_sequences
 
     train = pixels_as_sequences(np.array([[[0, 0], [255, 128]]], dtype=np.float64))  # levels 0, 0, 255, 128
     val = pixels_as_sequences(np.array([[[0, 255]]], dtype=np.float64))  # levels 0, 255
