@@ -1,5 +1,7 @@
-"""Data: the toy task families and SPT masking (:mod:`.tasks`), what a run"s data is
-(:mod:`.source`), score-space directions (:mod:`.directions`)."""
+"""Data: the toy task families and SPT masking (:mod:`.tasks`), what a run's data is
+(:mod:`.source`: the data-source protocol and the registry of kinds), raw pixels normalised as the
+LRA code does (:mod:`.pixels`, shared by :mod:`toyspt.kinds` and the bridge), score-space
+directions (:mod:`.directions`)."""
 from toyspt.data import tasks as _tasks  # noqa: F401  (registers the toy kind of data: toyspt.data.source)
 from toyspt.util.lazy import exports
 

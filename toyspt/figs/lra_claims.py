@@ -1,12 +1,12 @@
 """Figure (lra tier): the paper's LRA claims against the LRA study's runs (issue 43, item 7).
 
-Per task of :data:`toyspt.lra.design.TASKS` and arm, the arm's difference from its baseline
+Per task of :data:`toyspt.studies.lra_design.TASKS` and arm, the arm's difference from its baseline
 (scratch; at 2 layers ``depth2_spt`` against ``depth2_scratch``) on each metric, paired by seed
 (:func:`toyspt.analysis.paired.paired`): the mean with its 95% paired t interval
 (``mean_diff``, ``ci_low``, ``ci_high``: descriptive) and the exact Wilcoxon signed-rank test
 (``direction``, ``p``; its Hodges-Lehmann estimate and interval ``hl``, ``hl_low``, ``hl_high``),
 the test the pre-registration (docs/lra.md) names; ``tost_p``: the two one-sided t tests of
-arm - base within ±:data:`toyspt.lra.design.MARGIN` (:func:`toyspt.analysis.paired.tost`).
+arm - base within ±:data:`toyspt.studies.lra_design.MARGIN` (:func:`toyspt.analysis.paired.tost`).
 
 Families (``family``, ``holm_family``, ``p_holm`` = Holm over the family's signed-rank p,
 :func:`toyspt.analysis.multiplicity.holm`): ``confirmatory`` is the pre-registered 9, task x
@@ -15,9 +15,9 @@ every other row is ``descriptive``, Holm within its arm and metric over the task
 by ``holm_family``), and gets no verdict.
 
 Verdicts (confirmatory rows only; :func:`verdict`), against the claim of the paper
-(:func:`claim`: the sign of :data:`toyspt.lra.design.PAPER`'s arm - scratch; "equal" for its
+(:func:`claim`: the sign of :data:`toyspt.studies.lra_design.PAPER`'s arm - scratch; "equal" for its
 "unchanged"; on ListOps, where it states no number for spt and qk_transfer, its general claim
-that they beat scratch), at alpha :data:`toyspt.lra.design.ALPHA`:
+that they beat scratch), at alpha :data:`toyspt.studies.lra_design.ALPHA`:
 
 * ``confirmed``: Holm-adjusted signed-rank p <= alpha with the test's direction the claim's sign;
 * ``contradicted``: p_holm <= alpha in the other direction, or (claim "unchanged") in either;
@@ -26,7 +26,7 @@ that they beat scratch), at alpha :data:`toyspt.lra.design.ALPHA`:
   gain, if any, is smaller than the margin;
 * ``not resolved``: anything else (too few seeds, or an effect neither shown nor ruled out);
 * ``not judged (scratch at chance)``: a row the pre-registration reports without a verdict
-  (:data:`toyspt.lra.design.UNJUDGED`: frozen attention on PathFinder, whose scratch was at chance
+  (:data:`toyspt.studies.lra_design.UNJUDGED`: frozen attention on PathFinder, whose scratch was at chance
   in the pilot); its test stays in the Holm family of 9.
 
 Writes ``lra_claims.csv`` (:data:`COLUMNS`, one row per task x arm x metric) and
@@ -43,7 +43,7 @@ import pandas as pd
 from toyspt.analysis.gains import RANK_COLUMNS, T_COLUMNS, columns
 from toyspt.analysis.multiplicity import holm
 from toyspt.analysis.paired import paired, tost
-from toyspt.lra import design
+from toyspt.studies import lra_design as design
 from toyspt.util.plots import color
 
 NAME = "lra_claims"
@@ -67,7 +67,7 @@ GENERAL_CLAIM = {"spt": 1, "qk_transfer": 1}  # the paper's claims where it give
 
 
 def specs(ctx):
-    """``(task, arm, seed)`` -> every run of the study (:meth:`toyspt.lra.design.Study.specs`)."""
+    """``(task, arm, seed)`` -> every run of the study (:meth:`toyspt.studies.lra_design.Study.specs`)."""
     return ctx.study.specs()
 
 

@@ -12,7 +12,7 @@ import pytest
 from toyspt.analysis.multiplicity import holm
 from toyspt.analysis.paired import paired, tost
 from toyspt.figs import lra_claims as lc
-from toyspt.lra import design
+from toyspt.studies import lra_design as design
 
 matplotlib.use("Agg")
 

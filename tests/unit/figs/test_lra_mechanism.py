@@ -13,8 +13,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lra"))
 from tiny_runs import task  # noqa: E402
 
 from toyspt.figs import FigContext, lra_mechanism  # noqa: E402
-from toyspt.lra.design import mechanism_specs  # noqa: E402
-from toyspt.lra.mechanism import MechanismConfig, at_state  # noqa: E402
+from toyspt.studies.lra_design import mechanism_specs  # noqa: E402
+from toyspt.studies.lra_mechanism import MechanismConfig, at_state  # noqa: E402
 
 CFG = MechanismConfig(n_attention=8, n_probe=8)
 ARMS = ("scratch", "spt", "frozen_attention")

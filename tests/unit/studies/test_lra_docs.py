@@ -1,13 +1,13 @@
 """docs/lra.md quotes the LRA numbers from the files the code wrote (``<!-- from FILE PATH
 FORMAT -->`` markers, held to their files for every page by tests/integration/test_docs.py),
-and its pilot table is docs/lra_pilot.csv rendered (toyspt.lra.pilot.markdown_table)."""
+and its pilot table is docs/lra_pilot.csv rendered (toyspt.studies.lra_pilot.markdown_table)."""
 import re
 from pathlib import Path
 
 import pandas as pd
 
 from toyspt.figs.doc_numbers import quotes
-from toyspt.lra.pilot import markdown_table
+from toyspt.studies.lra_pilot import markdown_table
 
 ROOT = Path(__file__).resolve().parents[3]
 DOC = ROOT / "docs" / "lra.md"

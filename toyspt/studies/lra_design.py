@@ -1,8 +1,8 @@
-"""The LRA study's design (issue 43), fixed by the pilot (:mod:`toyspt.lra.pilot`) and written
+"""The LRA study's design (issue 43), fixed by the pilot (:mod:`toyspt.studies.lra_pilot`) and written
 in docs/lra.md ("Pre-registration") before any of its seeds trained.
 
 Per task (:data:`TASKS`: PathFinder, the image task, ListOps, each a data kind of
-:mod:`toyspt.lra.tasks`) and seed, arms paired by seed from one initialisation (recipes of
+:mod:`toyspt.kinds.tasks`) and seed, arms paired by seed from one initialisation (recipes of
 :mod:`toyspt.train.recipes`, strings of :mod:`toyspt.runs.arms`):
 
 * confirmatory, each against ``scratch`` (:data:`CONFIRMATORY_ARMS`): ``spt``, ``qk_transfer``,
@@ -27,12 +27,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar, Sequence
 
-from toyspt.lra.mechanism import MECHANISM_SEEDS, MechanismConfig, mechanism_trackers, task_view
-from toyspt.lra.pilot import LISTOPS_SHORT, MODEL_1L, PF_MORE, PILOT_SEEDS, tiny
-from toyspt.lra.tasks import PIXEL_TRAIN, TOKEN_TRAIN, DigitsSource
+from toyspt.kinds.tasks import PIXEL_TRAIN, TOKEN_TRAIN, DigitsSource
 from toyspt.runs.arms import arm_spec
 from toyspt.runs.ledger import StudyLedger, data_kind
 from toyspt.runs.specs import RunSpec
+from toyspt.studies.lra_mechanism import MECHANISM_SEEDS, MechanismConfig, mechanism_trackers, task_view
+from toyspt.studies.lra_pilot import LISTOPS_SHORT, MODEL_1L, PF_MORE, PILOT_SEEDS, run_pilot, tiny
 from toyspt.train.recipes import TrainConfig
 
 PRIMARY = "peak_val_acc"
@@ -64,7 +64,7 @@ class Task:
     """One task of the study: its data, model, training, and seeds per arm."""
 
     name: str  # pathfinder | image | listops
-    data: object  # the data source (toyspt.lra.tasks)
+    data: object  # the data source (toyspt.kinds.tasks)
     train: TrainConfig  # epochs, SPT epochs, masking, batch size, lr
     model: object  # ModelConfig of the 1-layer model (the data's width and classes set)
     main_seeds: tuple[int, ...]  # scratch, spt, qk_transfer
@@ -142,7 +142,7 @@ def family(task: str, arm: str) -> str:
 
 # the study's results ledger (docs/ledger.md): every run of the study (spt's SPT-only parents included),
 # relative to the repository root
-KINDS = ("pathfinder", "digits", "listops")  # the data kinds of the study's runs (toyspt.lra.tasks)
+KINDS = ("pathfinder", "digits", "listops")  # the data kinds of the study's runs (toyspt.kinds.tasks)
 LEDGER = StudyLedger(Path("figures/ledger/lra.jsonl"), kinds=KINDS)
 TIER = "lra"  # the figure job's tier that trains and draws the study: python paper_figs.py --tier lra
 QUICK_TRAIN = dict(epochs=2, pre_epochs=1, batch_size=16)  # the smoke version's training (seconds per run)
@@ -156,7 +156,7 @@ CAUSE_ARMS = {"pathfinder": {"spt_mse": "spt:recon=mse"}}
 
 
 def quick_tasks(seeds: Sequence[int]) -> dict[str, Task]:
-    """The study's tasks at smoke-test sizes (:func:`toyspt.lra.pilot.tiny`), every arm at ``seeds``:
+    """The study's tasks at smoke-test sizes (:func:`toyspt.studies.lra_pilot.tiny`), every arm at ``seeds``:
     the same design, for the tests, never recorded in the study's ledger."""
     out = {}
     for name, t in TASKS.items():
@@ -174,9 +174,12 @@ class Study:
     tasks: dict  # task name -> Task (:data:`TASKS`, or :func:`quick_tasks`)
     quick: bool = False  # the smoke version
 
+    name: ClassVar[str] = "lra"  # its name in the registry (toyspt.studies.registry)
     ledger: ClassVar[StudyLedger] = LEDGER
     tiers: ClassVar[tuple[str, ...]] = (TIER,)  # the figure job's tiers that run this study
     lockstep: ClassVar[bool] = False  # no lockstep groups (one config over seeds): the order is seed by seed
+    figures: ClassVar[tuple[str, ...]] = ("lra_claims", "lra_mechanism")
+    preregistration: ClassVar[str] = 'docs/lra.md, "Pre-registration"'
 
     @classmethod
     def refuse(cls, quick: bool, seeds, numerics: str, contrast: bool | None) -> None:
@@ -184,7 +187,7 @@ class Study:
         seeds and numerics are pre-registered (``--seeds`` only with ``--quick``), and it draws
         no figure of the zero-mean contrast."""
         if seeds is not None and not quick:
-            raise ValueError("--seeds: the lra tier trains the pre-registered seeds of toyspt.lra.design "
+            raise ValueError("--seeds: the lra tier trains the pre-registered seeds of toyspt.studies.lra_design "
                              "(0-19 and 0-9); --seeds is honoured with --quick only")
         if numerics != "eager":
             raise ValueError("--compile: the lra tier trains with the eager numerics its pilot used; "
@@ -203,7 +206,7 @@ class Study:
 
     def mechanism(self) -> dict[tuple[str, str, int], RunSpec]:
         """``(task, arm, seed)`` -> the tracked twin (:func:`mechanism_specs`)
-        of every study run at :data:`toyspt.lra.mechanism.MECHANISM_SEEDS` (quick: those of its seeds),
+        of every study run at :data:`toyspt.studies.lra_mechanism.MECHANISM_SEEDS` (quick: those of its seeds),
         and of each arm of :data:`CAUSE_ARMS` at those seeds (a twin of no study run):
         descriptive, outside the pre-registered family, trained after every seed of the study."""
         specs = self.specs()
@@ -221,6 +224,25 @@ class Study:
             task, arm, seed = label.split("/")
             out[task, arm, int(seed)] = spec
         return out
+
+    def progress(self, ledger) -> dict:
+        """What ``ledger`` records of the study and what the rest costs
+        (:func:`toyspt.studies.lra_progress.progress`)."""
+        from toyspt.studies.lra_progress import progress
+
+        return progress(ledger, self)
+
+    @staticmethod
+    def describe(progress: dict) -> str:
+        """:meth:`progress` in one sentence (:func:`toyspt.studies.lra_progress.summary`)."""
+        from toyspt.studies.lra_progress import summary
+
+        return summary(progress)
+
+    @classmethod
+    def pilot(cls, out, quick: bool = False, progress: bool = False, stages: tuple[int, ...] = (1, 2)):
+        """The pilot's runs, trained or read from the cache (:func:`toyspt.studies.lra_pilot.run_pilot`)."""
+        return run_pilot(out, quick, progress=progress, stages=stages)
 
     @staticmethod
     def phase(spec, facts) -> int | None:
