@@ -55,6 +55,7 @@ PAPER = {("pathfinder", "spt"): 0.85 - 0.67, ("pathfinder", "qk_transfer"): 0.70
 # confirmatory rows the pre-registration (docs/lra.md, committed before any study seed) reports without
 # a verdict: with scratch at chance in the pilot, "frozen attention breaks PathFinder" cannot be tested
 UNJUDGED = {("pathfinder", "frozen_attention"): "scratch at chance"}
+IMAGE_TASKS = ("pathfinder", "image")  # tasks whose learnability a CNN on the same images answers
 CLAIMS = {"spt": "SPT beats scratch", "qk_transfer": "W_Q, W_K from SPT alone beat scratch",
           "frozen_attention": "attention frozen at random init"}  # a confirmatory arm's claim, in words
 
@@ -225,6 +226,42 @@ class Study:
             out[task, arm, int(seed)] = spec
         return out
 
+    def second(self) -> dict[tuple[str, str, int], RunSpec]:
+        """``(task, arm, seed)`` -> spec of every run of the second study (:mod:`toyspt.studies.lra2_design`;
+        quick: its smoke version at this study's quick seeds), recorded in the same ledger."""
+        from toyspt.studies import lra2_design as two
+
+        if not self.quick:
+            return two.study_specs()
+        seeds = sorted({s for t in self.tasks.values() for s in t.main_seeds})
+        return two.study_specs(quick=True, seeds=seeds)
+
+    def data_of(self, study: int) -> dict:
+        """Task name -> data source of study 1 or 2."""
+        if study == 1:
+            return {name: t.data for name, t in self.tasks.items()}
+        return {t: s.data for (t, a, _), s in self.second().items() if a == "scratch"}
+
+    def margins(self) -> dict[tuple[int, str], float]:
+        """``(study, task)`` -> the equivalence margin its pre-registration fixed."""
+        from toyspt.studies import lra2_design as two
+
+        return {**{(1, t): MARGIN for t in self.tasks}, **{(2, t): two.MARGINS[t] for t in self.data_of(2)}}
+
+    def references(self) -> dict[tuple[int, str, str, int], object]:
+        """``(study, task, "cnn_reference", 0)`` -> the CNN reference on each image task's data
+        (:mod:`toyspt.studies.lra_cnn`): the learnability gate of the claims."""
+        from toyspt.studies.lra_cnn import QUICK_REFERENCE, REFERENCE, CNNReferenceSpec
+
+        cnn = QUICK_REFERENCE if self.quick else REFERENCE
+        return {(n, t, "cnn_reference", 0): CNNReferenceSpec(d, 0, cnn) for n in (1, 2)
+                for t, d in self.data_of(n).items() if t in IMAGE_TASKS}
+
+    def claim_specs(self) -> dict[tuple, object]:
+        """``(study, task, arm, seed)`` -> every run of both studies, then the CNN references."""
+        return {**{(1, *k): v for k, v in self.specs().items()}, **{(2, *k): v for k, v in self.second().items()},
+                **self.references()}
+
     def progress(self, ledger) -> dict:
         """What ``ledger`` records of the study and what the rest costs
         (:func:`toyspt.studies.lra_progress.progress`)."""
@@ -251,9 +288,10 @@ class Study:
         the study; None for an entry of other data."""
         if data_kind(spec) not in KINDS:
             return None
-        return spec.seed + (TWINS_AFTER if spec.trackers else 0)
+        return spec.seed + (TWINS_AFTER if getattr(spec, "trackers", ()) else 0)
 
 
 __all__ = ["PRIMARY", "SECONDARY", "ALPHA", "MARGIN", "CONFIRMATORY_ARMS", "DESCRIPTIVE_ARMS", "DEPTH_ARMS", "ARMS",
-           "PAPER", "UNJUDGED", "CLAIMS", "TASKS", "Task", "EPOCHS", "study_specs", "family", "KINDS", "LEDGER", "TIER",
+           "PAPER", "UNJUDGED",
+           "IMAGE_TASKS", "CLAIMS", "TASKS", "Task", "EPOCHS", "study_specs", "family", "KINDS", "LEDGER", "TIER",
            "Study", "quick_tasks", "TWINS_AFTER", "CAUSE_ARMS", "mechanism_specs"]

@@ -33,7 +33,7 @@ from toyspt.kinds.tasks import DigitsSource, ListOpsSource, PathfinderSource
 from toyspt.nn.model import ModelConfig
 from toyspt.runs.ledger import StudyLedger
 from toyspt.runs.specs import RunSpec
-from toyspt.studies.lra_cnn import CNNConfig, CNNReferenceSpec
+from toyspt.studies.lra_cnn import REFERENCE, CNNReferenceSpec
 from toyspt.train.recipes import TrainConfig
 
 SEED = 1000  # the pilot's seed (a study's seeds lie below 1000)
@@ -46,7 +46,7 @@ TRAIN = TrainConfig(epochs=LABEL_CAP, pre_epochs=SPT_CAP, batch_size=64, lr=1e-3
 PIXEL_LOSSES = ("l1", "mse", "levels")
 KINDS = ("pathfinder", "digits", "listops")
 LEDGER = StudyLedger(Path("figures/ledger/lra_pilot2.jsonl"), kinds=KINDS)
-CNN = CNNConfig(epochs=100, patience=PATIENCE)
+CNN = REFERENCE  # the studies' CNN reference (toyspt.studies.lra_cnn)
 
 
 def pathfinder(n_train: int) -> PathfinderSource:
