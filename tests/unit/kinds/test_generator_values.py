@@ -49,7 +49,8 @@ def _chains(d):
 
 
 @pytest.mark.parametrize("cfg", [CFG, replace(PathfinderConfig.lra32(6), continuity=2.0),
-                                 replace(PathfinderConfig.lra32(6), n_turns=10)], ids=["default16", "lra32_c2", "lra32_n10"])
+                                 replace(PathfinderConfig.lra32(6), n_turns=10)],
+                         ids=["default16", "lra32_c2", "lra32_n10"])
 def test_every_turn_is_on_the_grid_and_consecutive_dashes_are_gap_apart(cfg):
     """Each dash turns from the previous one by a candidate of the grid (never ±90°; within the
     continuity cap), starts exactly ``gap`` beyond the previous dash's end along its own heading,
