@@ -126,12 +126,12 @@ def generate(name: str, root: Path = Path("."), figures: Path | None = None) -> 
     figures = root / "figures" if figures is None else figures
     text = _text(root / rep.source, "report source")
     text = INCLUDE.sub(lambda m: _include(m, rep, root), text)
+    left = [m.group(0) for m in DIRECTIVE.finditer(PILOT.sub("", text).replace(PROGRESS, ""))]
+    if left:  # a directive misspelt, or a pilot table not closed
+        raise ReportError(f"{rep.source}: directive(s) not of the forms of toyspt.figs.reports: {left[:3]}")
     if PROGRESS in text:
         text = text.replace(PROGRESS, _progress(rep, root))
     text = PILOT.sub(lambda m: _pilot(rep, root), text)
-    left = [m.group(0) for m in DIRECTIVE.finditer(text) if not re.fullmatch(r"<!-- /?pilot-table -->", m.group(0))]
-    if left:
-        raise ReportError(f"{rep.source}: directive(s) not of the forms of toyspt.figs.reports: {left[:3]}")
     title, _, body = text.partition("\n")
     text = f"{title}\n\n{header(rep)}{body}"
     text = doc_tables.refresh(text, figures, str(rep.page))
