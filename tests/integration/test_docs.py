@@ -88,7 +88,7 @@ def test_theory_report_is_generated_not_pasted():
 
 
 
-@pytest.mark.parametrize("name", ["lra"])
+@pytest.mark.parametrize("name", ["lra", "ucr"])
 def test_study_reports_are_generated_not_pasted(name):
     """docs/reports/NAME.md is what toyspt.figs.reports writes from the study's folder and figures."""
     from toyspt.figs.reports import REPORTS, generate

@@ -61,10 +61,11 @@ class Report:
         return self.source.parent
 
 
-LRA = Path("figures/studies/lra")
+LRA, UCR = Path("figures/studies/lra"), Path("figures/studies/ucr")
 REPORTS: dict[str, Report] = {
     "lra": Report("lra", LRA / "report.md", Path("docs/reports/lra.md"), LRA / "progress.json", LRA / "pilot.csv",
                   _lra_pilot_table),
+    "ucr": Report("ucr", UCR / "report.md", Path("docs/reports/ucr.md")),  # no pilot; its ledger is 37 MB
 }
 
 
