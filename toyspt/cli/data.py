@@ -5,7 +5,7 @@
 ``check pathfinder`` checks every ``--data pathfinder:NAME`` preset (and the LRA setting at 6
 dashes): images per second, classifiers that cannot trace a contour stay at chance, the geometry
 the generator promises (:mod:`toyspt.kinds.pathfinder_checks`); ``--gallery`` writes examples of
-both labels, ``--json`` every number (docs/lra_pathfinder.png, docs/lra_pathfinder_checks.json).
+both labels, ``--json`` every number (figures/kinds/pathfinder.png, figures/kinds/pathfinder_checks.json).
 """
 from __future__ import annotations
 

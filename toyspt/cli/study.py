@@ -3,11 +3,14 @@
 
     toyspt study progress lra [--ledger PATH] [--json OUT]   # recorded runs, hours, what the rest costs
     toyspt study pilot lra --out DIR [--quick] [--stages 1,2] # the runs that fixed the study's design
+    toyspt study report lra [--check]                        # write docs/reports/lra.md from its sources
 
 ``progress`` reads the study's ledger (default: the one it declares) and prints one sentence
-(``--json``: every number, as docs/lra_study.json holds them); a missing ledger is one error line,
+(``--json``: every number, as figures/studies/lra/progress.json holds them); a missing ledger is one error line,
 exit 2. ``pilot`` trains (or reads from the run cache) the pilot's runs and prints their table;
-``--out`` gets ``pilot.csv`` and ``pilot.json``. A study without a pilot says so, exit 2.
+``--out`` gets ``pilot.csv`` and ``pilot.json``. A study without a pilot says so, exit 2. ``report``
+writes the study's report page from its folder under figures/studies/ and the figures drawn from its
+ledger (:mod:`toyspt.figs.reports`); ``--check`` writes nothing and exits 1 when the page differs.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from toyspt.cli.flags import EXIT_OK, EXIT_USAGE, out_dir, out_file
+from toyspt.cli.flags import EXIT_FAILED, EXIT_OK, EXIT_USAGE, out_dir, out_file
 
 NAMES = "ucr, lra"  # the registry's names, for --help (the registry itself imports torch)
 
@@ -59,6 +62,22 @@ def pilot(args) -> int:
     return EXIT_OK
 
 
+def report(args) -> int:
+    from toyspt.figs.reports import generate, report as find
+    from toyspt.util.atomic import write_text
+
+    page = find(args.name).page
+    text = generate(args.name, Path("."), Path(args.figures))
+    old = page.read_text() if page.is_file() else None
+    if args.check:
+        print(f"{page}: {'up to date' if old == text else 'differs from what its sources give'}")
+        return EXIT_OK if old == text else EXIT_FAILED
+    if old != text:
+        write_text(page, text)
+    print(f"{page}: {'unchanged' if old == text else 'written'} ({len(text.splitlines())} lines)")
+    return EXIT_OK
+
+
 def register(sub) -> None:
     p = sub.add_parser("study", help="a study's progress in its ledger, and its pilot",
                        description=__doc__.splitlines()[0])
@@ -75,6 +94,11 @@ def register(sub) -> None:
     q.add_argument("--stages", default=None,
                    help="which pilot stages (lra: 1: every task; 2: PathFinder's learnability; default both)")
     q.set_defaults(func=pilot)
+    r = s.add_parser("report", help="write the study's report page (docs/reports/NAME.md) from its sources")
+    r.add_argument("name", metavar="NAME", help="the study (lra)")
+    r.add_argument("--figures", default="figures", help="the folder of the CSVs and metadata.json (default figures)")
+    r.add_argument("--check", action="store_true", help="write nothing; exit 1 when the page differs")
+    r.set_defaults(func=report)
 
 
-__all__ = ["register", "progress", "pilot", "NAMES"]
+__all__ = ["register", "progress", "pilot", "report", "NAMES"]

@@ -4,7 +4,7 @@ from and how it is printed, so no quoted number is typed by hand:
     SPT gains +34.5<!-- meta figures.accuracy.headline.gain +.1f 100 --> points
     (a path in figures/metadata.json, list items by index; a format spec; an optional scale)
 
-    19.4<!-- from docs/lra_study.json cpu_hours .1f -->
+    8.5<!-- from figures/studies/lra/progress.json cpu_hours .1f -->
     (a JSON file under the repository's root, a path in it, a format spec)
 
 A format is of a small grammar (:data:`FORMAT`: a sign, a width of at most two digits, a

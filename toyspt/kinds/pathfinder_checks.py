@@ -8,8 +8,8 @@
 * :func:`geometry_checks`: markers on contour ends (the first marker on a target's origin,
   the second on a target's far end, the same target iff label 1), contours never closer than
   ``gap`` except consecutive dashes of one contour, turns within the cap.
-* :func:`gallery`: a PNG of examples of both labels (docs/lra_pathfinder.png is written by
-  ``toyspt data check pathfinder --gallery docs/lra_pathfinder.png``).
+* :func:`gallery`: a PNG of examples of both labels (figures/kinds/pathfinder.png is written by
+  ``toyspt data check pathfinder --gallery figures/kinds/pathfinder.png``).
 """
 from __future__ import annotations
 

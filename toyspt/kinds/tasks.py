@@ -192,7 +192,7 @@ def _pf(**kw) -> PathfinderConfig:
     return PathfinderConfig(**kw)
 
 
-# --data pathfinder:NAME -> the data source (the pilot fixed "pilot"'s difficulty: docs/lra.md)
+# --data pathfinder:NAME -> the data source (the pilot fixed "pilot"'s difficulty: docs/lra.md, docs/reports/lra.md)
 PATHFINDER = {
     "pilot": PathfinderSource(),
     "lra32": PathfinderSource(PathfinderConfig.lra32()),

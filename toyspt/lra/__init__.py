@@ -18,7 +18,7 @@ The LRA-like data the toolkit makes itself (PathFinder, digits, ListOps, Fashion
 of data in :mod:`toyspt.kinds`, below the bridge; the CPU-scale LRA study is :mod:`toyspt.studies`.
 
 The checkpoint facts the bridge follows (keys, positional table, norms, attention, pooling,
-vocabulary, masking): docs/lra.md, "Facts checked against the public code". Names below load on first use.
+vocabulary, masking): docs/lra-facts.md. Names below load on first use.
 """
 from toyspt.util.lazy import exports
 

@@ -1,6 +1,6 @@
 """The pilot of the LRA study (issue 43, item 4): a few short runs per task, on seeds of the
 pilot range (:data:`PILOT_SEEDS`, never used by the study), that fix the sizes, difficulty and
-epochs before any confirmatory seed trains (docs/lra.md, "Pilot").
+epochs before any confirmatory seed trains (docs/reports/lra.md, "Pilot").
 
 Every pilot run is a :class:`toyspt.runs.specs.RunSpec` of a data kind of
 :mod:`toyspt.kinds.tasks`, trained by the toolkit's one trainer through the run cache
@@ -143,8 +143,8 @@ def _json(meta: dict) -> str:
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
-    """The pilot's runs as the Markdown table docs/lra.md holds (rendered, never typed: the docs
-    test renders docs/lra_pilot.csv again and compares)."""
+    """The pilot's runs as the Markdown table docs/reports/lra.md holds (rendered from
+    figures/studies/lra/pilot.csv by :mod:`toyspt.figs.reports`, never typed)."""
     cols = ["task", "arm", "seed", "n_train", "majority_val", "d_model", "n_heads", "n_layers",
             "label_epochs", "mask_rate",
             "peak_val_acc", "mean_test_last20", "final_train_acc",

@@ -1,5 +1,5 @@
 """How much of the LRA study its ledger records, and what the rest costs by the seconds measured
-(docs/lra.md, "Status"): ``toyspt study progress lra [--ledger PATH] [--json OUT]``.
+(docs/reports/lra.md, "Status"): ``toyspt study progress lra [--ledger PATH] [--json OUT]``.
 
 Every entry the study trains (its runs, :meth:`toyspt.studies.lra_design.Study.specs`, and the SPT-only
 runs they continue) belongs to a group, ``task/arm`` (a parent: ``task/spt_only``,

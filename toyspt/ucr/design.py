@@ -152,7 +152,7 @@ class Study:
     lockstep: ClassVar[bool] = True  # its runs may train in lockstep groups (one config over seeds)
     figures: ClassVar[tuple[str, ...]] = ("ucr", "real_data", "real_gain", "archive_scan", "archive_small",
                                           "real_gain_splits")
-    preregistration: ClassVar[str] = 'docs/ucr.md, "The powered study: protocol"'
+    preregistration: ClassVar[str] = 'docs/reports/ucr.md, "The powered study: protocol"'
 
     @classmethod
     def found(cls, t: Tier) -> "Study":

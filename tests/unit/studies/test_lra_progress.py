@@ -66,7 +66,7 @@ def test_the_command_prints_the_progress_and_writes_its_json(tmp_path, capsys):
 
 
 def test_the_committed_status_is_what_the_committed_ledger_gives():
-    """docs/lra_study.json (quoted by docs/lra.md's Status) is the progress of figures/ledger/lra.jsonl."""
+    """figures/studies/lra/progress.json (quoted by docs/reports/lra.md's Status) is the progress of figures/ledger/lra.jsonl."""
     import json
     from pathlib import Path
 
@@ -76,4 +76,4 @@ def test_the_committed_status_is_what_the_committed_ledger_gives():
     ledger = LEDGER.open(root / LEDGER.path, warn=lambda m: None)
     want = json.loads(json.dumps(Study.for_tier("lra").progress(ledger)))
     want["ledger"] = str(LEDGER.path)
-    assert json.loads((root / "docs" / "lra_study.json").read_text()) == want
+    assert json.loads((root / "figures" / "studies" / "lra" / "progress.json").read_text()) == want
