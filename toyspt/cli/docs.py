@@ -84,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
 def register(sub) -> None:
     p = sub.add_parser("docs", help="rewrite the docs' tables and quoted numbers (--check: only compare)",
                        description=__doc__.splitlines()[0])
-    p.add_argument("pages", nargs="*", help="pages to rewrite (default: README.md, ARCHITECTURE.md, docs/*.md, docs/reports/*.md)")
+    p.add_argument("pages", nargs="*",
+                   help="pages to rewrite (default: README.md, ARCHITECTURE.md, docs/*.md, docs/reports/*.md)")
     p.add_argument("--figures", default="figures", help="the folder of the CSVs and metadata.json (default figures)")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 when a table or quoted number differs")
     p.set_defaults(func=run)

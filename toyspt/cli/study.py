@@ -63,7 +63,8 @@ def pilot(args) -> int:
 
 
 def report(args) -> int:
-    from toyspt.figs.reports import generate, report as find
+    from toyspt.figs.reports import generate
+    from toyspt.figs.reports import report as find
     from toyspt.util.atomic import write_text
 
     page = find(args.name).page

@@ -72,10 +72,13 @@ META_FIELDS = ("n_seeds", "base_mean", "arm_mean", "mean_diff", "ci_low", "ci_hi
 GENERAL_CLAIM = {"spt": 1, "qk_transfer": 1}  # the paper's claims where it gives no number: SPT and its W_Q, W_K help
 
 
+STUDY = 1  # the study this figure draws (the second: toyspt.figs.lra_claims2)
+
+
 def specs(ctx):
-    """``(study, task, arm, seed)`` -> every run of both studies and the CNN references of their image
+    """``(1, task, arm, seed)`` -> every run of the first study and the CNN references of its image
     tasks (:meth:`toyspt.studies.lra_design.Study.claim_specs`)."""
-    return ctx.study.claim_specs()
+    return ctx.study.claim_specs(STUDY)
 
 
 def claim(task: str, arm: str) -> int | None:
@@ -214,17 +217,16 @@ def gate_function(ctx, runs: dict, alpha: float = design.ALPHA):
     return gates
 
 
-def draw(ctx, runs):
+def draw(ctx, runs, name: str = NAME):
+    """The claims of the study whose runs (and CNN references) ``runs`` holds: the table, the per-run
+    table (``<name>_runs``) and a panel per task; what the docs quote in ``ctx.meta[name]``."""
     frame = run_frame({k: r for k, r in runs.items() if k[2] != REFERENCE})
     table = claims_table(frame, margins=ctx.study.margins(), gates=gate_function(ctx, runs))
     primary = table[table.metric == design.PRIMARY]
     confirm = table[table.family == "confirmatory"]
-    one = table.study == 1
-    ctx.meta[NAME] = dict(quick=ctx.quick, runs=len(frame), primary=design.PRIMARY, test=TEST, alpha=design.ALPHA,
-                          margin=design.MARGIN, holm_m=int(((confirm.study == 1)).sum()),
-                          **_meta(table[one], frame[frame.study == 1]),  # the first study; the second beside it:
-                          study2=_meta(table[~one], frame[frame.study == 2]),
-                          references={f"{n}/{t}": r.details for (n, t, a, _), r in runs.items() if a == REFERENCE},
+    ctx.meta[name] = dict(quick=ctx.quick, runs=len(frame), primary=design.PRIMARY, test=TEST, alpha=design.ALPHA,
+                          margin=design.MARGIN, holm_m=int(len(confirm)), **_meta(table, frame),
+                          references={t: r.details for (_, t, a, _), r in runs.items() if a == REFERENCE},
                           cpu_seconds=float(frame.seconds.fillna(0).sum()))
     panels = list(dict.fromkeys(zip(primary.study, primary.task)))
     fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(4.2 * max(1, len(panels)), 4.2), sharex=True,
@@ -249,4 +251,4 @@ def draw(ctx, runs):
     fig.suptitle(f"{TITLE}\ncoloured: confirmatory (Holm within each study), open: not tested (a gate failed), "
                  "grey: descriptive; red star: the paper; shaded: the equivalence margin", fontsize=8)
     fig.tight_layout()
-    return fig, {NAME: table, f"{NAME}_runs": frame}
+    return fig, {name: table, f"{name}_runs": frame}

@@ -179,7 +179,7 @@ class Study:
     ledger: ClassVar[StudyLedger] = LEDGER
     tiers: ClassVar[tuple[str, ...]] = (TIER,)  # the figure job's tiers that run this study
     lockstep: ClassVar[bool] = False  # no lockstep groups (one config over seeds): the order is seed by seed
-    figures: ClassVar[tuple[str, ...]] = ("lra_claims", "lra_mechanism")
+    figures: ClassVar[tuple[str, ...]] = ("lra_claims", "lra_mechanism", "lra_claims2")
     preregistration: ClassVar[str] = 'docs/lra.md, "Pre-registration"'
 
     @classmethod
@@ -257,10 +257,11 @@ class Study:
         return {(n, t, "cnn_reference", 0): CNNReferenceSpec(d, 0, cnn) for n in (1, 2)
                 for t, d in self.data_of(n).items() if t in IMAGE_TASKS}
 
-    def claim_specs(self) -> dict[tuple, object]:
-        """``(study, task, arm, seed)`` -> every run of both studies, then the CNN references."""
-        return {**{(1, *k): v for k, v in self.specs().items()}, **{(2, *k): v for k, v in self.second().items()},
-                **self.references()}
+    def claim_specs(self, study: int) -> dict[tuple, object]:
+        """``(study, task, arm, seed)`` -> every run of study 1 or 2, then its CNN references."""
+        runs = self.specs() if study == 1 else self.second()
+        return {**{(study, *k): v for k, v in runs.items()}, **{k: v for k, v in self.references().items()
+                                                                if k[0] == study}}
 
     def progress(self, ledger) -> dict:
         """What ``ledger`` records of the study and what the rest costs
