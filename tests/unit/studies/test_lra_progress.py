@@ -66,7 +66,8 @@ def test_the_command_prints_the_progress_and_writes_its_json(tmp_path, capsys):
 
 
 def test_the_committed_status_is_what_the_committed_ledger_gives():
-    """figures/studies/lra/progress.json (quoted by docs/reports/lra.md's Status) is the progress of figures/ledger/lra.jsonl."""
+    """figures/studies/lra/progress.json (quoted by docs/reports/lra.md's Status) is the progress of
+    figures/ledger/lra.jsonl."""
     import json
     from pathlib import Path
 
