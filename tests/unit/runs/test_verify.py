@@ -113,3 +113,26 @@ def test_records_of_other_seconds_are_no_lockstep_mates(recorded, tmp_path):
     led = _rewrite(path, tmp_path / "l.jsonl", lambda r: {**r, "seconds": r["seconds"] + 1.0} if r["key"] == key else r)
     rec = led.lines()[specs[0].key()].record
     assert lockstep_group(led, rec) == [rec]  # another job's seconds: trained apart
+
+
+def test_a_run_whose_parent_trained_alone_is_retried_in_its_own_lockstep_group(tmp_path):
+    """Parents trained one job each (each its own seconds), their children in one lockstep job: a
+    child that differs alone is retried in its original group, though its parent's group is itself."""
+    cache, led = RunCache(tmp_path / "cache"), toy_ledger(tmp_path / "ledger.jsonl")
+    specs = [SPT, replace(SPT, seed=1)]
+    store = LayeredStore((cache, led))
+    for s in specs:
+        sweep([s.parent()], store, options=SweepOptions(progress=False, lockstep=False))
+    sweep(specs, store, options=SweepOptions(progress=False, lockstep=True))
+    key = specs[0].key()
+
+    def change(r):
+        if r["key"] == key:
+            r["entry"]["history"][-1]["train_loss"] = 0.123456
+        return r
+    led = _rewrite(tmp_path / "ledger.jsonl", tmp_path / "l.jsonl", change)
+    rec = led.lines()[key].record
+    assert len(lockstep_group(led, rec)) == 2 and lockstep_group(led, led.lines()[specs[0].parent().key()].record) \
+        == [led.lines()[specs[0].parent().key()].record]
+    out = verify(led, rec)
+    assert out.status == "differs" and out.group == 2, out.lines()
