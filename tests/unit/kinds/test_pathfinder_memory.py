@@ -14,8 +14,10 @@ from toyspt.kinds.pathfinder import CHUNK, PathfinderConfig, _disks, chunk_size,
 TINY = PathfinderConfig(size=8, origin_distance=3.0, contour_length=2, n_distractors=1)
 # sha256 (first 16 hex digits) of every array a draw returns, pinned from the generator as it was
 # before chunks were sized by pixels: 300 images cross a chunk's edge
-PINNED = [(PathfinderConfig(), 300, 0, "2e98d9347a00e819"), (PathfinderConfig.lra32(), 5, 7, "613c4895cf6c00c4"),
-          (replace(PathfinderConfig.lra32(6), continuity=2.0), 5, 7, "a068667848e48cad"), (TINY, 300, 0, "d183d2cf67c2cafe")]
+PINNED = [(PathfinderConfig(), 300, 0, "2e98d9347a00e819"),
+          (PathfinderConfig.lra32(), 5, 7, "613c4895cf6c00c4"),
+          (replace(PathfinderConfig.lra32(6), continuity=2.0), 5, 7, "a068667848e48cad"),
+          (TINY, 300, 0, "d183d2cf67c2cafe")]
 
 
 def _digest(d) -> str:
