@@ -39,6 +39,7 @@ from toyspt.train.recipes import TrainConfig
 SEED = 1000  # the pilot's seed (a study's seeds lie below 1000)
 PATIENCE, LABEL_CAP = 10, 200  # label phase: epochs without a higher validation accuracy; the cap
 PRE_PATIENCE, SPT_CAP = 10, 200  # SPT: epochs without a 0.1% lower validation loss; the cap
+PF_SPT_CAP = 100  # PathFinder's SPT cap in the pilot (an epoch of 20,000 images costs 25 s: the loss is chosen by 100)
 LEVELS = 256  # grey levels of the levels loss (the LRA SPT code's PathFinder decoder)
 MODEL = ModelConfig(d_model=32, n_heads=1, d_mlp=64, max_len=1025)  # the first study's 1-layer model
 TRAIN = TrainConfig(epochs=LABEL_CAP, pre_epochs=SPT_CAP, batch_size=64, lr=1e-3, mask_rate=0.5, recon="l1",
@@ -84,7 +85,10 @@ def stage_specs(stage: str) -> dict[str, object]:
         pf, task = pathfinder(n), f"pathfinder16_n{n}"
         out = {f"{task}/cnn": CNNReferenceSpec(pf, SEED, CNN), f"{task}/scratch": _scratch(pf)}
         if stage == "b":
-            out.update({f"{task}/spt_only_{r}": _spt(pf, r) for r in PIXEL_LOSSES})
+            out[f"{task}/scratch_patience30"] = replace(out[f"{task}/scratch"],
+                                                        train=replace(TRAIN, patience=3 * PATIENCE))
+            out.update({f"{task}/spt_only_{r}": replace(s, train=replace(s.train, pre_epochs=PF_SPT_CAP))
+                        for r in PIXEL_LOSSES for s in [_spt(pf, r)]})
             out[f"{task}/scratch_2layers"] = _scratch(pf, 2)
         return out
     raise ValueError(f"stage: one of {STAGES}, got {stage!r}")
