@@ -118,15 +118,23 @@ def row(label: str, spec, entry) -> dict:
                 final_test_acc=s["final_test_acc"], stop_epoch=s["stop_epoch"], stopped_early=s["stopped_early"])
 
 
-def run(stages, out: Path | None, cache: Path | None, ledger: Path | None, workers: int = 1) -> pd.DataFrame:
-    """Train (or read) every run of ``stages`` through the cache and the ledger; write the table."""
+def run(stages, out: Path | None, cache: Path | None, ledger: Path | None, workers: int = 1,
+        recorded: bool = False) -> pd.DataFrame:
+    """Train (or read) every run of ``stages`` through the cache and the ledger; write the table.
+    ``recorded``: train nothing, the table of the runs the ledger records (a pilot under way)."""
     from toyspt.runs.cache import RunCache
     from toyspt.runs.store import LayeredStore
     from toyspt.runs.sweeps import SweepOptions, sweep
 
     specs = {k: v for st in stages for k, v in stage_specs(st).items()}
-    store = LayeredStore((RunCache(cache) if cache else RunCache(), LEDGER.open(ledger, tier="pilot2")))
-    entries = sweep(list(specs.values()), store, SweepOptions(workers=workers, progress=True, desc="lra pilot 2"))
+    book = LEDGER.open(ledger, tier="pilot2")
+    if recorded:
+        found = {k: (s, book.load(s)) for k, s in specs.items()}
+        specs = {k: s for k, (s, e) in found.items() if e is not None}
+        entries = [found[k][1] for k in specs]
+    else:
+        store = LayeredStore((RunCache(cache) if cache else RunCache(), book))
+        entries = sweep(list(specs.values()), store, SweepOptions(workers=workers, progress=True, desc="lra pilot 2"))
     frame = pd.DataFrame([row(k, s, e) for (k, s), e in zip(specs.items(), entries)])
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
@@ -146,12 +154,13 @@ def main(argv=None) -> int:
     p.add_argument("--cache", type=Path, default=None, help="the run cache's folder (default: TOYSPT_CACHE)")
     p.add_argument("--ledger", type=Path, default=None, help=f"the pilot's ledger (default: {LEDGER.path})")
     p.add_argument("--workers", type=int, default=1, help="training processes")
+    p.add_argument("--recorded", action="store_true", help="train nothing: the table of the runs the ledger records")
     args = p.parse_args(argv)
     stages = tuple(args.stages.split(","))
     bad = [s for s in stages if s not in STAGES]
     if bad:
         p.error(f"--stages: unknown {bad[0]!r}; known: {', '.join(STAGES)}")
-    frame = run(stages, args.out, args.cache, args.ledger, args.workers)
+    frame = run(stages, args.out, args.cache, args.ledger, args.workers, args.recorded)
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(frame.to_string(index=False))
     return 0
