@@ -8,11 +8,21 @@ inputs, cross-entropy on masked positions, per-token decoder only, as the code's
 save) and ``spt_finetuned.ckpt`` (its backbone + a fresh classifier, trained like scratch).
 Every model is probed against ``init.ckpt`` as reference.
 
-One seed of the demo is a run spec (:class:`DemoSpec`) like the toy's: it trains, writes
-the four checkpoints to a temporary folder, loads them back through the bridge and probes
-them, and its result (weights, tidy probe records, accuracies) goes through the run cache
-and the sweep, so ``--recompute``, ``--workers`` and ``--dask`` reach it. :func:`run_demo`
-sweeps the seeds and writes the checkpoints out again from the cached weights.
+Each phase trains through the one training loop (:class:`toyspt.train.loop.Lockstep`, one
+model, AdamW; :func:`train_phase`). One seed of the demo is a spec of its own kind
+(:class:`DemoSpec`): it trains, writes the four checkpoints to a temporary folder, loads them
+back through the bridge and probes them, and its result (weights, tidy probe records,
+accuracies) goes through the run cache and the sweep, so ``--recompute``, ``--workers`` and
+``--dask`` reach it. :func:`run_demo` sweeps the seeds and writes the checkpoints out again
+from the cached weights.
+
+Its models are the LRA code's own, not toy-model runs of the ``listops`` data kind converted
+by :mod:`toyspt.lra.convert`: that route trains other numbers. The code's vocabulary is in
+training-file frequency order (the kind's is fixed); its embedding has one row per token (the
+toy's linear map of a one-hot vector shares a bias that AdamW moves for every token); batches
+pad to their longest sequence and pool over valid positions (the kind pads to ``max_len + 1``
+and a converted model pools padding too); padding is never masked (the toy's masks cover every
+position); and the initialisation is torch's default for that architecture, not the toy's.
 """
 from __future__ import annotations
 
@@ -135,7 +145,7 @@ def train_phase(model: nn.Module, data: dict, cfg: DemoConfig, seed: int, spt: b
     (:class:`toyspt.train.loop.Lockstep`, one model; a batch without a masked token is
     skipped); returns the mean training loss of each epoch."""
     lock = Lockstep([RunContext(model, "lra_demo", seed)])
-    lock.start_phase("spt" if spt else "labels",
+    lock.start_phase("pretrain" if spt else "finetune",
                      lambda ps: torch.optim.AdamW(ps, lr=cfg.lr, weight_decay=cfg.weight_decay))
     g = torch.Generator().manual_seed(seed)
 
