@@ -43,7 +43,8 @@ def _missing(paths: list[str]) -> bool:
 
 
 # the modules defining the spec kinds a ledger records (toyspt.runs.specs.spec_kinds)
-SPEC_MODULES = ("toyspt.runs.state_probes", "toyspt.ucr.reference", "toyspt.ucr.init_probes", "toyspt.lra.demo")
+SPEC_MODULES = ("toyspt.runs.state_probes", "toyspt.ucr.reference", "toyspt.ucr.init_probes", "toyspt.lra.demo",
+                "toyspt.studies.lra_cnn")
 EXIT_WITHIN_TOLERANCE = 3  # verify --anyway: no record differs beyond float32 tolerance, some not bit for bit
 MAX_SHOWN = 200  # characters of a recorded text field printed (a host's CPU model is under 100)
 

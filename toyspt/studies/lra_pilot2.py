@@ -140,11 +140,29 @@ def run(stages, out: Path | None, cache: Path | None, ledger: Path | None, worke
         out.mkdir(parents=True, exist_ok=True)
         frame.to_csv(out / "lra_pilot2.csv", index=False, float_format="%.6g")
         meta = dict(seed=SEED, patience=PATIENCE, label_cap=LABEL_CAP, pre_patience=PRE_PATIENCE, spt_cap=SPT_CAP,
-                    stages=list(stages), keys={k: s.key() for k, s in specs.items()},
+                    stages=list(stages), estimate=estimate(frame), keys={k: s.key() for k, s in specs.items()},
                     runs={k: {c: v for c, v in r.items() if c not in ("task", "arm")}
                           for k, r in zip(specs, frame.to_dict("records"))})
         (out / "lra_pilot2.json").write_text(json.dumps(meta, indent=1, default=str).replace("NaN", "null") + "\n")
     return frame
+
+
+STUDY_TASKS = {"image": ("digits8", "mse"), "listops": ("listops128", "ce")}  # study 2's task -> pilot task, loss
+
+
+def estimate(frame: pd.DataFrame) -> dict:
+    """The second study's cost from the pilot's seconds (:func:`toyspt.studies.lra2_design.estimate_seconds`),
+    per task and in all, in CPU-hours; tasks whose pilot runs are not all recorded are left out."""
+    from toyspt.studies.lra2_design import estimate_seconds
+
+    got = {}
+    for task, (pilot, recon) in STUDY_TASKS.items():
+        sec = {a: frame.seconds[(frame.task == pilot) & (frame.arm == name)]
+               for a, name in (("scratch", "scratch"), ("spt_only", f"spt_only_{recon}"))}
+        if all(len(v) == 1 for v in sec.values()):
+            got[task] = {a: float(v.iloc[0]) for a, v in sec.items()}
+    hours = {t: v / 3600 for t, v in estimate_seconds(got).items()}
+    return dict(hours=hours, total_hours=sum(hours.values()), from_seconds=got)
 
 
 def main(argv=None) -> int:
