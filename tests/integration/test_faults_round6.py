@@ -501,7 +501,7 @@ def test_a_conflicting_record_is_not_appended_again(tmp_path):
 
     led.covers = lambda spec: True
     before = path.read_bytes()
-    assert not led.add(Spec(), Entry()) and not led.add(Spec(), Entry())  # once: a new copy every fresh run
+    assert not led.store(Spec(), Entry()) and not led.store(Spec(), Entry())  # once: a new copy every fresh run
     assert path.read_bytes() == before
     assert sum("not appended, its records" in m for m in said) == 1 and RunSpec and UCRSource
 
@@ -561,4 +561,4 @@ def test_a_full_disk_under_a_sweep_keeps_the_trained_run_in_the_cache(tmp_path, 
         sweep([spec], LayeredStore((cache, Ledger(path, kinds=("toy",)))), options=SweepOptions(progress=False))
     monkeypatch.undo()
     assert cache.load(spec) is not None and path.read_bytes() == b""  # trained, kept; no half record
-    assert Ledger(path, kinds=("toy",)).add(spec, cache.load(spec, weights=True))  # the next job records it
+    assert Ledger(path, kinds=("toy",)).store(spec, cache.load(spec, weights=True))  # the next job records it
