@@ -128,9 +128,9 @@ def open_ledger(path: str | None, study, tier: str = "", answers: bool = True):
 def store_of(cache: str | None, ledger):
     """The store a sweep uses: the run cache at ``cache``, before ``ledger`` where there is one."""
     from toyspt.runs.cache import RunCache
-    from toyspt.runs.store import LayeredStore
+    from toyspt.runs.store import layered
 
-    return RunCache(cache) if ledger is None else LayeredStore((RunCache(cache), ledger))
+    return layered(RunCache(cache), ledger)
 
 
 def add_numerics_flag(p: argparse.ArgumentParser) -> None:

@@ -30,7 +30,7 @@ from toyspt.figs.schedule import Drawer, Schedule, clock
 from toyspt.runs import RunCache, RunSpec, sweep
 from toyspt.runs.ledger import Ledger
 from toyspt.runs.planning import make_plan
-from toyspt.runs.store import LayeredStore
+from toyspt.runs.store import layered
 from toyspt.runs.sweeps import Stopped, SweepOptions
 from toyspt.util import plots
 from toyspt.util.atomic import uninterrupted
@@ -91,7 +91,7 @@ def run_job(job: FigureJob) -> int:
     where = {label: (c, mods[n]) for label, c, n in jobs}
     every = [s for label in drawing for s in planned[label].values()]
     ledger = job.ledger
-    store = cache if ledger is None else LayeredStore((cache, ledger))  # entries recorded where the ledger covers them
+    store = layered(cache, ledger)  # entries recorded where the ledger covers them
     # the tier's study's order (its Study.phase: the real-data study's whole comparisons first, the LRA
     # study's whole seeds), other runs as they come
     study = STUDIES[job.tier]

@@ -24,7 +24,7 @@ from toyspt.util.lazy import exports
 __all__, __getattr__, __dir__ = exports(globals(), {
     "toyspt.runs.specs": ("Spec", "RunSpec", "spec_from_dict", "with_overrides"),
     "toyspt.runs.cache": ("RunCache", "CacheError", "DEFAULT_CACHE"),
-    "toyspt.runs.store": ("Store", "LayeredStore"),
+    "toyspt.runs.store": ("Store", "LayeredStore", "layered"),
     "toyspt.runs.ledger": ("Ledger", "StudyLedger"),
     "toyspt.runs.executors": ("make_executor", "executor_scope"),
     "toyspt.runs.sweeps": ("get_run", "load_answer", "sweep", "SweepOptions"),
