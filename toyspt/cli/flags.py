@@ -349,13 +349,12 @@ def check_storable(spec: RunSpec, where: str = "") -> None:
 
     from toyspt.nn.model import ToyTransformer
     from toyspt.runs.cache import MAX_BYTES
-    from toyspt.train.recipes import get_recipe
 
     with torch.device("meta"):  # shapes only: nothing is allocated
         model = ToyTransformer(spec.model)
     params = sum(p.numel() for p in model.parameters())
     state = params + sum(b.numel() for b in model.buffers())
-    rec = get_recipe(spec.recipe)
+    rec = spec.rec
     total = 4 * (state * (2 + rec.pretrains) + 2 * params * rec.label_phase)
     limit = MAX_BYTES["weights.pt"]
     if total > limit:
