@@ -9,7 +9,7 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 import torch
-from tiny_runs import SOURCES, task, tiny_run
+from helpers.tiny_runs import SOURCES, task, tiny_run
 
 from toyspt.lra.convert import to_lra
 from toyspt.lra.design import TASKS, mechanism_specs, study_specs
