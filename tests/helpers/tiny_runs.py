@@ -8,13 +8,13 @@ from dataclasses import replace
 
 import torch
 
-from toyspt.lra import listops as lo
-from toyspt.lra.design import ARMS, Task
-from toyspt.lra.pathfinder import PathfinderConfig
-from toyspt.lra.tasks import PIXEL_TRAIN, TOKEN_TRAIN, DigitsSource, ListOpsSource, PathfinderSource
+from toyspt.kinds import listops as lo
+from toyspt.kinds.pathfinder import PathfinderConfig
+from toyspt.kinds.tasks import PIXEL_TRAIN, TOKEN_TRAIN, DigitsSource, ListOpsSource, PathfinderSource
 from toyspt.nn.model import ModelConfig
 from toyspt.runs.arms import arm_spec
 from toyspt.runs.specs import RunSpec
+from toyspt.studies.lra_design import ARMS, Task
 from toyspt.train.recipes import TrainConfig
 
 SOURCES = {

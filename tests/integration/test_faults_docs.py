@@ -1,8 +1,9 @@
 """``toyspt docs`` against hostile pages: markers named in one pass, a page read bounded, an
 indented marker refused and a BOM kept, CSV cells inert in markdown, no page written through a
-link out of the tree."""
+link out of the tree, doc markers of a small format grammar."""
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -104,3 +105,36 @@ def test_no_page_is_written_through_a_link_out_of_the_tree(tmp_path, figures, ca
     (tree / "README.md").symlink_to(outside / "x.md")  # a link to the page itself: the link is replaced
     assert main(["docs", "README.md", "--figures", str(figures)]) == 0
     assert not (tree / "README.md").is_symlink() and (outside / "x.md").read_text() == STALE
+
+
+# ------------------------------------------------------------------ doc markers: a small format grammar
+
+@pytest.fixture
+def root(tmp_path):
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "metadata.json").write_text(json.dumps({"figures": {"a": 0.5}}))
+    (tmp_path / "n.json").write_text(json.dumps({"a": 7654321.5}))
+    return tmp_path
+
+
+@pytest.mark.parametrize("marker, needle", [
+    ("<!-- from n.json a 999999999 -->", "format '999999999' is not of the grammar"),  # once 27-33 s, 3.2 GB
+    ("<!-- from n.json a .999999999f -->", "format '.999999999f' is not of the grammar"),
+    ("<!-- meta figures.a >999999999 -->", "format '>999999999' is not of the grammar"),
+    ("<!-- meta figures.a .1f 1e308 -->", "scale '1e308' is not a number of at most 1e+06"),
+])
+def test_a_marker_format_outside_the_grammar_is_refused_before_formatting(root, capsys, monkeypatch, marker, needle):
+    monkeypatch.chdir(root)
+    (root / "p.md").write_text("x\n1" + marker + "\n")
+    t = time.perf_counter()
+    assert main(["docs", "p.md", "--check"]) == 2
+    assert time.perf_counter() - t < 10
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and "p.md line 2: a marker's " + needle in err[0], err
+
+
+def test_a_long_stale_number_is_rewritten_whole(root):
+    from toyspt.figs.doc_numbers import refresh
+
+    page = "moved 1,234,567.89<!-- from n.json a ,.2f --> rows"  # 12 characters: a short lookback rewrites its tail
+    assert refresh(page, root) == "moved 7,654,321.50<!-- from n.json a ,.2f --> rows"

@@ -140,8 +140,8 @@ def test_lra_tier_in_quick_mode_in_pieces_then_from_the_ledger_alone(tmp_path, c
     recorded in the ledger given, and with an empty cache the figure is drawn again from the
     ledger alone, byte for byte, training nothing; the repository's figures/ is not touched."""
     from toyspt.figs import lra_claims
-    from toyspt.lra.design import Study
     from toyspt.runs.ledger_file import read
+    from toyspt.studies.lra_design import Study
 
     repo = _files(ROOT / "figures")
     out, ledger = tmp_path / "figs", tmp_path / "lra.jsonl"

@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 MAX_LINES = 400
 # The layer diagram, lowest first: every folder of toyspt/ is one layer (theory/ is the
 # package toyspt.theory). A new folder must be placed here, or the test below fails.
-LAYERS = ("util", "data", "nn", "train", "probe", "runs", "analysis", "theory", "ucr", "lra", "figs", "cli")
+LAYERS = ("util", "data", "kinds", "nn", "train", "probe", "runs", "analysis", "theory", "ucr", "lra", "studies",
+          "figs", "cli")
 
 
 def modules() -> dict[str, Path]:

@@ -31,7 +31,7 @@ from toyspt.cli.flags import (
 
 # the modules above the data layer that register a kind of data (toyspt.data.source.register):
 # --data kind:NAME offers every kind they and toyspt.data register
-DATA_KINDS = ("toyspt.ucr.kind", "toyspt.lra.tasks", "toyspt.lra.fashion")
+DATA_KINDS = ("toyspt.ucr.kind", "toyspt.kinds")
 
 
 def kinds() -> dict:

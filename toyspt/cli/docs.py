@@ -1,8 +1,9 @@
 """``toyspt docs``: rewrite the tables the docs quote from the figures' CSVs
 (:mod:`toyspt.figs.doc_tables`) and the numbers their prose quotes from metadata.json and the
-JSON files their markers name (:mod:`toyspt.figs.doc_numbers`), or check that they match.
+JSON files their markers name (:mod:`toyspt.figs.doc_numbers`), or check that they match. The
+studies' report pages (docs/reports/) are written whole from their sources (:mod:`toyspt.figs.reports`).
 
-    toyspt docs                 # every page of README.md, ARCHITECTURE.md and docs/
+    toyspt docs                 # every page of README.md, ARCHITECTURE.md, docs/ and docs/reports/
     toyspt docs --check         # exit 1, naming each page, when a block or quoted number differs
     toyspt docs docs/ucr.md --figures /tmp/figs
 
@@ -20,9 +21,10 @@ from toyspt.cli.flags import EXIT_FAILED, EXIT_OK
 
 
 def pages(root: Path = Path(".")) -> list[Path]:
-    """The pages a table block may live in: README.md, ARCHITECTURE.md and docs/*.md under ``root``."""
-    return [p for p in (root / "README.md", root / "ARCHITECTURE.md", *sorted((root / "docs").glob("*.md")))
-            if p.is_file()]
+    """The pages a table block may live in: README.md, ARCHITECTURE.md, docs/*.md and the reports
+    (docs/reports/*.md) under ``root``."""
+    return [p for p in (root / "README.md", root / "ARCHITECTURE.md", *sorted((root / "docs").glob("*.md")),
+                        *sorted((root / "docs" / "reports").glob("*.md"))) if p.is_file()]
 
 
 def read_page(page: Path) -> str:
@@ -38,7 +40,7 @@ def read_page(page: Path) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from toyspt.figs import doc_numbers
+    from toyspt.figs import doc_numbers, reports
     from toyspt.figs.doc_tables import blocks, refresh
     from toyspt.util.atomic import outside_through_link, write_text
 
@@ -57,11 +59,15 @@ def run(args: argparse.Namespace) -> int:
                 raise ValueError(f"{page}: its folder is a link to {real}, outside the working folder; "
                                  "a page is not written through a link (nothing written)")
     stale, count, numbers, new = [], 0, 0, {}
+    generated = {p.resolve(): name for p, name in reports.pages().items()}
     for page in paths:
         text = read_page(page)
         count += len(blocks(text.removeprefix("\ufeff"), str(page)))
-        tables = refresh(text, Path(args.figures), str(page))
-        new[page] = doc_numbers.refresh(tables, Path("."), Path(args.figures), str(page))
+        if page.resolve() in generated:  # a study's report: written whole from its source
+            tables = new[page] = reports.generate(generated[page.resolve()], Path("."), Path(args.figures))
+        else:
+            tables = refresh(text, Path(args.figures), str(page))
+            new[page] = doc_numbers.refresh(tables, Path("."), Path(args.figures), str(page))
         numbers += doc_numbers.count(tables)
         if new[page] != text:
             stale.append(page)
@@ -78,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
 def register(sub) -> None:
     p = sub.add_parser("docs", help="rewrite the docs' tables and quoted numbers (--check: only compare)",
                        description=__doc__.splitlines()[0])
-    p.add_argument("pages", nargs="*", help="pages to rewrite (default: README.md, ARCHITECTURE.md, docs/*.md)")
+    p.add_argument("pages", nargs="*",
+                   help="pages to rewrite (default: README.md, ARCHITECTURE.md, docs/*.md, docs/reports/*.md)")
     p.add_argument("--figures", default="figures", help="the folder of the CSVs and metadata.json (default figures)")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 when a table or quoted number differs")
     p.set_defaults(func=run)

@@ -44,7 +44,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
                    help="which study the job runs: 'default' and 'study' the real-data study ('study' trains its "
                         "powered runs, hours, the cost printed before training starts, and adds the real_gain, "
                         "archive_scan, archive_small and real_gain_splits figures); 'lra' the LRA study alone "
-                        "(toyspt.lra.design: hours; its lra_claims and lra_mechanism figures) (default: default)")
+                        "(toyspt.studies.lra_design: hours; its lra_claims and lra_mechanism figures) "
+                        "(default: default)")
     add_seeds(p, None, help="seeds, e.g. 0-4 or 0,2 (default 0-4, quick 0-1)")
     p.add_argument("--out", type=out_dir, default=None,
                    help="output directory (default figures/, quick figures-quick/)")
@@ -84,7 +85,7 @@ def duration(text: str) -> float:
 def ledger_of(args: argparse.Namespace) -> Ledger | None:
     """The ledger the flags name (None: no ledger), as the tier's study declares it
     (:data:`toyspt.figs.STUDIES`: ``Study.ledger``, e.g. :data:`toyspt.ucr.design.LEDGER`,
-    :data:`toyspt.lra.design.LEDGER`): by default the study's own file, none with ``--quick``."""
+    :data:`toyspt.studies.lra_design.LEDGER`): by default the study's own file, none with ``--quick``."""
     study = STUDIES[args.tier].ledger
     path = args.ledger if args.ledger is not None else (None if args.quick else str(study.path))
     return open_ledger(path, study, tier=args.tier)

@@ -13,8 +13,10 @@ lock: the output may be one of the inputs, appended to meanwhile); records of on
 different numbers, or unusable lines, are refused: nothing is written, each is named, exit 2.
 ``repair`` writes a new file without the lines not used, the records of a key that conflict set
 aside in a second file (``--aside``, default OUT.aside), each named. ``migrate`` gives every
-record without a digest its digest, in place (atomically, under the lock; refused, nothing
-written, while a line is not used). ``verify`` retrains records under the kernels they name and
+record written before digests its digest, in place (atomically, under the lock), each line
+sealed listed; a record without a digest that may have lost it (of the layout written since
+digests, or beside sealed records) is sealed only when named (``--line N``, one by one);
+refused, nothing written, while a line is not used. ``verify`` retrains records under the kernels they name and
 compares every number bit for bit (:mod:`toyspt.runs.verify`): one paragraph per record
 (reproduced, differs: which numbers, or not verified: why), exit 1 unless every record was
 reproduced.
@@ -37,6 +39,8 @@ def _missing(paths: list[str]) -> bool:
     return bool(gone)
 
 
+# the modules defining the spec kinds a ledger records (toyspt.runs.specs.spec_kinds)
+SPEC_MODULES = ("toyspt.runs.state_probes", "toyspt.ucr.reference", "toyspt.ucr.init_probes", "toyspt.lra.demo")
 MAX_SHOWN = 200  # characters of a recorded text field printed (a host's CPU model is under 100)
 
 
@@ -49,19 +53,41 @@ def inert(value: object, most: int = MAX_SHOWN) -> str:
     return shown + (f"... ({len(text)} characters)" if len(text) > most else "")
 
 
-def _seconds(lines) -> tuple[float, list[str]]:
-    """The seconds recorded, summed, and a sentence per record whose ``seconds`` no computation
-    can have taken (infinite, NaN, negative): named and left out of the sum, never printed as a total."""
+def _seconds(number: int, s, wrong: list[str]) -> float:
+    """A record's seconds as counted in the total: 0, with a sentence in ``wrong``, where no
+    computation can have taken them (infinite, NaN, negative, over 30 days): never printed as a total."""
+    from toyspt.runs.record_checks import MAX_SECONDS
+
+    if s is None:
+        return 0.0
+    if math.isfinite(s) and 0 <= s <= MAX_SECONDS:
+        return s
+    wrong.append(f"line {number}: seconds {s!r} is not a duration (finite, >= 0, at most {MAX_SECONDS:.0f}: "
+                 "30 days); not counted")
+    return 0.0
+
+
+def _survey(lines: dict) -> tuple[dict[str, int], list[str], float, list[str]]:
+    """(records by kind, hosts, seconds summed, a sentence per seconds not counted), each record
+    parsed once in turn (a ledger's records are never all parsed at once)."""
+    import importlib
+
+    from toyspt.cli.compare import kinds as data_kinds
+    from toyspt.runs.specs import spec_kinds
+
+    for module in SPEC_MODULES:
+        importlib.import_module(module)
+    known = {*spec_kinds(), *data_kinds()} - {"spec"}  # data kinds: runs recorded before specs named their own
+    kinds: dict[str, int] = {}
+    cpus: set[str] = set()
     total, wrong = 0.0, []
     for line in lines.values():
-        s = line.record.get("seconds")
-        if s is None:
-            continue
-        if math.isfinite(s) and s >= 0:
-            total += s
-        else:
-            wrong.append(f"line {line.number}: seconds {s!r} is not a duration (finite, >= 0); not counted")
-    return total, wrong
+        rec = line.record  # a run's record says run (its data's kind, ucr, before specs named their own)
+        kind = "run" if "recipe" in rec["spec"] else rec["kind"] if rec["kind"] in known else "of no known kind"
+        kinds[kind] = kinds.get(kind, 0) + 1
+        cpus.add(inert(rec.get("cpu") or "?"))
+        total += _seconds(line.number, rec.get("seconds"), wrong)
+    return kinds, sorted(cpus), total, wrong
 
 
 def check(args: argparse.Namespace) -> int:
@@ -72,22 +98,23 @@ def check(args: argparse.Namespace) -> int:
     led = Ledger(Path(args.path), kinds=(), warn=lambda m: None)
     lines = led.lines()
     size = Path(args.path).stat().st_size
-    kinds: dict[str, int] = {}
-    for line in lines.values():  # a run's record says run (its data's kind, ucr, before specs named their own)
-        kind = "run" if "recipe" in line.record["spec"] else inert(line.record["kind"])
-        kinds[kind] = kinds.get(kind, 0) + 1
-    cpus = sorted({inert(line.record.get("cpu") or "?") for line in lines.values()})
-    seconds, wrong = _seconds(lines)
+    kinds, cpus, seconds, wrong = _survey(lines)
     counts = f" ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))})" if kinds else ""
-    print(f"{inert(args.path)}: {len(lines)} records{counts}, "
-          f"{size / 1e6:.2f} MB, {size / max(1, len(lines)) / 1e3:.1f} KB a record; "
+    dup = len(led.duplicates)
+    print(f"{inert(args.path)}: {len(lines)} records{counts}"
+          f"{f' and {dup} duplicate line(s) (a record again, same numbers)' if dup else ''}, "
+          f"{size / 1e6:.2f} MB, {size / max(1, len(lines) + dup) / 1e3:.1f} KB a record; "
           f"{seconds / 3600:.2f} CPU-hours recorded{' (without the records below)' if wrong else ''}; "
           f"hosts: {'; '.join(cpus) or '-'}")
-    mixed = bool(led.unsealed) and len(led.unsealed) < len(lines)
+    mixed = bool(led.unsealed) and len(led.unsealed) < len(lines) + dup
     if led.unsealed:
-        print(f"{len(led.unsealed)} of {len(lines)} records carry no digest (written before digests: their "
-              "numbers are not bound to them); `toyspt ledger migrate` seals them once"
-              + (f"; beside sealed ones, lines {_some(led.unsealed)}" if mixed else ""))
+        bare = [x for x in [*lines.values(), *led.duplicates] if not x.sealed]
+        dups = sum(x.number not in {y.number for y in lines.values()} for x in bare)
+        print(f"{len({x.record['key'] for x in bare})} of {len(lines)} records carry no digest ({len(bare)} line(s)"
+              f"{f', {dups} of them a duplicate of a record' if dups else ''}: their numbers are not bound to them); "
+              "`toyspt ledger migrate` seals those written before digests"
+              + (f"; beside sealed ones, lines {_some(led.unsealed)} (migrate seals them only named one by one, "
+                 "--line N: review them first)" if mixed else ""))
     for p in [*led.problems, *(f"{args.path} {w}" for w in wrong)]:
         print(inert(p, 100 * MAX_SHOWN))
     return EXIT_FAILED if led.problems or wrong or mixed else EXIT_OK
@@ -114,12 +141,13 @@ def repair(args: argparse.Namespace) -> int:
 
 def migrate(args: argparse.Namespace) -> int:
     from toyspt.runs.ledger_append import migrate as migrate_ledger
+    from toyspt.runs.ledger_append import spans
 
     if _missing([args.path]):
         return EXIT_USAGE
-    sealed, before = migrate_ledger(Path(args.path))
-    print(f"{args.path}: {sealed} records sealed, {before} sealed before"
-          + ("" if sealed else "; nothing written"))
+    sealed, before = migrate_ledger(Path(args.path), frozenset(args.line or ()))
+    print(f"{inert(args.path)}: {len(sealed)} records sealed, {before} sealed before"
+          + (f"; the lines sealed: {spans(sealed)}" if sealed else "; nothing written"))
     return EXIT_OK
 
 
@@ -159,6 +187,10 @@ def verify(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"error: {e}")
         return EXIT_USAGE
+    if not records:  # nothing retrained is nothing reproduced
+        print(f"error: {inert(args.path)}: no run record to verify ({len(led.problems)} line(s) not used; "
+              "`toyspt ledger check` names them)")
+        return EXIT_USAGE
     t0, counts = time.perf_counter(), {}
     for rec in records:
         out = verify_record(led, rec)
@@ -187,6 +219,8 @@ def register(sub) -> None:
     r.set_defaults(func=repair)
     g = s.add_parser("migrate", help="seal every record written before digests (in place, once)")
     g.add_argument("path")
+    g.add_argument("--line", type=int, action="append", metavar="N",
+                   help="also seal the record of line N, one that may have lost its digest (review it first)")
     g.set_defaults(func=migrate)
     v = s.add_parser("verify", help="retrain records under the kernels they name; compare every number bit for bit")
     v.add_argument("path", nargs="?", default="figures/ledger/ucr.jsonl")

@@ -24,7 +24,7 @@ import torch
 
 from toyspt.cli.flags import add_seeds, add_sweep_flags, ascii_float, nonnegative_int, out_dir, positive_int
 from toyspt.data.directions import COMPACT
-from toyspt.lra import listops as lo
+from toyspt.kinds import listops as lo
 from toyspt.lra.checkpoint import HEAD_OVERRIDES, ArchHints, LoadedLRA, load_lra
 from toyspt.lra.inputs import select
 from toyspt.lra.probe_data import N_CLASSES, TASKS, ProbeInputs, probe_inputs

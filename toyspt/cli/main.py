@@ -3,7 +3,9 @@ make the figures, check the theory.
 
 Subcommands: ``train`` (here), ``compare`` (toyspt.cli.compare), ``probe`` (toyspt.cli.probe),
 ``lra`` (toyspt.cli.lra), ``ucr`` (toyspt.cli.ucr, which forwards to compare), ``figs`` (toyspt.cli.figs, the same as
-``python paper_figs.py``), ``ledger`` (toyspt.cli.ledger: check or merge a results ledger), ``docs``
+``python paper_figs.py``), ``ledger`` (toyspt.cli.ledger: check or merge a results ledger), ``study``
+(toyspt.cli.study: a study's progress and pilot), ``data`` (toyspt.cli.data: checks of the generated
+data kinds), ``docs``
 (toyspt.cli.docs: the docs' tables from the figures' CSVs) and
 ``theory`` (the same as ``python -m theory``: ``toyspt theory --quick``; ``toyspt theory -- --quick`` works too).
 
@@ -32,6 +34,8 @@ COMMANDS = {
     "ucr": ("toyspt.cli.ucr:register", "scratch vs SPT (and ablations) on UCR time-series data"),
     "figs": ("toyspt.cli.figs:register", "regenerate the paper figures (the same as python paper_figs.py)"),
     "ledger": ("toyspt.cli.ledger:register", "check, merge, repair or seal a results ledger"),
+    "study": ("toyspt.cli.study:register", "a study's progress in its ledger, and its pilot"),
+    "data": ("toyspt.cli.data:register", "check the data kinds the toolkit makes"),
     "docs": ("toyspt.cli.docs:register", "rewrite the docs' tables and quoted numbers (--check: only compare)"),
     "theory": ("toyspt.cli.main:register_theory",
                "check the theory (the same as python -m theory), e.g. toyspt theory --quick"),

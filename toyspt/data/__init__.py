@@ -6,9 +6,10 @@
     tasks       the toy task: its families (a registry {name: draw}), splits, SPT masking and the
                 reconstruction losses; TaskConfig is the "toy" data source, registered when this
                 package is imported
+    pixels      raw pixels normalised as the LRA code does (shared by toyspt.kinds and the bridge)
     directions  score-space directions, their named lists, the blind and column-only subspaces
 
-Nothing here imports a layer above it; real data (toyspt.ucr, toyspt.lra) brings its own kinds.
+Nothing here imports a layer above it; real data (toyspt.ucr, toyspt.kinds) brings its own kinds.
 The names below load on first use.
 """
 from toyspt.data import tasks as _tasks  # noqa: F401  (registers the toy kind of data: toyspt.data.source)

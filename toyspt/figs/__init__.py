@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from toyspt.data.tasks import TaskConfig
-from toyspt.lra.design import Study as LRAStudy
 from toyspt.nn.model import ModelConfig
 from toyspt.runs.cache import RunCache
 from toyspt.runs.specs import RunSpec
+from toyspt.studies.registry import BY_TIER
+from toyspt.studies.registry import STUDIES as BY_NAME
 from toyspt.train.recipes import TrainConfig
-from toyspt.ucr.design import Study as UCRStudy
 
 TRACKED = ("displacement", "probes:every=100,n=128")  # trackers of the tracked runs
 SGD_LR = 0.05  # SGD (momentum 0.9) learning rate of tracked SGD runs; AdamW keeps the default 1e-3
@@ -52,16 +52,16 @@ CONTRAST = ("accuracy", "proximity", "ablations", "displacement", "blindness")  
 # whose runs take most of the job. The contrast regime comes after all of them.
 FIGURES = ("task", "accuracy", "proximity", "ablations", "displacement", "blindness", "basin", "theory",
            "lra", "ucr", "real_data", "real_gain", "archive_scan", "archive_small", "real_gain_splits", "lra_claims",
-           "lra_mechanism")
+           "lra_mechanism", "lra_claims2")
 HEADLINE = "accuracy"  # the figure a reader opens first: trained first, its time measured (benchmarks/)
-# tier -> the study a figure job of that tier runs, as each study's design names its tiers: the
-# real-data study's (default, study) and the LRA study's (lra). One study per job: its ledger, its
-# order of training, the flags it refuses (``Study.ledger``, ``Study.phase``, ``Study.refuse``)
-STUDIES = {t: study for study in (UCRStudy, LRAStudy) for t in study.tiers}
+# tier -> the study a figure job of that tier runs (toyspt.studies.registry.BY_TIER, as each study
+# names its tiers): the real-data study's (default, study) and the LRA study's (lra). One study per
+# job: its ledger, its order of training, the flags it refuses (the protocol toyspt.studies.protocol)
+STUDIES = BY_TIER
 TIERS = tuple(STUDIES)
 # a figure module may say which tiers draw it (``TIERS``); by default the real-data study's tiers,
 # which draw the toy figures too (the lra tier draws its own figure only)
-DEFAULT_TIERS = UCRStudy.tiers
+DEFAULT_TIERS = BY_NAME["ucr"].tiers
 
 
 @dataclass
@@ -86,7 +86,7 @@ class FigContext:
     @functools.cached_property
     def study(self):
         """The study of this job's tier (:data:`STUDIES`: :class:`toyspt.ucr.design.Study`, its
-        paper's sets found once for every figure, or :class:`toyspt.lra.design.Study`; quick: its
+        paper's sets found once for every figure, or :class:`toyspt.studies.lra_design.Study`; quick: its
         smoke version)."""
         return STUDIES[self.tier].for_tier(self.tier, self.quick, self.seeds, self.numerics)
 

@@ -4,8 +4,13 @@ from and how it is printed, so no quoted number is typed by hand:
     SPT gains +34.5<!-- meta figures.accuracy.headline.gain +.1f 100 --> points
     (a path in figures/metadata.json, list items by index; a format spec; an optional scale)
 
-    19.4<!-- from docs/lra_study.json cpu_hours .1f -->
+    8.5<!-- from figures/studies/lra/progress.json cpu_hours .1f -->
     (a JSON file under the repository's root, a path in it, a format spec)
+
+A format is of a small grammar (:data:`FORMAT`: a sign, a width of at most two digits, a
+grouping comma, a precision of at most two digits, a type of ``defgs%``), a scale a plain
+number of at most 1e6; anything else is refused in one line before anything is formatted (a
+45-byte marker asking for a width of 999999999 once took 30 s and 3 GB).
 
 The quoted text must end with the value so printed. ``toyspt docs`` rewrites each quoted
 number from its source (:func:`refresh`), beside the tables of :mod:`toyspt.figs.doc_tables`;
@@ -24,6 +29,8 @@ META = re.compile(r"<!-- meta ([\w.+-]+) (\S+)(?: ([-\d.e]+))? -->")  # keys may
 FROM = re.compile(r"<!-- from (\S+) (\S+) (\S+) -->")
 # a quoted number at the end of a text, not the tail of a word or of a longer number
 NUMBER = re.compile(r"(?<![\w.])[+-]?(?:\d[\d,]*(?:\.\d*)?(?:e[+-]?\d+)?|inf|nan)\Z")
+FORMAT = re.compile(r"[+-]?\d{0,2}[,_]?(?:\.\d{1,2})?[defgs%]?\Z")  # e.g. +.3f .2g ,d .0f d s
+MAX_SCALE = 1e6  # the largest scale a meta marker may give (the docs': 100)
 WINDOW = 64  # how far before a marker a stale number is looked for (the longest printed is ~12)
 MAX_SOURCE_BYTES = 16 << 20  # a source read whole: figures/metadata.json is ~120 KB
 
@@ -71,6 +78,21 @@ def _source(name: str, root: Path, sources: dict) -> dict:
     return _read(root / name, "JSON file a page quotes", sources)
 
 
+def _grammar(text: str, at: int, spec: str, scale: str | None, page: str) -> None:
+    """:class:`QuoteError` (one line, naming the page's line) for a format or scale outside the grammar."""
+    bad = None
+    if FORMAT.match(spec) is None:
+        bad = f"format {spec[:40]!r} is not of the grammar [+-][width <= 2 digits][,][.precision <= 2 digits][defgs%]"
+    elif scale is not None:
+        try:
+            ok = abs(float(scale)) <= MAX_SCALE and len(scale) <= 20
+        except ValueError:
+            ok = False
+        bad = None if ok else f"scale {scale[:40]!r} is not a number of at most {MAX_SCALE:g}"
+    if bad:
+        raise QuoteError(f"{page} line {text.count(chr(10), 0, at) + 1}: a marker's {bad}; nothing formatted")
+
+
 def _printed(value, spec: str, scale: str | None, source: str, path: str) -> str:
     try:
         return format(value * float(scale) if scale else value, spec)
@@ -87,6 +109,9 @@ def quotes(text: str, root: Path, figures: Path | None = None, page: str = "page
         if unread:
             shape = "PATH FORMAT [SCALE]" if kind == "meta" else "FILE PATH FORMAT"
             raise QuoteError(f"{page}: {unread} {kind} marker(s) not of the form '<!-- {kind} {shape} -->'")
+    for m in (*META.finditer(text), *FROM.finditer(text)):  # every marker's format, before any is used
+        _grammar(text, m.start(), m.group(2) if m.re is META else m.group(3), m.group(3) if m.re is META else None,
+                 page)
     figures = root / "figures" if figures is None else figures
     sources: dict = {}
     found = []
@@ -127,4 +152,4 @@ def refresh(text: str, root: Path, figures: Path | None = None, page: str = "pag
     return "".join(out) + text[last:]
 
 
-__all__ = ["Quote", "QuoteError", "quotes", "count", "refresh", "MAX_SOURCE_BYTES"]
+__all__ = ["Quote", "QuoteError", "quotes", "count", "refresh", "MAX_SOURCE_BYTES", "FORMAT", "WINDOW"]

@@ -26,7 +26,7 @@ from toyspt.analysis.gains import EQUIVALENCE_MARGIN
 from toyspt.analysis.seed_blocks import BLOCK_COLUMNS
 from toyspt.figs.archive_scan import REFERENCE_MARKS, STANDING_COLUMNS
 from toyspt.figs.check import read_csv
-from toyspt.lra import design as lra
+from toyspt.studies import lra_design as lra
 from toyspt.ucr.data import PAPER_DATASETS
 from toyspt.ucr.design import PRIMARY, STUDY_METRICS
 from toyspt.ucr.reference import PROTOCOLS, REFERENCE_CLASSIFIERS

@@ -1,35 +1,38 @@
-"""Figure (lra tier): the paper's LRA claims against the LRA study's runs (issue 43, item 7).
+"""Figure (lra tier): the paper's LRA claims against both LRA studies' runs.
 
-Per task of :data:`toyspt.lra.design.TASKS` and arm, the arm's difference from its baseline
-(scratch; at 2 layers ``depth2_spt`` against ``depth2_scratch``) on each metric, paired by seed
-(:func:`toyspt.analysis.paired.paired`): the mean with its 95% paired t interval
-(``mean_diff``, ``ci_low``, ``ci_high``: descriptive) and the exact Wilcoxon signed-rank test
-(``direction``, ``p``; its Hodges-Lehmann estimate and interval ``hl``, ``hl_low``, ``hl_high``),
-the test the pre-registration (docs/lra.md) names; ``tost_p``: the two one-sided t tests of
-arm - base within ±:data:`toyspt.lra.design.MARGIN` (:func:`toyspt.analysis.paired.tost`).
+Per study (1: fixed epochs, :mod:`toyspt.studies.lra_design`; 2: every arm trained out by one
+stopping rule, :mod:`toyspt.studies.lra2_design`), task and arm, the arm's difference from its
+baseline (scratch; at 2 layers ``depth2_spt`` against ``depth2_scratch``) on each metric, paired by
+seed (:func:`toyspt.analysis.paired.paired`): the mean with its 95% paired t interval (``mean_diff``,
+``ci_low``, ``ci_high``: descriptive) and the exact Wilcoxon signed-rank test (``direction``, ``p``;
+its Hodges-Lehmann estimate and interval ``hl``, ``hl_low``, ``hl_high``); ``tost_p``: the two
+one-sided t tests of arm - base within the study's margin for the task (``margin``);
+``below_half_p``: beside each claimed gain, the one-sided t test that it is smaller than half the
+paper's (:func:`toyspt.analysis.gates.below_fraction_p`).
 
-Families (``family``, ``holm_family``, ``p_holm`` = Holm over the family's signed-rank p,
-:func:`toyspt.analysis.multiplicity.holm`): ``confirmatory`` is the pre-registered 9, task x
-{spt, qk_transfer, frozen_attention} against scratch on the primary metric (``peak_val_acc``);
-every other row is ``descriptive``, Holm within its arm and metric over the tasks (labelled
-by ``holm_family``), and gets no verdict.
+Families, within each study (``family``, ``holm_family``, ``p_holm`` = Holm over the family's
+signed-rank p, :func:`toyspt.analysis.multiplicity.holm`): ``confirmatory`` is task x {spt,
+qk_transfer, frozen_attention} against scratch on the primary metric (``peak_val_acc``; 9 in the
+first study), whose TOST p are Holm-adjusted over the same family (``tost_p_holm``); every other
+row is ``descriptive``, Holm within its arm and metric over the tasks, and gets no verdict.
 
-Verdicts (confirmatory rows only; :func:`verdict`), against the claim of the paper
-(:func:`claim`: the sign of :data:`toyspt.lra.design.PAPER`'s arm - scratch; "equal" for its
-"unchanged"; on ListOps, where it states no number for spt and qk_transfer, its general claim
-that they beat scratch), at alpha :data:`toyspt.lra.design.ALPHA`:
+Verdicts (confirmatory rows only), against the claim of the paper (:func:`claim`: the sign of
+:data:`toyspt.studies.lra_design.PAPER`'s arm - scratch; "equal" for its "unchanged"; on ListOps,
+where it states no number for spt and qk_transfer, its general claim that they beat scratch), at
+alpha :data:`toyspt.studies.lra_design.ALPHA`. First the rule alone (``ungated``, :func:`verdict`):
 
 * ``confirmed``: Holm-adjusted signed-rank p <= alpha with the test's direction the claim's sign;
 * ``contradicted``: p_holm <= alpha in the other direction, or (claim "unchanged") in either;
-* ``equivalent within the margin``: not that, and the TOST p <= alpha (arm - scratch inside
-  ±MARGIN): for an "unchanged" claim this is what confirms it, for a claimed gain it says the
-  gain, if any, is smaller than the margin;
-* ``not resolved``: anything else (too few seeds, or an effect neither shown nor ruled out);
-* ``not judged (scratch at chance)``: a row the pre-registration reports without a verdict
-  (:data:`toyspt.lra.design.UNJUDGED`: frozen attention on PathFinder, whose scratch was at chance
-  in the pilot); its test stays in the Holm family of 9.
+* ``equivalent within the margin``: not that, and the Holm-adjusted TOST p <= alpha;
+* ``not resolved``: anything else.
 
-Writes ``lra_claims.csv`` (:data:`COLUMNS`, one row per task x arm x metric) and
+Then the gates the claim needs (``gates``; :mod:`toyspt.studies.lra_claim_gates`: treatment,
+learnable, off chance, trained out, budget, margin): a failed gate makes the ``verdict``
+``not tested: <gates>``, so a claim that could not have failed is never called confirmed or
+equivalent. The CNN references of the image tasks (entries keyed ``(study, task,
+"cnn_reference", 0)``) answer the learnability gate.
+
+Writes ``lra_claims.csv`` (:data:`COLUMNS`, one row per study x task x arm x metric) and
 ``lra_claims_runs.csv`` (:data:`RUN_COLUMNS`, one row per run).
 """
 from __future__ import annotations
@@ -41,34 +44,41 @@ import numpy as np
 import pandas as pd
 
 from toyspt.analysis.gains import RANK_COLUMNS, T_COLUMNS, columns
+from toyspt.analysis.gates import below_fraction_p, gated
 from toyspt.analysis.multiplicity import holm
 from toyspt.analysis.paired import paired, tost
-from toyspt.lra import design
+from toyspt.studies import lra_design as design
+from toyspt.studies.lra_claim_gates import describe, row_gates, stopped_by_rule, task_facts
 from toyspt.util.plots import color
 
 NAME = "lra_claims"
 TITLE = "The paper's LRA claims: arm - scratch, paired by seed, beside the paper's numbers"
 TIERS = (design.TIER,)
-COLUMNS = ["task", "arm", "n_seeds", "metric", "mean_diff", "ci_low", "ci_high", "p_holm", "family", "paper_value",
-           "verdict", "base", "claim", "test", "direction", "p", "holm_family", "holm_m", "hl", "hl_low", "hl_high",
-           "tost_p", "margin", "wins", "ties", "losses", "arm_mean", "base_mean"]
-METRICS = ("peak_val_acc", "mean_test_last20", "final_test_acc", "final_train_acc")  # per run, from its summary
-RUN_COLUMNS = ["task", "arm", "seed", *METRICS, "seconds"]
+COLUMNS = ["study", "task", "arm", "n_seeds", "metric", "mean_diff", "ci_low", "ci_high", "p_holm", "family",
+           "paper_value", "verdict", "gates", "ungated", "base", "claim", "test", "direction", "p", "holm_family",
+           "holm_m", "hl", "hl_low", "hl_high", "tost_p", "tost_p_holm", "margin", "below_half_p", "wins", "ties",
+           "losses", "arm_mean", "base_mean"]
+# per run, from its summary (test_at_peak: what the chance gates read)
+METRICS = ("peak_val_acc", "mean_test_last20", "final_test_acc", "final_train_acc", "test_at_peak")
+RUN_COLUMNS = ["study", "task", "arm", "seed", *METRICS, "stopped_by_rule", "seconds"]
 BASES = {"depth2_spt": "depth2_scratch"}  # the baseline of an arm (others: scratch)
+REFERENCE = "cnn_reference"  # the arm name of the CNN references among the runs (toyspt.studies.lra_cnn)
 TEST = "signed-rank"  # the test behind direction, p and p_holm (mean_diff and its interval: the paired t test)
 CONFIRMED, CONTRADICTED, EQUIVALENT, UNRESOLVED = ("confirmed", "contradicted", "equivalent within the margin",
                                                    "not resolved")
-NOT_JUDGED = "not judged ({})"  # filled with the reason of design.UNJUDGED
-VERDICTS = (CONFIRMED, CONTRADICTED, EQUIVALENT, UNRESOLVED,
-            *(NOT_JUDGED.format(why) for why in design.UNJUDGED.values()))
+VERDICTS = (CONFIRMED, CONTRADICTED, EQUIVALENT, UNRESOLVED)  # before the gates (``ungated``)
 META_FIELDS = ("n_seeds", "base_mean", "arm_mean", "mean_diff", "ci_low", "ci_high", "hl", "hl_low", "hl_high",
-               "p_holm", "tost_p", "verdict")  # per row, noted in metadata.json (README and docs quote them)
+               "p_holm", "tost_p", "tost_p_holm", "below_half_p", "verdict", "gates")  # per row, in metadata.json
 GENERAL_CLAIM = {"spt": 1, "qk_transfer": 1}  # the paper's claims where it gives no number: SPT and its W_Q, W_K help
 
 
+STUDY = 1  # the study this figure draws (the second: toyspt.figs.lra_claims2)
+
+
 def specs(ctx):
-    """``(task, arm, seed)`` -> every run of the study (:meth:`toyspt.lra.design.Study.specs`)."""
-    return ctx.study.specs()
+    """``(1, task, arm, seed)`` -> every run of the first study and the CNN references of its image
+    tasks (:meth:`toyspt.studies.lra_design.Study.claim_specs`)."""
+    return ctx.study.claim_specs(STUDY)
 
 
 def claim(task: str, arm: str) -> int | None:
@@ -82,8 +92,9 @@ def claim(task: str, arm: str) -> int | None:
 
 
 def verdict(sign: int | None, direction: int, p_holm: float, tost_p: float, alpha: float = design.ALPHA) -> str:
-    """The verdict of one confirmatory row (module docstring): ``sign`` the claim's, ``direction``
-    and ``p_holm`` the signed-rank test's, ``tost_p`` the equivalence test's (NaN: not reached)."""
+    """The statistical verdict of one confirmatory row before its gates (module docstring): ``sign``
+    the claim's, ``direction`` and ``p_holm`` the signed-rank test's, ``tost_p`` the equivalence
+    test's, Holm-adjusted over the family (NaN: not reached)."""
     if sign not in (-1, 0, 1):
         raise ValueError(f"verdict: a confirmatory row needs the paper's claim (+1, -1 or 0), got {sign!r}")
     if p_holm <= alpha and direction != 0:  # a claim of 0 ("unchanged") is contradicted either way
@@ -94,19 +105,22 @@ def verdict(sign: int | None, direction: int, p_holm: float, tost_p: float, alph
 
 
 def run_frame(runs: dict) -> pd.DataFrame:
-    """One row per run of ``{(task, arm, seed): result}`` (:data:`RUN_COLUMNS`)."""
-    first: dict = {}  # (task, arm) in the study's order (tasks, then arms, scratch first); then the seeds
+    """One row per run of ``{(study, task, arm, seed): result}`` (:data:`RUN_COLUMNS`); the label
+    rule's stop (:func:`toyspt.studies.lra_claim_gates.stopped_by_rule`) read off its history."""
+    first: dict = {}  # (study, task, arm) in the studies' order (tasks, then arms, scratch first); then the seeds
     for k in runs:
-        first.setdefault(k[:2], len(first))
-    keys = sorted(runs, key=lambda k: (first[k[:2]], k[2]))
-    rows = [dict(task=t, arm=a, seed=s, **{m: runs[t, a, s].summary.get(m, math.nan) for m in METRICS},
-                 seconds=runs[t, a, s].seconds) for t, a, s in keys]
+        first.setdefault(k[:3], len(first))
+    keys = sorted(runs, key=lambda k: (first[k[:3]], k[3]))
+    rows = [dict(study=n, task=t, arm=a, seed=s, **{m: runs[n, t, a, s].summary.get(m, math.nan) for m in METRICS},
+                 stopped_by_rule=stopped_by_rule(runs[n, t, a, s]) if hasattr(runs[n, t, a, s], "history") else None,
+                 seconds=runs[n, t, a, s].seconds) for n, t, a, s in keys]
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
 
-def _row(frame: pd.DataFrame, task: str, arm: str, metric: str) -> dict | None:
+def _row(frame: pd.DataFrame, study: int, task: str, arm: str, metric: str, margin: float) -> dict | None:
     base = BASES.get(arm, "scratch")
-    g = frame[frame.task == task].pivot_table(index="seed", columns="arm", values=metric, aggfunc="first")
+    g = frame[(frame.study == study) & (frame.task == task)].pivot_table(index="seed", columns="arm", values=metric,
+                                                                         aggfunc="first")
     if arm not in g or base not in g:
         return None
     pair = g[[arm, base]].dropna()
@@ -116,29 +130,44 @@ def _row(frame: pd.DataFrame, task: str, arm: str, metric: str) -> dict | None:
     p = paired(d)
     confirmatory = design.family(task, arm) == "confirmatory" and base == "scratch" and metric == design.PRIMARY
     paper = design.PAPER.get((task, arm)) if base == "scratch" and metric == design.PRIMARY else None
-    return dict(task=task, arm=arm, n_seeds=p.n, metric=metric, **columns(p.t, T_COLUMNS),
+    gain = paper if isinstance(paper, float) and paper > 0 else math.nan
+    return dict(study=study, task=task, arm=arm, n_seeds=p.n, metric=metric, **columns(p.t, T_COLUMNS),
                 family="confirmatory" if confirmatory else "descriptive",
                 paper_value=paper if isinstance(paper, float) else (0.0 if paper == "equal" else math.nan),
                 base=base, claim=claim(task, arm) if confirmatory else None, test=TEST, direction=p.direction,
                 p=p.rank.p, holm_family="confirmatory" if confirmatory else f"{arm} on {metric}",
                 **{k: v for k, v in columns(p.rank, RANK_COLUMNS).items() if k in ("hl", "hl_low", "hl_high")},
-                tost_p=tost(d, design.MARGIN).p, margin=design.MARGIN, wins=p.wins, ties=p.ties, losses=p.losses,
-                arm_mean=float(pair[arm].mean()), base_mean=float(pair[base].mean()))
+                tost_p=tost(d, margin).p, margin=margin, below_half_p=below_fraction_p(d, gain), wins=p.wins,
+                ties=p.ties, losses=p.losses, arm_mean=float(pair[arm].mean()), base_mean=float(pair[base].mean()))
 
 
-def claims_table(frame: pd.DataFrame, alpha: float = design.ALPHA) -> pd.DataFrame:
-    """One row per task x arm x metric of the per-run ``frame`` (:func:`run_frame`), :data:`COLUMNS`:
-    the paired comparison, its Holm family's adjusted p, the verdict of a confirmatory row."""
+def claims_table(frame: pd.DataFrame, alpha: float = design.ALPHA, margins=None, gates=None) -> pd.DataFrame:
+    """One row per study x task x arm x metric of the per-run ``frame`` (:func:`run_frame`), :data:`COLUMNS`:
+    the paired comparison, its Holm family's adjusted p (within its study), the TOSTs Holm-adjusted
+    over the confirmatory family, the statistical verdict (``ungated``) and, where ``gates(study, task,
+    arm, ungated, claim)`` gives the gates the row needs, the verdict after them. ``margins``:
+    ``(study, task)`` -> the equivalence margin (default: :data:`toyspt.studies.lra_design.MARGIN`)."""
+    margins = margins or {}
     arms = [a for a in dict.fromkeys(frame.arm) if a not in ("scratch",)]
-    rows = [r for m in (design.PRIMARY, design.SECONDARY) for t in dict.fromkeys(frame.task) for a in arms
-            if (r := _row(frame, t, a, m)) is not None]
-    out = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in ("p_holm", "holm_m", "verdict")])
-    out["p_holm"] = out.groupby("holm_family", sort=False).p.transform(lambda p: holm(p)) if len(out) else []
-    out["holm_m"] = out.groupby("holm_family", sort=False).p.transform("count") if len(out) else []
-    out["verdict"] = [NOT_JUDGED.format(design.UNJUDGED[t, a]) if f == "confirmatory" and (t, a) in design.UNJUDGED
-                      else verdict(c, d, ph, tp, alpha) if f == "confirmatory" else ""
-                      for t, a, c, d, ph, tp, f in zip(out.task, out.arm, out.claim, out.direction, out.p_holm,
-                                                       out.tost_p, out.family)]
+    rows = [r for n in dict.fromkeys(frame.study) for m in (design.PRIMARY, design.SECONDARY)
+            for t in dict.fromkeys(frame[frame.study == n].task) for a in arms
+            if (r := _row(frame, n, t, a, m, margins.get((n, t), design.MARGIN))) is not None]
+    out = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in ("p_holm", "holm_m", "tost_p_holm", "verdict",
+                                                                        "gates", "ungated")])
+    fam = out.groupby(["study", "holm_family"], sort=False) if len(out) else None
+    out["p_holm"] = fam.p.transform(lambda p: holm(p)) if len(out) else []
+    out["holm_m"] = fam.p.transform("count") if len(out) else []
+    out["tost_p_holm"] = [math.nan] * len(out)
+    conf = out.family == "confirmatory"
+    for n in dict.fromkeys(out.study[conf]):
+        rows_n = conf & (out.study == n)
+        out.loc[rows_n, "tost_p_holm"] = holm(out.tost_p[rows_n].to_numpy())
+    out["ungated"] = [verdict(c, d, ph, tp, alpha) if f == "confirmatory" else ""
+                      for c, d, ph, tp, f in zip(out.claim, out.direction, out.p_holm, out.tost_p_holm, out.family)]
+    decided = [gates(n, t, a, u, c) if f == "confirmatory" and gates is not None else []
+               for n, t, a, u, c, f in zip(out.study, out.task, out.arm, out.ungated, out.claim, out.family)]
+    out["gates"] = [describe(g) for g in decided]
+    out["verdict"] = [gated(u, g) if u else "" for u, g in zip(out.ungated, decided)]
     return out.reindex(columns=COLUMNS)
 
 
@@ -159,37 +188,67 @@ def _run_means(frame: pd.DataFrame) -> dict:
     return out
 
 
-def draw(ctx, runs):
-    frame = run_frame(runs)
-    table = claims_table(frame)
+def _meta(table: pd.DataFrame, frame: pd.DataFrame) -> dict:
+    """What the docs quote of one study: its confirmatory rows, the descriptive and secondary ones,
+    the runs' means."""
+    primary = table[table.metric == design.PRIMARY]
+    return dict(claims=_claims_meta(table[table.family == "confirmatory"]),
+                descriptive=_claims_meta(primary[primary.family == "descriptive"]),
+                secondary=_claims_meta(table[table.metric == design.SECONDARY]), run_means=_run_means(frame))
+
+
+def gate_function(ctx, runs: dict, alpha: float = design.ALPHA):
+    """``gates(study, task, arm, ungated, claim)`` for :func:`claims_table`: the gates of
+    :func:`toyspt.studies.lra_claim_gates.row_gates` read off ``runs`` (the CNN references' entries
+    among them, keyed ``(study, task, "cnn_reference", seed)``) and each task's data."""
+    facts: dict = {}
+
+    def fact(n, t):
+        if (n, t) not in facts:
+            ref = next((r.details for (nn, tt, a, _), r in runs.items() if (nn, tt, a) == (n, t, REFERENCE)), None)
+            recons = [r.config["train"]["recon"] for (nn, tt, a, _), r in runs.items()
+                      if (nn, tt) == (n, t) and a in ("spt", "qk_transfer")]
+            facts[n, t] = task_facts(ctx.study.data_of(n)[t], recons, ref)
+        return facts[n, t]
+
+    def gates(n, t, a, ungated, c):
+        mine = {k[1:]: r for k, r in runs.items() if k[0] == n and k[2] != REFERENCE}
+        return row_gates(mine, t, a, ungated, c, fact(n, t), ctx.study.margins().get((n, t), design.MARGIN), alpha)
+    return gates
+
+
+def draw(ctx, runs, name: str = NAME):
+    """The claims of the study whose runs (and CNN references) ``runs`` holds: the table, the per-run
+    table (``<name>_runs``) and a panel per task; what the docs quote in ``ctx.meta[name]``."""
+    frame = run_frame({k: r for k, r in runs.items() if k[2] != REFERENCE})
+    table = claims_table(frame, margins=ctx.study.margins(), gates=gate_function(ctx, runs))
     primary = table[table.metric == design.PRIMARY]
     confirm = table[table.family == "confirmatory"]
-    ctx.meta[NAME] = dict(quick=ctx.quick, runs=len(frame), primary=design.PRIMARY, test=TEST, alpha=design.ALPHA,
-                          margin=design.MARGIN, holm_m=int(len(confirm)),
-                          claims=_claims_meta(confirm),  # the confirmatory rows; the rest, for the docs to quote:
-                          descriptive=_claims_meta(primary[primary.family == "descriptive"]),
-                          secondary=_claims_meta(table[table.metric == design.SECONDARY]),
-                          run_means=_run_means(frame),
+    ctx.meta[name] = dict(quick=ctx.quick, runs=len(frame), primary=design.PRIMARY, test=TEST, alpha=design.ALPHA,
+                          margin=design.MARGIN, holm_m=int(len(confirm)), **_meta(table, frame),
+                          references={t: r.details for (_, t, a, _), r in runs.items() if a == REFERENCE},
                           cpu_seconds=float(frame.seconds.fillna(0).sum()))
-    tasks = list(dict.fromkeys(primary.task))
-    fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(4.2 * max(1, len(tasks)), 4.2), sharex=True,
+    panels = list(dict.fromkeys(zip(primary.study, primary.task)))
+    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(4.2 * max(1, len(panels)), 4.2), sharex=True,
                              squeeze=False)
-    for ax, task in zip(axes[0], tasks):
-        g = primary[primary.task == task].reset_index(drop=True)
+    for ax, (n, task) in zip(axes[0], panels):
+        g = primary[(primary.study == n) & (primary.task == task)].reset_index(drop=True)
         y = np.arange(len(g))[::-1]
         for yy, r in zip(y, g.itertuples()):
             c = color("spt") if r.family == "confirmatory" else "0.45"
             ax.errorbar(r.mean_diff, yy, xerr=[[r.mean_diff - r.ci_low], [r.ci_high - r.mean_diff]]
-                        if np.isfinite(r.ci_low) else None, fmt="o", ms=4, capsize=2, color=c)
+                        if np.isfinite(r.ci_low) else None, fmt="o", ms=4, capsize=2, color=c,
+                        mfc="none" if r.verdict.startswith("not tested") else c)
             if np.isfinite(r.paper_value):
                 ax.plot(r.paper_value, yy, marker="*", ms=9, color="tab:red", ls="none")
+        m = g.margin.iloc[0]
         ax.axvline(0, color="0.5", lw=0.8)
-        ax.axvspan(-design.MARGIN, design.MARGIN, color="0.9", zorder=0)
+        ax.axvspan(-m, m, color="0.9", zorder=0)
         ax.set_yticks(y, [f"{a} - {b}" for a, b in zip(g.arm, g.base)], fontsize=6)
         lo, hi = int(g.n_seeds.min()), int(g.n_seeds.max())
-        ax.set_title(f"{task} ({lo if lo == hi else f'{lo}-{hi}'} paired seeds)", fontsize=8)
+        ax.set_title(f"study {n}: {task} ({lo if lo == hi else f'{lo}-{hi}'} paired seeds)", fontsize=8)
         ax.set_xlabel(f"{design.PRIMARY} difference (mean, 95% paired t)", fontsize=7)
-    fig.suptitle(f"{TITLE}\ncoloured: confirmatory (Holm over {len(confirm)}), grey: descriptive; red star: the paper; "
-                 f"shaded: ±{design.MARGIN}", fontsize=8)
+    fig.suptitle(f"{TITLE}\ncoloured: confirmatory (Holm within each study), open: not tested (a gate failed), "
+                 "grey: descriptive; red star: the paper; shaded: the equivalence margin", fontsize=8)
     fig.tight_layout()
-    return fig, {NAME: table, f"{NAME}_runs": frame}
+    return fig, {name: table, f"{name}_runs": frame}

@@ -1,8 +1,8 @@
 """Figure (lra tier): the mechanism on the LRA study's tasks (issue 43, item 6), descriptively.
 
-Per task and arm, the tracked twins of the study's runs (:meth:`toyspt.lra.design.Study.mechanism`:
-seeds :data:`toyspt.lra.mechanism.MECHANISM_SEEDS`, each training what its untracked twin
-trains, with the trackers of :func:`toyspt.lra.mechanism.mechanism_trackers`) give, per layer
+Per task and arm, the tracked twins of the study's runs (:meth:`toyspt.studies.lra_design.Study.mechanism`:
+seeds :data:`toyspt.studies.lra_mechanism.MECHANISM_SEEDS`, each training what its untracked twin
+trains, with the trackers of :func:`toyspt.studies.lra_mechanism.mechanism_trackers`) give, per layer
 and head, at init, after SPT (``pretrained``, the runs that pretrain) and at the end: the
 proximity index (attention mass on the neighbours ``|j-i| = 1`` relative to uniform; on images
 also the 2-D neighbourhood index), the Frobenius displacement of each weight group from the init
@@ -10,12 +10,12 @@ and the label/recon gradient ratio along the proximity directions of the scores.
 proximity attention here as on the toy, is it what Q/K transfer carries, and does frozen random
 attention fail where proximity is needed? The answer is read off these rows; no test is run on
 them (three seeds, outside the pre-registered family). Beside them, the twins of the cause arms
-(:data:`toyspt.lra.design.CAUSE_ARMS`: PathFinder's SPT under MSE), and per task whether SPT's
+(:data:`toyspt.studies.lra_design.CAUSE_ARMS`: PathFinder's SPT under MSE), and per task whether SPT's
 validation loss got below the best context-free prediction's (:func:`spt_against_constant`).
 The metadata keeps the summary nested (``means``: task, arm, state, ``L<layer>``) for the docs.
 
 Writes ``lra_claims_probes.csv``: one row per twin x state x layer x head (``task, arm, state,
-seed, layer, head``, then the columns of :func:`toyspt.lra.mechanism.mechanism_table`), and
+seed, layer, head``, then the columns of :func:`toyspt.studies.lra_mechanism.mechanism_table`), and
 ``lra_mechanism.csv`` (:data:`COLUMNS`): per task, arm, state and layer, means over the twins.
 """
 from __future__ import annotations
@@ -24,8 +24,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from toyspt.lra import design
-from toyspt.lra.mechanism import STATES, at_state, constant_recon_loss, mechanism_table
+from toyspt.studies import lra_design as design
+from toyspt.studies.lra_mechanism import STATES, at_state, constant_recon_loss, mechanism_table
 from toyspt.util.plots import color
 
 NAME = "lra_mechanism"
@@ -40,7 +40,8 @@ MARKERS = {"init": ("o", "none"), "pretrained": ("^", None), "final": ("o", None
 
 
 def specs(ctx):
-    """``(task, arm, seed)`` -> the tracked twin of the study run (:meth:`toyspt.lra.design.Study.mechanism`)."""
+    """``(task, arm, seed)`` -> the tracked twin of the study run
+    (:meth:`toyspt.studies.lra_design.Study.mechanism`)."""
     return ctx.study.mechanism()
 
 
@@ -99,9 +100,9 @@ def _pretrain_end(res) -> float:
 
 def spt_against_constant(tasks: dict, twins: dict, runs: dict) -> dict:
     """Per task and SPT arm (``twins``: ``(task, arm, seed)`` -> spec, the twins whose recipe is
-    ``spt``; ``tasks``: name -> :class:`toyspt.lra.design.Task`, their data): the validation SPT
+    ``spt``; ``tasks``: name -> :class:`toyspt.studies.lra_design.Task`, their data): the validation SPT
     loss at the end of pretraining (mean, lowest and highest seed) beside
-    :func:`toyspt.lra.mechanism.constant_recon_loss` of the arm's SPT loss, the loss of the best
+    :func:`toyspt.studies.lra_mechanism.constant_recon_loss` of the arm's SPT loss, the loss of the best
     context-free prediction: SPT that does not get below it has learned nothing from the
     context, so nothing that attention to the neighbours could have given it."""
     ends: dict = {}

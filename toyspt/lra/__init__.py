@@ -7,15 +7,18 @@ inputs, and run the same probes per layer and head.
 * :mod:`.runconfig`: the table of every run-config field read, honoured or refused;
 * :mod:`.model`: the LRA Transformer on :class:`toyspt.nn.attention.Attention`;
 * :mod:`.checkpoint`: architecture inference and the key map (``load_lra``, ``save_lra``);
-* :mod:`.listops`, :mod:`.inputs`: ListOps generator/vocabulary, pixel arrays, SPT masking, losses;
+* :mod:`.inputs`: LRA inputs read from files (``.npy`` pixels and labels), SPT masking, the label and
+  reconstruction losses the probes differentiate; :mod:`.probe_data`: the batch a probe reads;
 * :mod:`.report`, :mod:`.figure`: the per-layer/head probe report (``toyspt lra`` is :mod:`toyspt.cli.lra`);
   :mod:`.heads`: the heads a file lacks, constructed on frozen features;
 * :mod:`.convert`: a run's model as that code's model and checkpoint (``save_run``, with its arm);
-  :mod:`.mechanism`: proximity, displacement and label/recon probes per layer and head of the study's tasks;
 * :mod:`.demo`: small scratch/SPT models trained offline, saved in the checkpoint format.
 
+The LRA-like data the toolkit makes itself (PathFinder, digits, ListOps, Fashion-MNIST) are kinds
+of data in :mod:`toyspt.kinds`, below the bridge; the CPU-scale LRA study is :mod:`toyspt.studies`.
+
 The checkpoint facts the bridge follows (keys, positional table, norms, attention, pooling,
-vocabulary, masking): docs/lra.md, "Facts checked against the public code". Names below load on first use.
+vocabulary, masking): docs/lra-facts.md. Names below load on first use.
 """
 from toyspt.util.lazy import exports
 

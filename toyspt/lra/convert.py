@@ -8,7 +8,7 @@ embedding, a final LayerNorm, mean pooling, a linear classifier and a per-token 
 * pixel tasks (``d_in = 1``): the toy's embedding reads ``[value (1 - m), m]``, exactly the
   LRA SPT code's pixel encoder ``nn.Linear(2, d)`` (fine-tuning there drops the mask column,
   which multiplies zeros once nothing is masked);
-* token tasks (one-hot inputs over :data:`toyspt.lra.tasks.VOCAB`, ``d_in = V``): a linear map
+* token tasks (one-hot inputs over :data:`toyspt.kinds.tasks.VOCAB`, ``d_in = V``): a linear map
   of a one-hot vector is an embedding row plus the bias; a masked token (zeros, mask channel 1)
   is the ``<mask>`` row (id 0), as the LRA code feeds it. Pooling covers every position
   (``use_lengths=False``: padding included, as the toy model pools).

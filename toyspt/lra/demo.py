@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from toyspt.lra import listops as lo
+from toyspt.kinds import listops as lo
 from toyspt.lra.checkpoint import load_lra, save_lra
 from toyspt.lra.inputs import make_batch, mask_tokens, select, spt_mask
 from toyspt.lra.model import LRAConfig, build_lra

@@ -16,9 +16,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from toyspt.data.pixels import PIXEL_LEVELS
 from toyspt.lra import runconfig as rc
 from toyspt.lra.guard import CheckpointError
-from toyspt.lra.inputs import PIXEL_LEVELS
 from toyspt.lra.model import LRAConfig
 
 A = rc.A  # the attention item of the run config's model.layer list

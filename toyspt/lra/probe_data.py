@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from toyspt.lra import listops as lo
+from toyspt.kinds import listops as lo
 from toyspt.lra.checkpoint import LoadedLRA
 from toyspt.lra.inputs import (
     PIXEL_TASKS,

@@ -144,7 +144,9 @@ class Ledger:
     _tally: Tally | None = field(default=None, repr=False)  # the file's line ends as last read or appended
     _removed: set[str] = field(default_factory=set, repr=False)  # keys whose records no longer answer here
     conflicted: set[str] = field(default_factory=set, repr=False)  # keys whose records conflict: none answers
+    unsealed_ok: bool = True  # whether records without a digest answer (False: a study's ledger, sealed only)
     unsealed: list[int] = field(default_factory=list, repr=False)  # lines of usable records without a digest
+    duplicates: list[Line] = field(default_factory=list, repr=False)  # records repeating a usable one
     _said: set[str] = field(default_factory=set, repr=False)  # conflicted keys already warned of
     problems: list[str] = field(default_factory=list, repr=False)
 
@@ -173,9 +175,27 @@ class Ledger:
             got = read(self._raw(), str(self.path))
             self._lines, self.problems, self.conflicted, self.unsealed = (got.good, got.problems,
                                                                           set(got.conflicts), got.unsealed)
+            self.duplicates = got.duplicates
             for p in self.problems:
                 self.warn(p)
+            if self.unsealed:
+                self._unsealed()
         return self._lines
+
+    def _unsealed(self) -> None:
+        """Say once how many records without a digest answer beside sealed ones; in a study's
+        ledger (``unsealed_ok`` False) they answer nothing."""
+        bare = [k for k, x in self._lines.items() if not x.sealed]
+        shown = ", ".join(map(str, self.unsealed[:10])) + (" ..." if len(self.unsealed) > 10 else "")
+        if not self.unsealed_ok:
+            for k in bare:
+                del self._lines[k]
+            self.warn(f"{self.path}: {len(bare)} record(s) without a digest not used (lines {shown}): a study's "
+                      f"ledger answers with sealed records only (`toyspt ledger check` names them; `toyspt ledger "
+                      "migrate` seals those written before digests)")
+        elif bare:
+            self.warn(f"{self.path}: {len(bare)} record(s) without a digest used beside {len(self._lines) - len(bare)}"
+                      f" sealed (lines {shown}): their numbers are bound to nothing (`toyspt ledger check`)")
 
     def __contains__(self, key: str) -> bool:
         return key in self.lines()
@@ -257,7 +277,7 @@ class Ledger:
             return False
         rec = self.record(spec, entry)
         number = append_line(self.path, rec, self._tally)
-        self.lines()[rec["key"]] = Line(number, json.loads(json.dumps(rec)))
+        self.lines()[rec["key"]] = Line(number, raw=json.dumps(rec, separators=(",", ":"), ensure_ascii=True).encode())
         return True
 
 
@@ -270,9 +290,11 @@ class StudyLedger:
     leave_out: frozenset[str] = BULK_METRICS  # tracker metrics its records leave out
 
     def open(self, path: str | os.PathLike | None = None, tier: str = "", **kw) -> Ledger:
-        """The ledger at ``path`` (default: :attr:`path`), covering :attr:`kinds` (``kw``: the
-        other fields of :class:`Ledger`, e.g. ``answers``, ``warn``)."""
-        return Ledger(Path(path) if path is not None else self.path, self.kinds, tier, self.leave_out, **kw)
+        """The ledger at ``path`` (default: :attr:`path`), covering :attr:`kinds`, answering with
+        sealed records only (``kw``: the other fields of :class:`Ledger`, e.g. ``answers``, ``warn``,
+        ``unsealed_ok``)."""
+        return Ledger(Path(path) if path is not None else self.path, self.kinds, tier, self.leave_out,
+                      **{"unsealed_ok": False, **kw})
 
 
 __all__ = ["LEDGER_FORMAT", "Ledger", "StudyLedger", "LedgerError", "WeightsNotKept", "parse", "entry_of",

@@ -22,7 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from toyspt.runs.ledger_file import DIGEST, LedgerError, Line, Read, read, read_raw, seal
+from toyspt.runs.ledger_file import (
+    BEFORE_DIGESTS,
+    LedgerError,
+    Line,
+    Read,
+    predates_digests,
+    read,
+    read_raw,
+    seal,
+)
 from toyspt.util.atomic import WriteError, outside_through_link, write_text
 
 
@@ -126,8 +135,9 @@ def append_line(path: Path, rec: dict, tally: Tally | None = None) -> int:
         return tally.lines
 
 
-def _text(records) -> str:
-    return "".join(json.dumps(r, separators=(",", ":"), ensure_ascii=True) + "\n" for r in records)
+def _text(lines: list[Line]) -> str:
+    """The lines of ``lines``, each byte as it was read."""
+    return b"".join(x.raw + b"\n" for x in lines).decode("utf-8")
 
 
 def _read_locked(fd: int, path: Path) -> Read:
@@ -145,70 +155,117 @@ def merge(paths: list[Path], out: Path) -> tuple[int, list[str]]:
     that are not usable records (``toyspt ledger repair`` drops or sets them aside)."""
     made: list = []
     with locked(out, made) as fd:
-        seen: dict[str, tuple[str, int, dict]] = {}
+        seen: dict[str, tuple[str, Line]] = {}
         conflicts, problems = [], []
         for p in paths:
             got = _read_locked(fd, out) if _same(p, out) else read(read_raw(Path(p))[0], str(p))
             problems += got.problems
             for k, line in sorted(got.good.items(), key=lambda kv: kv[1].number):
                 if k not in seen:
-                    seen[k] = (str(p), line.number, line.record)
-                elif seen[k][2]["entry"] != line.record["entry"]:
-                    conflicts.append(f"{k}: {seen[k][0]} line {seen[k][1]} and {p} line {line.number} differ")
+                    seen[k] = (str(p), line)
+                elif seen[k][1].numbers != line.numbers:
+                    conflicts.append(f"{k}: {seen[k][0]} line {seen[k][1].number} and {p} line {line.number} differ")
         if conflicts or problems:
             if made and os.fstat(fd).st_size == 0:
                 os.unlink(out)  # made by this call, nothing in it: as it was
             return 0, conflicts + problems
-        write_text(out, _text(r for _, _, r in seen.values()))
+        write_text(out, _text([x for _, x in seen.values()]))
         return len(seen), []
 
 
 def _same(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: the same inode where both exist (a hard link, a
+    symbolic one), else the same real path (one that is still to be made)."""
     try:
         return os.path.samefile(a, b)
     except OSError:
-        return False
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def repair(path: Path, out: Path, aside: Path) -> tuple[Read, int, int]:
     """Write to ``out`` every usable record of ``path`` once, in order, and to ``aside`` every
     record of a key whose records conflict (none of them kept: each verifies, so which is right
     is for retraining to say, ``toyspt ledger verify``); lines not usable (cut off, damaged) are
-    dropped. Returns (what was read, records kept, records set aside); ``out`` may not be
-    ``path`` (review it, then move it over)."""
-    if _same(path, out):
-        raise LedgerError(f"{out}: repair writes a new file, not the ledger it reads; name another -o")
+    dropped. Returns (what was read, records kept, records set aside); neither ``out`` nor
+    ``aside`` may be ``path`` (by name or by inode: review them, then move one over), nor one the other."""
+    for what, flag in ((out, "-o"), (aside, "--aside")):
+        if _same(path, what):
+            raise LedgerError(f"{what}: repair writes new files, not the ledger it reads; name another {flag}")
+    if _same(out, aside):
+        raise LedgerError(f"{aside}: the same file as -o; name another --aside")
     got = read(read_raw(path)[0], str(path))
     kept = sorted(got.good.values(), key=lambda x: x.number)
     set_aside: list[Line] = sorted((x for lines in got.conflicts.values() for x in lines), key=lambda x: x.number)
     with locked(out):
-        write_text(out, _text(x.record for x in kept))
+        write_text(out, _text(kept))
     if set_aside:
         with locked(aside):
-            write_text(aside, _text(x.record for x in set_aside))
+            write_text(aside, _text(set_aside))
     return got, len(kept), len(set_aside)
 
 
-def migrate(path: Path) -> tuple[int, int]:
-    """Seal every record of ``path`` that has no digest (:func:`toyspt.runs.ledger_file.seal`),
-    the file rewritten atomically under its lock, every other byte of a record kept: (sealed,
-    already sealed). A ledger with a line not used is refused, nothing written (repair it first)."""
+def spans(numbers: list[int]) -> str:
+    """Line numbers as runs (``1-120, 125``): every one of them, in few characters."""
+    out: list[str] = []
+    for n in sorted(numbers):
+        if out and out[-1][1] == n - 1:
+            out[-1] = (out[-1][0], n)
+        else:
+            out.append((n, n))
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in out)
+
+
+def unasked(got: Read) -> list[tuple[int, str]]:
+    """(line, why) of each record without a digest that :func:`migrate` seals only when named: one of
+    the layout written since digests (its digest removed, or the record written by hand), or one
+    beside sealed records (an older checkout's append, or a digest stripped)."""
+    lines = [*got.good.values(), *got.duplicates]
+    sealed = sum(x.sealed for x in lines)
+    out = []
+    for x in sorted(lines, key=lambda x: x.number):
+        if x.sealed:
+            continue
+        rec = x.record
+        if not predates_digests(rec):
+            new = sorted(set(rec) - BEFORE_DIGESTS)
+            out.append((x.number, f"of the layout written since digests (it has {', '.join(new)[:80]}) and no digest"))
+        elif sealed:
+            out.append((x.number, f"without a digest beside {sealed} sealed records"))
+    return out
+
+
+def migrate(path: Path, named: frozenset[int] | set[int] = frozenset()) -> tuple[list[int], int]:
+    """Seal the records of ``path`` written before digests (:func:`toyspt.runs.ledger_file.seal`),
+    the file rewritten atomically under its lock, every other byte of a record kept: (the lines
+    sealed, records sealed before). A record without a digest that may have lost it
+    (:func:`unasked`) is sealed only when its line is in ``named``; otherwise, or with a line not
+    used, or a named line that is not such a record, nothing is written (:class:`LedgerError`)."""
     with locked(path) as fd:
         got = _read_locked(fd, path)
         if got.problems:
             raise LedgerError(f"{path}: {len(got.problems)} line(s) not used, e.g. {got.problems[0]}; nothing "
                               "sealed (toyspt ledger repair first)")
+        lines = [*got.good.values(), *got.duplicates]
+        bare = {x.number for x in lines if not x.sealed}
+        stray = sorted(set(named) - bare)
+        if stray:
+            raise LedgerError(f"{path}: line(s) {spans(stray)} named, but not a usable record without a digest; "
+                              "nothing sealed")
+        ask = [(n, why) for n, why in unasked(got) if n not in named]
+        if ask:
+            raise LedgerError(f"{path}: {len(ask)} record(s) without a digest that may have lost it, e.g. line "
+                              f"{ask[0][0]}: a record {ask[0][1]}; nothing sealed. Review them (git diff, toyspt "
+                              f"ledger verify), then name each: --line {' --line '.join(str(n) for n, _ in ask[:5])}"
+                              f"{' ...' if len(ask) > 5 else ''} (lines {spans([n for n, _ in ask])})")
         raw, _ = read_raw(path)
-        lines = raw.split(b"\n")
-        sealed = 0
-        for line in [*got.good.values(), *got.duplicates]:
-            if DIGEST not in line.record:
-                lines[line.number - 1] = json.dumps(seal(line.record), separators=(",", ":"),
-                                                    ensure_ascii=True).encode()
-                sealed += 1
-        if sealed:
-            write_text(path, b"\n".join(lines).decode("utf-8"))
-        return sealed, len(got.good) + len(got.duplicates) - sealed
+        text = raw.split(b"\n")
+        for line in lines:
+            if line.number in bare:
+                text[line.number - 1] = json.dumps(seal(line.record), separators=(",", ":"),
+                                                   ensure_ascii=True).encode()
+        if bare:
+            write_text(path, b"\n".join(text).decode("utf-8"))
+        return sorted(bare), len(lines) - len(bare)
 
 
-__all__ = ["Tally", "append_line", "locked", "refuse_link", "merge", "repair", "migrate"]
+__all__ = ["Tally", "append_line", "locked", "refuse_link", "merge", "repair", "migrate", "unasked", "spans"]

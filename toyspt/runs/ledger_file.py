@@ -10,9 +10,10 @@ a field edited after the line was written), or one of two records of a key with 
 numbers, is named with its line number and never used (:func:`read`).
 
 Caps, sized to the study (2,260 records, 31.4 MB, 13.9 KB a record, the largest line 30.7 KB):
-a ledger of at most :data:`MAX_BYTES` (128 MiB: four times the study; reading it whole takes
-about ten times its size in memory), a line of at most :data:`MAX_LINE_BYTES` (1 MiB: 34 times
-the largest), a record's decoded values at most :data:`toyspt.runs.exact.MAX_VALUES`.
+a ledger of at most :data:`MAX_BYTES` (128 MiB: four times the study; reading it takes about
+twice its size in memory, each record held as its line: :class:`Line`), a line of at most
+:data:`MAX_LINE_BYTES` (1 MiB: 34 times the largest), a record's decoded values at most
+:data:`toyspt.runs.exact.MAX_VALUES`.
 
 A record's ``digest`` is the sha256 of its other fields as canonical JSON, whatever fields it
 has; records written before digests (format 1 without one) are *unsealed*: used as they are,
@@ -36,7 +37,7 @@ from typing import Any
 import torch
 
 from toyspt.runs.exact import Budget, decode
-from toyspt.runs.record_checks import Impossible, check_entry
+from toyspt.runs.record_checks import Impossible, check_bounds, check_entry, check_shapes
 from toyspt.runs.specs import RunSpec
 from toyspt.util.hashing import digest
 
@@ -44,6 +45,8 @@ LEDGER_FORMAT = 1  # bump when a record's layout changes
 MAX_BYTES = 128 << 20  # a ledger larger than this is refused before reading (the study: 31.4 MB)
 MAX_LINE_BYTES = 1 << 20  # a line longer than this is not parsed (the study's longest: 30.7 KB)
 DIGEST = "digest"  # the field holding a record's digest
+BEFORE_DIGESTS = frozenset(("ledger", "key", "kind", "spec", "parent", "tier", "entry", "states", "norms", "seconds",
+                            "cpu", "cpu_capability", "torch", "written"))  # every field a record had before digests
 
 
 class LedgerError(ValueError):
@@ -106,12 +109,31 @@ def _constant(name: str) -> float:
     return float(name)
 
 
-@dataclass
 class Line:
-    """One usable record and where it is."""
+    """One usable record and where it is, kept as its line's bytes and parsed each time
+    :attr:`record` is read: a ledger held in memory costs about its size, not the 10-25 times
+    of its records parsed (docs/ledger.md, "Bounded")."""
 
-    number: int
-    record: dict
+    __slots__ = ("number", "raw", "sealed", "numbers", "_record")
+
+    def __init__(self, number: int, record: dict | None = None, raw: bytes | None = None):
+        """``record`` alone: kept as given; with ``raw`` (its line), only the line is kept."""
+        self.number = number
+        self.raw = raw if raw is not None else json.dumps(record, separators=(",", ":"), ensure_ascii=True).encode()
+        self._record = record if raw is None else None
+        rec = record if record is not None else self.record
+        self.sealed = DIGEST in rec
+        self.numbers = _numbers(rec.get("entry"))  # what tells two records of a key apart
+
+    @property
+    def record(self) -> dict:
+        """The record (a fresh parse of its line, unless it was given as a dict)."""
+        return self._record if self._record is not None else json.loads(self.raw, parse_constant=_constant)
+
+
+def _numbers(entry: Any) -> str:
+    """An entry's canonical JSON text, hashed: two records of one key conflict when theirs differ."""
+    return hashlib.sha256(json.dumps(entry, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 FIELD_TYPES = dict(seconds=(int, float, type(None)), cpu=(str, type(None)), cpu_capability=(str, type(None)),
@@ -128,6 +150,12 @@ def record_digest(rec: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def predates_digests(rec: dict) -> bool:
+    """Whether ``rec`` is of the layout written before digests (no field added since, e.g. ``kernels``):
+    only such a record may lack its digest unasked (:func:`toyspt.runs.ledger_append.migrate`)."""
+    return DIGEST not in rec and set(rec) <= BEFORE_DIGESTS
+
+
 def seal(rec: dict) -> dict:
     """``rec`` with its digest (:func:`record_digest`)."""
     return {**{k: v for k, v in rec.items() if k != DIGEST}, DIGEST: record_digest(rec)}
@@ -137,6 +165,10 @@ def _check(rec: Any, size: int) -> str | None:
     """Why a parsed line of ``size`` bytes is not a usable record (None: it is)."""
     if not isinstance(rec, dict):
         return "not a JSON object"
+    try:
+        check_bounds(rec)
+    except Impossible as e:
+        return f"its {e}"
     if type(rec.get("ledger")) is not int or rec["ledger"] != LEDGER_FORMAT:  # true is not 1
         return f"a record of ledger format {rec.get('ledger')!r}, not {LEDGER_FORMAT}"
     missing = [k for k in ("key", "kind", "spec", "entry", "states") if k not in rec]
@@ -151,6 +183,10 @@ def _check(rec: Any, size: int) -> str | None:
         wrong.append("states")
     if wrong:
         return f"its {', '.join(wrong)} of the wrong type"
+    try:
+        check_shapes(rec)
+    except Impossible as e:
+        return f"its {e}"
     try:
         entry = decode(rec["entry"], Budget.of_line(size))
     except Exception as e:  # whatever a damaged entry raises, the line is not used
@@ -191,20 +227,24 @@ def read(raw: bytes, name: str, max_line: int | None = None) -> Read:
             out.problems.append(f"{name} line {i}: {why}; not used")
             out.dropped.append(i)
             continue
-        k = rec["key"]
+        k, line = rec["key"], Line(i, rec, raw=chunk)
+        del rec
         if k in out.conflicts:
-            out.conflicts[k].append(Line(i, rec))
+            out.conflicts[k].append(line)
         elif k in out.good:  # one key is one spec's identity: where a data set was read (root) may differ
-            if out.good[k].record["entry"] != rec["entry"]:
-                out.conflicts[k] = [out.good.pop(k), Line(i, rec)]
+            if out.good[k].numbers != line.numbers:
+                out.conflicts[k] = [out.good.pop(k), line]
+            elif line.sealed and not out.good[k].sealed:  # the sealed copy answers
+                out.duplicates.append(out.good[k])
+                out.good[k] = line
             else:
-                out.duplicates.append(Line(i, rec))
+                out.duplicates.append(line)
         else:
-            out.good[k] = Line(i, rec)
+            out.good[k] = line
     for k, lines in out.conflicts.items():
         out.problems.append(f"{name} lines {', '.join(str(x.number) for x in lines)}: records of {k} with "
                             "different numbers; none of them used (toyspt ledger repair sets them aside)")
-    out.unsealed = sorted(x.number for x in [*out.good.values(), *out.duplicates] if DIGEST not in x.record)
+    out.unsealed = sorted(x.number for x in [*out.good.values(), *out.duplicates] if not x.sealed)
     return out
 
 
@@ -236,5 +276,5 @@ def stamp() -> str:
 
 
 __all__ = ["LEDGER_FORMAT", "MAX_BYTES", "MAX_LINE_BYTES", "DIGEST", "LedgerError", "Line", "Read", "read", "parse",
-           "read_raw", "record_digest", "seal", "identity", "cpu_model",
+           "read_raw", "record_digest", "seal", "predates_digests", "identity", "cpu_model",
            "norms", "stamp"]

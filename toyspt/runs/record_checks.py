@@ -10,7 +10,14 @@ field and never used.
   recipe pretrains on the task);
 * a run's summary is exactly what :func:`toyspt.train.run.summarize` gives of its history,
   and its recipe and seed are its spec's;
-* a reference classifier's row: ``test_acc`` is ``n_correct / n_test``.
+* a reference classifier's row: ``test_acc`` is ``n_correct / n_test``;
+* every integer of a record within 64 bits, so no number reaches numpy or ``float`` that they
+  cannot hold (:func:`check_bounds`, before anything else reads the record); an entry's
+  ``seconds`` a plausible duration (at most :data:`MAX_SECONDS`);
+* the fields beside the entry bounded by shape (:func:`check_shapes`): ``states`` a few names,
+  ``norms`` a norm per state it names and tensor (at most :data:`MAX_TENSORS` a state),
+  ``kernels`` the settings of :mod:`toyspt.runs.kernels` only, ``spec`` at most
+  :data:`MAX_SPEC_VALUES` values.
 
 They bind a record's numbers to each other and to its spec, not to the truth: a consistent
 forgery (a history and the summary it gives, made up together) passes them. The record's digest
@@ -25,9 +32,92 @@ from typing import Any
 
 import numpy as np
 
+MAX_SECONDS = 30 * 86400.0  # a plausible duration of one computation (the studies' longest record: 794 s)
+MAX_INT = 1 << 63  # integers of a record lie in [-MAX_INT, MAX_INT) (a seed, a count: 64 bits)
+MAX_TENSORS = 512  # norms a state may hold (the studies' models: at most 41 tensors)
+MAX_SPEC_VALUES = 2000  # JSON values a spec may hold (the studies': at most 58)
+MAX_STATES = 8  # state names a record may hold (init, pretrained, final, resume)
+MAX_NAME = 200  # characters of a state's, a tensor's or a kernel setting's name or text
+KERNEL_FIELDS = {"aten_cpu_capability": str, "onednn_max_cpu_isa": str, "mkldnn": bool, "torch_threads": int}
+
 
 class Impossible(ValueError):
     """A number a record cannot hold; the message is ``field: why``."""
+
+
+def _shown(v: Any) -> str:
+    """A value for a message: an integer too long to print as its digit count."""
+    if type(v) is int and abs(v) >= MAX_INT:
+        return f"an integer of {len(str(abs(v)))} digits"
+    return repr(v)[:60]
+
+
+def _too_big(v: Any) -> bool:
+    """Whether ``v`` holds an integer outside 64 bits (iterative: a deep value costs no recursion)."""
+    todo = [v]
+    while todo:
+        x = todo.pop()
+        t = type(x)
+        if t is dict:
+            todo.extend(x.values())
+        elif t is list:
+            todo.extend(x)
+        elif t is int and not -MAX_INT <= x < MAX_INT:
+            return True
+    return False
+
+
+def check_bounds(rec: Any, where: str = "") -> None:
+    """:class:`Impossible` naming the first integer of ``rec`` (a parsed line) outside 64 bits by its
+    field's path, before numpy or ``float`` sees it. (A record's own ``seconds`` is read, and
+    refused from totals where it is no plausible duration: ``toyspt ledger check``.)"""
+    if not _too_big(rec):
+        return
+    path, v = where, rec
+    while type(v) in (dict, list):  # down the first branch that holds one, naming it
+        items = v.items() if type(v) is dict else enumerate(v)
+        k, v = next((k, x) for k, x in items if _too_big(x))
+        path = f"{path}.{k}" if type(k) is str and path else f"{path}[{k}]" if type(k) is int else str(k)
+    raise Impossible(f"{path} {_shown(v)} is out of range (an integer of at most 64 bits)")
+
+
+def _count(v: Any, most: int) -> int:
+    """JSON values in ``v``, counting stopped past ``most``."""
+    n, todo = 0, [v]
+    while todo and n <= most:
+        x = todo.pop()
+        n += 1
+        if isinstance(x, dict):
+            todo.extend(x.values())
+        elif isinstance(x, list):
+            todo.extend(x)
+    return n
+
+
+def check_shapes(rec: dict) -> None:
+    """:class:`Impossible` naming the first field beside the entry whose shape no record has
+    (see the module docstring): the bounds that keep a record's size its entry's."""
+    states = rec.get("states", [])
+    if len(states) > MAX_STATES or any(len(s) > MAX_NAME for s in states):
+        raise Impossible(f"states: {len(states)} names, at most {MAX_STATES} of at most {MAX_NAME} characters")
+    for state, t in rec.get("norms", {}).items():
+        if state not in states or not isinstance(t, dict):
+            raise Impossible(f"norms.{_shown(state)}: not a table of a state the record has")
+        if len(t) > MAX_TENSORS:
+            raise Impossible(f"norms.{_shown(state)}: {len(t)} tensors, more than the {MAX_TENSORS} a state may hold")
+        for name, v in t.items():
+            if len(name) > MAX_NAME or not (type(v) in (int, float) and v >= 0 or v in ("nan", "inf")):
+                raise Impossible(f"norms.{_shown(state)}.{_shown(name)} {_shown(v)}: not a norm (a number >= 0, "
+                                 "'nan' or 'inf') of a tensor name of at most "
+                                 f"{MAX_NAME} characters")
+    for k, v in rec.get("kernels", {}).items():
+        want = KERNEL_FIELDS.get(k)
+        if want is None or type(v) is not want or (want is str and len(v) > MAX_NAME):
+            raise Impossible(f"kernels.{_shown(k)} {_shown(v)}: not a kernel setting "
+                             f"({', '.join(f'{f} ({t.__name__})' for f, t in KERNEL_FIELDS.items())})")
+    n = _count(rec.get("spec"), MAX_SPEC_VALUES)
+    if n > MAX_SPEC_VALUES:
+        raise Impossible(f"spec: more than the {MAX_SPEC_VALUES} values a spec may hold")
 
 
 def _kind(key: str) -> str | None:
@@ -49,12 +139,14 @@ def _column(where: str, key: str, rows: list[dict]) -> None:
         return
     plain = set(map(type, values)) <= {int, float}
     a = np.asarray(values, dtype=np.float64) if plain else None
-    if a is not None and np.isfinite(a).all() and (a >= 0).all() and (kind != "accuracy" or (a <= 1).all()):
+    top = 1 if kind == "accuracy" else MAX_SECONDS if kind == "duration" else math.inf
+    if a is not None and np.isfinite(a).all() and (a >= 0).all() and (a <= top).all():
         return
     for i, r in enumerate(rows):  # the first offender, for its message
         v = r.get(key, 0.0)
-        if type(v) not in (int, float) or not math.isfinite(v) or v < 0 or (kind == "accuracy" and v > 1):
-            want = "a number in [0, 1]" if kind == "accuracy" else "finite and >= 0"
+        if type(v) not in (int, float) or not math.isfinite(v) or v < 0 or v > top:
+            want = ("a number in [0, 1]" if kind == "accuracy" else f"finite, in [0, {top:.0f}]" if kind == "duration"
+                    else "finite and >= 0")
             raise Impossible(f"{where}[{i}].{key} {v!r} is not {'an' if kind == 'accuracy' else 'a'} {kind} ({want})")
 
 
@@ -151,4 +243,4 @@ def check_entry(spec: dict, entry: dict) -> None:
         _rows("entry.rows", entry["rows"])
 
 
-__all__ = ["Impossible", "check_entry"]
+__all__ = ["Impossible", "check_entry", "check_bounds", "check_shapes", "MAX_SECONDS", "MAX_INT"]

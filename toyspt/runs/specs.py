@@ -316,5 +316,16 @@ def with_overrides(spec: RunSpec, **overrides) -> RunSpec:
     return replace(spec, data=data, **parts)
 
 
+def spec_kinds() -> set[str]:
+    """The kinds of every spec class defined so far (the registry of spec kinds: a class is
+    registered by being defined; import its module first)."""
+    out, todo = set(), [Spec]
+    while todo:
+        cls = todo.pop()
+        out.add(cls.kind)
+        todo.extend(cls.__subclasses__())
+    return out
+
+
 __all__ = ["Spec", "Entry", "Table", "RunSpec", "FORMAT_VERSION", "jsonable", "digest", "single_thread", "train_spec",
-           "spec_from_dict", "with_overrides", "UNKNOWN_SECONDS"]
+           "spec_from_dict", "with_overrides", "UNKNOWN_SECONDS", "spec_kinds"]

@@ -66,8 +66,8 @@ def lockstep_group(led: Ledger, record: dict) -> list[dict]:
     g, sec = spec.group(), record.get("seconds")
     if g is None or not isinstance(sec, float):
         return [record]
-    mates = [ln.record for ln in led.lines().values() if "recipe" in ln.record["spec"]
-             and ln.record.get("seconds") == sec and ln.record["spec"].get("seed") != record["spec"]["seed"]]
+    mates = [r for r in (ln.record for ln in led.lines().values()) if "recipe" in r["spec"]  # each parsed once
+             and r.get("seconds") == sec and r["spec"].get("seed") != record["spec"]["seed"]]
     mates = [r for r in mates if _spec(r).group() == g]
     return sorted([record, *mates], key=lambda r: r["spec"]["seed"])
 
@@ -193,8 +193,8 @@ def choose(led: Ledger, sample: int | None = None, key: str | None = None, seed:
         if len(hits) != 1:
             raise ValueError(f"--key {key}: {'no record' if not hits else f'{len(hits)} records'} of that key")
         return hits
-    runs = sorted((ln.record for ln in lines.values() if "recipe" in ln.record["spec"]), key=lambda r: r["key"])
-    return random.Random(seed).sample(runs, min(sample or 1, len(runs)))
+    runs = sorted(k for k, ln in lines.items() if "recipe" in ln.record["spec"])  # parsed one at a time
+    return [lines[k].record for k in random.Random(seed).sample(runs, min(sample or 1, len(runs)))]
 
 
 if __name__ == "__main__":

@@ -146,9 +146,13 @@ class Study:
     datasets: tuple[UCRData, ...]  # the paper's sets found here, loaded
     skipped: dict[str, str]  # the paper's sets not found -> why
 
+    name: ClassVar[str] = "ucr"  # its name in the registry (toyspt.studies.registry)
     ledger: ClassVar[StudyLedger] = LEDGER
     tiers: ClassVar[tuple[str, ...]] = tuple(TIERS)  # the figure job's tiers that run this study
     lockstep: ClassVar[bool] = True  # its runs may train in lockstep groups (one config over seeds)
+    figures: ClassVar[tuple[str, ...]] = ("ucr", "real_data", "real_gain", "archive_scan", "archive_small",
+                                          "real_gain_splits")
+    preregistration: ClassVar[str] = 'docs/reports/ucr.md, "The powered study: protocol"'
 
     @classmethod
     def found(cls, t: Tier) -> "Study":
@@ -174,6 +178,34 @@ class Study:
 
         runs = {(UCRSource.of(d), arm, s.seed): s for d, arm, s in paper_specs(list(self.datasets), self.tier, arms)}
         return runs | probe_specs(runs)
+
+    def specs(self) -> dict:
+        """``(source, arm, seed)`` -> every label run of the study's arms on the paper's sets, power arms
+        first (:func:`paper_specs`), with their proximity probes; the tracked basin runs, the archive
+        scan, its small sets and the resampled splits are the figures' own (:func:`basin_specs`, ...)."""
+        return self.label_specs(POWER_ARMS + DECOMPOSITION + CONTROLS + POSITIONAL_ARMS)
+
+    def progress(self, ledger) -> dict:
+        """How many of :meth:`specs` ``ledger`` records (a spec or one of its alternatives), and their
+        CPU-seconds."""
+        lines = ledger.lines()
+        found = [next((lines[k] for k in (s.key(), *(a.key() for a in s.alternatives())) if k in lines), None)
+                 for s in self.specs().values()]
+        seconds = sum(float(line.record.get("seconds") or 0.0) for line in found if line is not None)
+        return dict(ledger=str(ledger.path), planned=len(found), recorded=sum(line is not None for line in found),
+                    cpu_hours=seconds / 3600, skipped=dict(self.skipped))
+
+    @staticmethod
+    def describe(progress: dict) -> str:
+        """:meth:`progress` in one sentence."""
+        return (f"{progress['recorded']} of {progress['planned']} runs on the paper's sets recorded, "
+                f"{progress['cpu_hours']:.2f} CPU-hours" + (f"; sets not found: {', '.join(progress['skipped'])}"
+                                                            if progress["skipped"] else ""))
+
+    @classmethod
+    def pilot(cls, out, quick: bool = False, progress: bool = False) -> None:
+        """None: the study had no pilot (its protocol fixed its metric before any run was looked at)."""
+        return None
 
     @staticmethod
     def phase(spec, facts) -> int | None:

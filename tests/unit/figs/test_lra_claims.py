@@ -9,10 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from toyspt.analysis import gates as gt
 from toyspt.analysis.multiplicity import holm
 from toyspt.analysis.paired import paired, tost
 from toyspt.figs import lra_claims as lc
-from toyspt.lra import design
+from toyspt.studies import lra_design as design
 
 matplotlib.use("Agg")
 
@@ -42,13 +43,14 @@ def _frame(seed: int = 0) -> pd.DataFrame:
                 v = depth2
             else:
                 v = own + d
-            rows += [dict(task=task, arm=arm, seed=s, peak_val_acc=v[s], mean_test_last20=v[s] - 0.01,
-                          final_test_acc=v[s], final_train_acc=v[s], seconds=1.0) for s in SEEDS]
+            rows += [dict(study=1, task=task, arm=arm, seed=s, peak_val_acc=v[s], mean_test_last20=v[s] - 0.01,
+                          final_test_acc=v[s], final_train_acc=v[s], test_at_peak=v[s], stopped_by_rule=True,
+                          seconds=1.0) for s in SEEDS]
     return pd.DataFrame(rows, columns=lc.RUN_COLUMNS)
 
 
 def _row(table, task, arm, metric=design.PRIMARY):
-    r = table[(table.task == task) & (table.arm == arm) & (table.metric == metric)]
+    r = table[(table.study == 1) & (table.task == task) & (table.arm == arm) & (table.metric == metric)]
     assert len(r) == 1, (task, arm, metric)
     return r.iloc[0]
 
@@ -56,6 +58,7 @@ def _row(table, task, arm, metric=design.PRIMARY):
 def test_every_verdict_is_reached_from_planted_runs():
     t = lc.claims_table(_frame())
     assert list(t.columns) == lc.COLUMNS
+    assert (t.verdict == t.ungated).all() and (t.gates == "").all()  # no gates asked: the rule alone
     assert _row(t, "pathfinder", "spt").verdict == lc.CONFIRMED
     assert _row(t, "image", "spt").verdict == lc.CONTRADICTED
     assert _row(t, "listops", "frozen_attention").verdict == lc.EQUIVALENT
@@ -64,22 +67,41 @@ def test_every_verdict_is_reached_from_planted_runs():
     assert set(t[t.family == "confirmatory"].verdict) <= set(lc.VERDICTS)
 
 
-def test_a_row_the_pre_registration_leaves_unjudged_gets_no_verdict_but_stays_in_holm():
-    """Frozen attention on PathFinder (scratch at chance in the pilot): planted far below scratch,
-    significant after Holm, it is still reported as measured, not confirmed; the family stays 9."""
-    assert set(design.UNJUDGED) == {("pathfinder", "frozen_attention")}
-    planted = dict(PLANTED)
-    planted["pathfinder", "frozen_attention"] = [-0.10, -0.12, -0.09, -0.11, -0.13, -0.08, -0.1, -0.105, -0.095, -0.115]
+def test_a_failed_gate_makes_the_verdict_not_tested_and_the_row_stays_in_holm():
+    """Frozen attention on PathFinder planted far below scratch, significant after Holm: the rule
+    alone confirms the claim, but with scratch at chance (its gate failed) the verdict is "not tested";
+    the family stays 9 and every other row keeps its verdict."""
+    planted = [-0.10, -0.12, -0.09, -0.11, -0.13, -0.08, -0.1, -0.105, -0.095, -0.115]
     f = _frame()
     rows = (f.task == "pathfinder") & (f.arm == "frozen_attention")
     base = f[(f.task == "pathfinder") & (f.arm == "scratch")].peak_val_acc.to_numpy()
-    f.loc[rows, "peak_val_acc"] = base + np.array(planted["pathfinder", "frozen_attention"])
-    t = lc.claims_table(f)
+    f.loc[rows, "peak_val_acc"] = base + np.array(planted)
+
+    def gates(study, task, arm, ungated, claim):
+        at_chance = (task, arm) == ("pathfinder", "frozen_attention")
+        return [gt.Gate("learnable", True, ""), gt.Gate("off chance", not at_chance, "")]
+
+    t = lc.claims_table(f, gates=gates)
     r = _row(t, "pathfinder", "frozen_attention")
-    assert r.p_holm <= design.ALPHA and r.direction == -1 and lc.verdict(r.claim, r.direction, r.p_holm, r.tost_p) \
-        == lc.CONFIRMED  # what the rule alone would say
-    assert r.verdict == "not judged (scratch at chance)" and r.verdict in lc.VERDICTS
+    assert r.p_holm <= design.ALPHA and r.direction == -1 and r.ungated == lc.CONFIRMED  # what the rule alone says
+    assert r.verdict == "not tested: off chance" and r.gates == "learnable: pass; off chance: fail"
     assert (t[t.family == "confirmatory"].holm_m == 9).all()
+    assert _row(t, "pathfinder", "spt").verdict == lc.CONFIRMED == _row(t, "pathfinder", "spt").ungated
+
+
+def test_equivalence_reads_the_tost_holm_adjusted_over_the_family():
+    t = lc.claims_table(_frame())
+    c = t[t.family == "confirmatory"]
+    assert np.allclose(c.tost_p_holm, holm(c.tost_p.to_numpy()))
+    for r in c.itertuples():
+        assert r.ungated == lc.verdict(r.claim, r.direction, r.p_holm, r.tost_p_holm)
+
+
+def test_below_half_the_papers_gain_is_tested_beside_each_claimed_gain():
+    t = lc.claims_table(_frame())
+    r = _row(t, "pathfinder", "spt")  # planted +0.10 against the paper's +0.18: not below half (+0.09)
+    assert r.below_half_p > 0.5
+    assert np.isnan(_row(t, "listops", "frozen_attention").below_half_p)  # no claimed gain
 
 
 def test_confirmatory_family_is_the_nine_and_holm_is_over_them():
@@ -136,21 +158,23 @@ def test_a_confirmatory_row_needs_a_claim():
 
 def test_run_frame_keeps_the_studys_order_and_every_metric():
     res = lambda v: SimpleNamespace(summary=dict(peak_val_acc=v, mean_test_last20=v / 2, final_test_acc=v,  # noqa: E731
-                                                 final_train_acc=v), seconds=2.0)
-    runs = {("pathfinder", "scratch", 0): res(0.5), ("pathfinder", "spt", 0): res(0.6),
-            ("image", "scratch", 0): res(0.7), ("pathfinder", "scratch", 1): res(0.55)}
+                                                 final_train_acc=v, stopped_early=1.0), seconds=2.0, history=[])
+    runs = {(1, "pathfinder", "scratch", 0): res(0.5), (1, "pathfinder", "spt", 0): res(0.6),
+            (1, "image", "scratch", 0): res(0.7), (1, "pathfinder", "scratch", 1): res(0.55)}
     f = lc.run_frame(runs)
     assert list(f.columns) == lc.RUN_COLUMNS
     assert list(zip(f.task, f.arm, f.seed)) == [("pathfinder", "scratch", 0), ("pathfinder", "scratch", 1),
                                                 ("pathfinder", "spt", 0), ("image", "scratch", 0)]
+    assert f.stopped_by_rule.all() and (f.study == 1).all()
     assert f.mean_test_last20.tolist() == [0.25, 0.275, 0.3, 0.35]
 
 
-def test_draw_writes_both_tables_from_the_runs(tmp_path):
+def test_draw_writes_both_tables_from_the_runs(monkeypatch):
     frame = _frame()
-    runs = {(r.task, r.arm, r.seed): SimpleNamespace(summary={m: getattr(r, m) for m in lc.METRICS},
-                                                     seconds=r.seconds) for r in frame.itertuples()}
-    ctx = SimpleNamespace(meta={}, quick=True)
+    runs = {(1, r.task, r.arm, r.seed): SimpleNamespace(summary={m: getattr(r, m) for m in lc.METRICS},
+                                                        seconds=r.seconds, history=[]) for r in frame.itertuples()}
+    monkeypatch.setattr(lc, "gate_function", lambda ctx, runs: lambda *a: [gt.Gate("learnable", True, "")])
+    ctx = SimpleNamespace(meta={}, quick=True, study=SimpleNamespace(margins=dict))
     fig, tables = lc.draw(ctx, runs)
     assert set(tables) == {lc.NAME, f"{lc.NAME}_runs"} and len(tables[f"{lc.NAME}_runs"]) == len(frame)
     meta = ctx.meta[lc.NAME]

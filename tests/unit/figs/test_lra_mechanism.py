@@ -9,8 +9,8 @@ import pytest
 from helpers.tiny_runs import task
 
 from toyspt.figs import FigContext, lra_mechanism
-from toyspt.lra.design import mechanism_specs
-from toyspt.lra.mechanism import MechanismConfig, at_state
+from toyspt.studies.lra_design import mechanism_specs
+from toyspt.studies.lra_mechanism import MechanismConfig, at_state
 
 CFG = MechanismConfig(n_attention=8, n_probe=8)
 ARMS = ("scratch", "spt", "frozen_attention")

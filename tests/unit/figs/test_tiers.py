@@ -6,7 +6,7 @@ import pytest
 
 from toyspt.cli import figs as cli_figs
 from toyspt.figs import DEFAULT_TIERS, FIGURES, STUDIES, TIERS, in_tier, load
-from toyspt.lra import design as lra
+from toyspt.studies import lra_design as lra
 from toyspt.ucr import design as ucr
 
 

@@ -14,8 +14,8 @@ from toyspt.data.tasks import mask_inputs, sample_mask
 from toyspt.lra.checkpoint import load_lra, lra_state_dict
 from toyspt.lra.convert import save_run, state_form, to_lra
 from toyspt.lra.inputs import make_batch, pixel_levels
-from toyspt.lra.mechanism import MechanismConfig, mechanism_rows, mechanism_table
 from toyspt.lra.report import ReportConfig, lra_report
+from toyspt.studies.lra_mechanism import MechanismConfig, mechanism_rows, mechanism_table
 from toyspt.train.recipes import get_recipe
 from toyspt.train.run import load_model
 
@@ -69,7 +69,7 @@ def test_every_study_model_round_trips(tmp_path, kind, arm, layers):
 
 
 def _view(kind):
-    from toyspt.lra.mechanism import task_view
+    from toyspt.studies.lra_mechanism import task_view
     return task_view(task(kind))
 
 

@@ -5,13 +5,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from toyspt.kinds.tasks import pixels_as_sequences
 from toyspt.lra.checkpoint import load_lra, save_lra
 from toyspt.lra.heads import fit_missing_heads, least_squares_decoder, with_mask_column
 from toyspt.lra.inputs import LOSSES, make_batch, mask_pixels, pixel_levels
 from toyspt.lra.lightning import CheckpointError
 from toyspt.lra.model import LRAConfig, build_lra
 from toyspt.lra.report import ReportConfig, lra_report
-from toyspt.lra.tasks import pixels_as_sequences
 
 CLS = LRAConfig(n_layers=1, d_model=8, n_heads=2, d_ff=16, encoder="linear", d_input=1, max_len=64,
                 n_classes=2, use_lengths=False)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from toyspt.data import directions as dr
-from toyspt.lra import listops as lo
+from toyspt.kinds import listops as lo
 from toyspt.lra.inputs import LOSSES, make_batch, select
 from toyspt.lra.model import LRAConfig, build_lra
 from toyspt.lra.report import (

@@ -93,9 +93,9 @@ def test_records_are_chosen_by_key_or_drawn_by_seed(recorded):
 
 def test_a_record_of_a_kind_registered_above_the_data_layer_is_retrained(tmp_path):
     """The retraining process is a fresh interpreter: it imports the modules that registered
-    the parent's data kinds (here the digits kind of toyspt.lra.tasks), so such a record is
+    the parent's data kinds (here the digits kind of toyspt.kinds.tasks), so such a record is
     retrained and compared, not refused with 'unknown kind'."""
-    from toyspt.lra.tasks import DigitsSource
+    from toyspt.kinds.tasks import DigitsSource
     from toyspt.nn.model import ModelConfig
 
     data = DigitsSource(side=8)
@@ -105,3 +105,11 @@ def test_a_record_of_a_kind_registered_above_the_data_layer_is_retrained(tmp_pat
     sweep([spec], LayeredStore((RunCache(tmp_path / "cache"), led)), options=SweepOptions(progress=False))
     out = verify(led, led.lines()[spec.key()].record)
     assert out.status == "reproduced", out.lines()
+
+
+def test_records_of_other_seconds_are_no_lockstep_mates(recorded, tmp_path):
+    path, specs = recorded
+    key = specs[1].key()
+    led = _rewrite(path, tmp_path / "l.jsonl", lambda r: {**r, "seconds": r["seconds"] + 1.0} if r["key"] == key else r)
+    rec = led.lines()[specs[0].key()].record
+    assert lockstep_group(led, rec) == [rec]  # another job's seconds: trained apart

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from toyspt.data.tasks import TaskConfig
+from toyspt.kinds.listops import ListOpsConfig  # noqa: E402
 
 # every config that adopts toyspt.util.validation; a new config belongs here too
 from toyspt.lra.demo import DemoConfig  # noqa: E402
-from toyspt.lra.listops import ListOpsConfig  # noqa: E402
 from toyspt.lra.model import LRAConfig  # noqa: E402
 from toyspt.lra.report import ReportConfig  # noqa: E402
 from toyspt.nn.model import ModelConfig

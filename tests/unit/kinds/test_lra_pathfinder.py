@@ -1,4 +1,4 @@
-"""PathFinder (toyspt.lra.pathfinder): balanced labels, determinism by seed, the geometry the
+"""PathFinder (toyspt.kinds.pathfinder): balanced labels, determinism by seed, the geometry the
 generator promises (markers on contour ends, contours never touching, turns within the cap),
 and no shortcut: classifiers that cannot trace stay inside the binomial chance interval."""
 from dataclasses import replace
@@ -6,8 +6,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from toyspt.lra.pathfinder import PathfinderConfig, draw, pathfinder
-from toyspt.lra.pathfinder_checks import chance_interval, geometry_checks, shortcut_checks
+from toyspt.kinds.pathfinder import PathfinderConfig, draw, pathfinder
+from toyspt.kinds.pathfinder_checks import chance_interval, geometry_checks, shortcut_checks
 
 CFG = PathfinderConfig()  # the 16px default the pilot chose
 
@@ -65,3 +65,20 @@ def test_bad_settings_refused_by_name():
         PathfinderConfig(size=8, origin_distance=7.0)
     with pytest.raises(ValueError, match="fail to fit"):
         draw(PathfinderConfig(size=8, contour_length=40, origin_distance=3.0), 4, 0)
+
+
+def test_the_data_check_command_checks_every_preset(tmp_path, monkeypatch, capsys):
+    """``toyspt data check pathfinder``: a line per preset (and the LRA setting), the numbers as JSON."""
+    import json
+
+    from toyspt.cli.main import main
+    from toyspt.kinds import pathfinder_checks
+    from toyspt.kinds.tasks import PATHFINDER
+
+    monkeypatch.setattr(pathfinder_checks, "speed", lambda cfg: 1.0)  # its timing is not what is checked here
+    out = tmp_path / "checks.json"
+    assert main(["data", "check", "pathfinder", "--n-train", "40", "--n-test", "40", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert set(report) == {*PATHFINDER, "lra32_K6"}
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == list(report)
+    assert main(["data", "check", "listops"]) == 2

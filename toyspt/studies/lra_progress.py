@@ -1,7 +1,7 @@
 """How much of the LRA study its ledger records, and what the rest costs by the seconds measured
-(docs/lra.md, "Status"): ``python -m toyspt.lra.progress [--ledger PATH] [--json OUT]``.
+(docs/reports/lra.md, "Status"): ``toyspt study progress lra [--ledger PATH] [--json OUT]``.
 
-Every entry the study trains (its runs, :meth:`toyspt.lra.design.Study.specs`, and the SPT-only
+Every entry the study trains (its runs, :meth:`toyspt.studies.lra_design.Study.specs`, and the SPT-only
 runs they continue) belongs to a group, ``task/arm`` (a parent: ``task/spt_only``,
 ``task/depth2_spt_only``, ``task/spt_only_mask50``). Per group: entries planned and recorded, and
 the CPU-seconds of the recorded ones (a continued run's own phases only, as the ledger keeps
@@ -11,23 +11,17 @@ The tracked twins of the mechanism (``twins``) are counted apart, with a lower b
 """
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from collections import Counter
-from pathlib import Path
-
-from toyspt.lra.design import LEDGER, TASKS, Study
 
 
-def _group(task: str, spec) -> str:
+def _group(study, task: str, spec) -> str:
     depth = f"depth{spec.model.n_layers}_" if spec.model.n_layers > 1 else ""
     mask = spec.train.mask_rate
-    mask_tag = "" if mask == TASKS[task].train.mask_rate else f"_mask{round(mask * 100)}"
+    mask_tag = "" if mask == study.tasks[task].train.mask_rate else f"_mask{round(mask * 100)}"
     return f"{task}/{depth}{spec.recipe}{mask_tag}"
 
 
-def entries(study: Study) -> dict[str, tuple[str, object]]:
+def entries(study) -> dict[str, tuple[str, object]]:
     """key -> (group, spec) of every entry the study trains, runs and their SPT-only parents."""
     out: dict[str, tuple[str, object]] = {}
     for (task, arm, _), spec in study.specs().items():
@@ -35,15 +29,15 @@ def entries(study: Study) -> dict[str, tuple[str, object]]:
     for (task, _, _), spec in study.specs().items():
         parent = spec.parent()
         if parent is not None and parent.key() not in out:
-            out[parent.key()] = (_group(task, parent), parent)
+            out[parent.key()] = (_group(study, task, parent), parent)
     return out
 
 
-def progress(ledger, study: Study | None = None) -> dict:
-    """The study's progress in ``ledger`` (a :class:`toyspt.runs.ledger.Ledger`): totals, hosts
-    (the records' ``cpu``; ``records_by_host``: how many records each wrote), whole seeds and per
-    group planned / recorded / seconds, and the remaining cost."""
-    study = study or Study.for_tier("lra")
+def progress(ledger, study) -> dict:
+    """The progress of ``study`` (a :class:`toyspt.studies.lra_design.Study`) in ``ledger`` (a
+    :class:`toyspt.runs.ledger.Ledger`): totals, hosts (the records' ``cpu``; ``records_by_host``:
+    how many records each wrote), whole seeds and per group planned / recorded / seconds, and the
+    remaining cost."""
     lines = ledger.lines()
     runs = {spec.key() for spec in study.specs().values()}
     groups: dict[str, dict] = {}
@@ -77,8 +71,8 @@ def progress(ledger, study: Study | None = None) -> dict:
         groups=groups, twins=twins)
 
 
-def _twins(study: Study, lines: dict, groups: dict) -> dict:
-    """The tracked twins (:meth:`toyspt.lra.design.Study.mechanism`): planned, recorded, their
+def _twins(study, lines: dict, groups: dict) -> dict:
+    """The tracked twins (:meth:`toyspt.studies.lra_design.Study.mechanism`): planned, recorded, their
     CPU-hours, and a lower bound on what the rest costs: the untracked run's and its SPT-only
     parent's mean seconds (a twin trains both, with trackers that add to them)."""
     recorded, seconds, floor, unmeasured = 0, 0.0, 0.0, 0
@@ -92,7 +86,7 @@ def _twins(study: Study, lines: dict, groups: dict) -> dict:
         run = untracked.get((task, arm, seed))  # None: a cause arm's twin (CAUSE_ARMS), of no study run
         parent = None if run is None else run.parent()
         means = [groups.get(f"{task}/{arm}", {}).get("mean_seconds")]
-        means += [] if parent is None else [groups.get(_group(task, parent), {}).get("mean_seconds")]
+        means += [] if parent is None else [groups.get(_group(study, task, parent), {}).get("mean_seconds")]
         if any(m is None for m in means):
             unmeasured += 1
         else:
@@ -101,25 +95,13 @@ def _twins(study: Study, lines: dict, groups: dict) -> dict:
                 remaining_cpu_hours_at_least=floor / 3600, unmeasured=unmeasured)
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m toyspt.lra.progress", description=__doc__.splitlines()[0])
-    p.add_argument("--ledger", type=Path, default=LEDGER.path, help=f"the study's ledger (default {LEDGER.path})")
-    p.add_argument("--json", type=Path, default=None, help="write the progress there as JSON")
-    args = p.parse_args(argv)
-    if not args.ledger.is_file():
-        print(f"error: {args.ledger}: no such ledger file", file=sys.stderr)
-        return 2
-    out = progress(LEDGER.open(args.ledger, warn=lambda m: print(f"ledger: {m}", file=sys.stderr)))
-    text = json.dumps(out, indent=1) + "\n"
-    if args.json is not None:
-        args.json.write_text(text)
-    print(f"{out['recorded_runs']} of {out['runs']} runs recorded ({out['recorded']} of {out['entries']} entries, "
-          f"SPT-only parents included), {out['cpu_hours']:.2f} CPU-hours; whole seeds {out['whole_seeds']}; "
-          f"about {out['remaining_cpu_hours']:.1f} CPU-hours left by the measured seconds"
-          f" (+{out['unmeasured_entries']} entries not measured yet); tracked twins {out['twins']['recorded']} of "
-          f"{out['twins']['planned']}, at least {out['twins']['remaining_cpu_hours_at_least']:.1f} CPU-hours left")
-    return 0
+def summary(out: dict) -> str:
+    """The progress :func:`progress` returns, in one sentence."""
+    return (f"{out['recorded_runs']} of {out['runs']} runs recorded ({out['recorded']} of {out['entries']} entries, "
+            f"SPT-only parents included), {out['cpu_hours']:.2f} CPU-hours; whole seeds {out['whole_seeds']}; "
+            f"about {out['remaining_cpu_hours']:.1f} CPU-hours left by the measured seconds"
+            f" (+{out['unmeasured_entries']} entries not measured yet); tracked twins {out['twins']['recorded']} of "
+            f"{out['twins']['planned']}, at least {out['twins']['remaining_cpu_hours_at_least']:.1f} CPU-hours left")
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+__all__ = ["entries", "progress", "summary"]

@@ -4,16 +4,16 @@ range (never used by a study), it asks per task
 * which SPT loss learns: SPT alone under L1, MSE and the LRA SPT code's 256-way cross-entropy over
   grey levels (``levels``), each trained to its plateau (``pre_patience`` epochs without a 0.1%
   lower validation loss, at most :data:`SPT_CAP`), and its validation loss against the best
-  context-free prediction's (:func:`toyspt.lra.mechanism.constant_recon_loss`): the loss that
+  context-free prediction's (:func:`toyspt.studies.lra_mechanism.constant_recon_loss`): the loss that
   beats its constant by the largest fraction is the task's;
 * whether scratch trains out: label training stopped by the one rule every arm will use
   (:data:`PATIENCE` epochs without a higher validation accuracy, at most :data:`LABEL_CAP`);
 * for PathFinder, whether the task can be learned at all at 20,000 and 50,000 training images:
-  the small CNN (:mod:`toyspt.lra.cnn`) beside the 1- and 2-layer Transformers on the same images.
+  the small CNN (:mod:`toyspt.studies.lra_cnn`) beside the 1- and 2-layer Transformers on the same images.
 
 Every run is a spec through one store, a run cache behind a committed ledger
 (:data:`LEDGER`), so a pilot that outlives one stretch of work resumes from the ledger. Stages
-(:data:`STAGES`) are trained in order, cheapest first. ``python -m toyspt.lra.pilot2 --out DIR``
+(:data:`STAGES`) are trained in order, cheapest first. ``python -m toyspt.studies.lra_pilot2 --out DIR``
 writes ``lra_pilot2.csv`` and ``lra_pilot2.json`` (one row per run: test accuracy, SPT's loss
 against its constant, seconds).
 """
@@ -27,13 +27,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from toyspt.lra import listops as lo
-from toyspt.lra.cnn import CNNConfig, CNNReferenceSpec
-from toyspt.lra.pathfinder import PathfinderConfig
-from toyspt.lra.tasks import DigitsSource, ListOpsSource, PathfinderSource
+from toyspt.kinds import listops as lo
+from toyspt.kinds.pathfinder import PathfinderConfig
+from toyspt.kinds.tasks import DigitsSource, ListOpsSource, PathfinderSource
 from toyspt.nn.model import ModelConfig
 from toyspt.runs.ledger import StudyLedger
 from toyspt.runs.specs import RunSpec
+from toyspt.studies.lra_cnn import REFERENCE, CNNReferenceSpec
 from toyspt.train.recipes import TrainConfig
 
 SEED = 1000  # the pilot's seed (a study's seeds lie below 1000)
@@ -46,7 +46,7 @@ TRAIN = TrainConfig(epochs=LABEL_CAP, pre_epochs=SPT_CAP, batch_size=64, lr=1e-3
 PIXEL_LOSSES = ("l1", "mse", "levels")
 KINDS = ("pathfinder", "digits", "listops")
 LEDGER = StudyLedger(Path("figures/ledger/lra_pilot2.jsonl"), kinds=KINDS)
-CNN = CNNConfig(epochs=100, patience=PATIENCE)
+CNN = REFERENCE  # the studies' CNN reference (toyspt.studies.lra_cnn)
 
 
 def pathfinder(n_train: int) -> PathfinderSource:
@@ -95,7 +95,7 @@ STAGES = ("a", "b", "c")
 
 def row(label: str, spec, entry) -> dict:
     """One row per pilot run: what the choices read."""
-    from toyspt.lra.mechanism import constant_recon_loss
+    from toyspt.studies.lra_mechanism import constant_recon_loss
 
     task, arm = label.split("/")
     base = dict(task=task, arm=arm, seed=SEED, data=spec.data.name, n_train=spec.data.n_train
@@ -136,7 +136,7 @@ def run(stages, out: Path | None, cache: Path | None, ledger: Path | None, worke
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m toyspt.lra.pilot2", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m toyspt.studies.lra_pilot2", description=__doc__.splitlines()[0])
     p.add_argument("--stages", default=",".join(STAGES), help=f"which stages, in order ({', '.join(STAGES)})")
     p.add_argument("--out", type=Path, default=None, help="folder for lra_pilot2.csv and lra_pilot2.json")
     p.add_argument("--cache", type=Path, default=None, help="the run cache's folder (default: TOYSPT_CACHE)")

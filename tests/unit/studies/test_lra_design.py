@@ -1,9 +1,9 @@
-"""The LRA study's design (toyspt.lra.design) and the pilot's specs (toyspt.lra.pilot): arms paired
+"""The LRA study's design (toyspt.studies.lra_design) and the pilot's specs (toyspt.studies.lra_pilot): arms paired
 by seed, the pre-registered seeds, pilot seeds never reused, the pilot table rendered."""
 import pandas as pd
 
-from toyspt.lra.design import CONFIRMATORY_ARMS, PAPER, TASKS, study_specs
-from toyspt.lra.pilot import PILOT_SEEDS, markdown_table, pilot_specs
+from toyspt.studies.lra_design import CONFIRMATORY_ARMS, PAPER, TASKS, study_specs
+from toyspt.studies.lra_pilot import PILOT_SEEDS, markdown_table, pilot_specs
 
 
 def test_study_specs_pair_arms_by_seed_with_the_preregistered_seeds():
@@ -38,8 +38,8 @@ def test_pilot_specs_and_table():
 
 
 def test_the_ledger_covers_every_kind_of_the_studys_runs_and_the_order_is_seed_by_seed():
-    from toyspt.lra.design import KINDS, LEDGER, Study
     from toyspt.runs.ledger import data_kind
+    from toyspt.studies.lra_design import KINDS, LEDGER, Study
 
     study = Study.for_tier("lra")
     specs = study.specs()
@@ -60,9 +60,9 @@ def test_the_ledger_covers_every_kind_of_the_studys_runs_and_the_order_is_seed_b
 
 
 def test_the_tracked_twins_are_the_study_runs_at_the_mechanism_seeds_and_train_after_every_study_seed():
-    from toyspt.lra.design import CAUSE_ARMS, TWINS_AFTER, Study
-    from toyspt.lra.mechanism import MECHANISM_SEEDS
     from toyspt.runs.arms import arm_spec
+    from toyspt.studies.lra_design import CAUSE_ARMS, TWINS_AFTER, Study
+    from toyspt.studies.lra_mechanism import MECHANISM_SEEDS
 
     study = Study.for_tier("lra")
     specs, twins = study.specs(), study.mechanism()

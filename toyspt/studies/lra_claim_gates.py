@@ -2,8 +2,8 @@
 
 Per task, the facts every gate needs come from the task's data (:func:`task_facts`: the
 majority-class share of the test set, the validation size, and per SPT loss the best
-context-free prediction's loss, :func:`toyspt.lra.mechanism.constant_recon_loss`) and, for
-image tasks, the CNN reference trained on the same images (:mod:`toyspt.lra.cnn`). Per
+context-free prediction's loss, :func:`toyspt.studies.lra_mechanism.constant_recon_loss`) and, for
+image tasks, the CNN reference trained on the same images (:mod:`toyspt.studies.lra_cnn`). Per
 confirmatory row (task x arm against scratch) :func:`row_gates` gives the gates its verdict
 needs (:func:`toyspt.analysis.gates.needed`):
 
@@ -44,7 +44,7 @@ class TaskFacts:
 
 def task_facts(data, recons, reference: dict | None = None) -> TaskFacts:
     """The facts of a task whose data source is ``data`` and whose SPT arms use the losses ``recons``."""
-    from toyspt.lra.mechanism import constant_recon_loss
+    from toyspt.studies.lra_mechanism import constant_recon_loss
 
     d = data.load()
     return TaskFacts(float(d.test.y.bincount().max()) / len(d.test.y), len(d.val.y),

@@ -5,7 +5,7 @@ import random
 import pytest
 import torch
 
-from toyspt.lra import listops as lo
+from toyspt.kinds import listops as lo
 
 SMALL = lo.ListOpsConfig(max_depth=5, max_args=5, min_len=10, max_len=80)
 

@@ -1,4 +1,4 @@
-"""The mechanism on the LRA tasks (toyspt.lra.mechanism): a tracked run's records at its phase
+"""The mechanism on the LRA tasks (toyspt.studies.lra_mechanism): a tracked run's records at its phase
 ends are the mechanism's rows of its models (so the figure redraws from the ledger), a toy model
 and its bridge model give the same rows, the exact zeros the theory gives (frozen W_Q, W_K do not
 move; at W_Q = W_K = 0 attention is exactly uniform and their gradient exactly zero), the
@@ -11,9 +11,10 @@ import pytest
 import torch
 from helpers.tiny_runs import SOURCES, task, tiny_run
 
-from toyspt.lra.convert import to_lra
-from toyspt.lra.design import TASKS, mechanism_specs, study_specs
-from toyspt.lra.mechanism import (
+from toyspt.lra.convert import to_lra  # noqa: E402
+from toyspt.probe.tracking import attention_maps, tracker_price  # noqa: E402
+from toyspt.studies.lra_design import TASKS, mechanism_specs, study_specs  # noqa: E402
+from toyspt.studies.lra_mechanism import (  # noqa: E402
     MechanismConfig,
     at_state,
     constant_recon_loss,
@@ -22,8 +23,7 @@ from toyspt.lra.mechanism import (
     mechanism_trackers,
     task_view,
 )
-from toyspt.probe.tracking import attention_maps, tracker_price
-from toyspt.train.run import load_model
+from toyspt.train.run import load_model  # noqa: E402
 
 CFG = MechanismConfig(n_attention=8, n_probe=8)
 EPS32 = torch.finfo(torch.float32).eps
@@ -154,7 +154,7 @@ def test_the_best_context_free_prediction_and_its_loss():
 def test_the_levels_constant_is_the_cross_entropy_of_the_training_grey_level_frequencies():
     import numpy as np
 
-    from toyspt.lra.tasks import pixels_as_sequences
+    from toyspt.kinds.tasks import pixels_as_sequences
 
     train = pixels_as_sequences(np.array([[[0, 0], [255, 128]]], dtype=np.float64))  # levels 0, 0, 255, 128
     val = pixels_as_sequences(np.array([[[0, 255]]], dtype=np.float64))  # levels 0, 255

@@ -3,8 +3,8 @@ and that it learns what a small network should (digits far above chance)."""
 import pytest
 import torch
 
-from toyspt.lra.cnn import CNNConfig, CNNReferenceSpec, as_images, summary
-from toyspt.lra.tasks import DigitsSource, ListOpsSource, pixels_as_sequences
+from toyspt.kinds.tasks import DigitsSource, ListOpsSource, pixels_as_sequences
+from toyspt.studies.lra_cnn import CNNConfig, CNNReferenceSpec, as_images, summary
 from toyspt.train.run import stalled
 
 

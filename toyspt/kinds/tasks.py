@@ -1,19 +1,19 @@
 """The LRA tasks made here as kinds of data (:mod:`toyspt.data.source`), so runs, the cache,
 sweeps and ``toyspt compare --data KIND:NAME`` reach them like the toy and UCR:
 
-* ``pathfinder:NAME`` — :mod:`toyspt.lra.pathfinder` images (a preset of :data:`PATHFINDER`);
+* ``pathfinder:NAME`` — :mod:`toyspt.kinds.pathfinder` images (a preset of :data:`PATHFINDER`);
 * ``digits:SIDE`` — scikit-learn's handwritten digits (1,797 images, 8x8, shipped inside its
   wheel), upsampled to SIDE x SIDE by bilinear interpolation when SIDE > 8 (8, 16 or 32);
-* ``listops:NAME`` — the ListOps generator (:mod:`toyspt.lra.listops`) at CPU lengths (a
-  preset of :data:`LISTOPS`); Fashion-MNIST is :mod:`toyspt.lra.fashion`.
+* ``listops:NAME`` — the ListOps generator (:mod:`toyspt.kinds.listops`) at CPU lengths (a
+  preset of :data:`LISTOPS`); Fashion-MNIST is :mod:`toyspt.kinds.fashion`.
 
 Pixels become sequences row by row, one value per position, normalised the one way the
-trainer and the bridge share (:func:`toyspt.lra.inputs.normalize_pixels`, the PathFinder rule
+trainer and the bridge share (:func:`toyspt.data.pixels.normalize_pixels`, the PathFinder rule
 ``(x/255 - 0.5)/0.5`` on 0..255 values). ListOps tokens become one-hot vectors over the fixed
 vocabulary ``<mask> <pad> <unk> <eos>`` + the 15 symbols (this order, not the LRA code's
 frequency order), ``<eos>`` appended, ``<pad>``-padded to ``max_len + 1``; the toy model's linear
 embedding of a one-hot vector plus mask channel is an ``nn.Embedding`` with a ``<mask>`` row
-(``tests/unit/lra/test_lra_tasks.py`` checks the function against :mod:`toyspt.lra.model`).
+(``tests/unit/kinds/test_lra_tasks.py`` checks the function against :mod:`toyspt.lra.model`).
 """
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from toyspt.data.pixels import normalize_pixels
 from toyspt.data.source import register
 from toyspt.data.tasks import Split, TaskData
-from toyspt.lra import listops as lo
-from toyspt.lra.inputs import normalize_pixels
-from toyspt.lra.pathfinder import VERSION as PATHFINDER_VERSION
-from toyspt.lra.pathfinder import PathfinderConfig, draw
+from toyspt.kinds import listops as lo
+from toyspt.kinds.pathfinder import VERSION as PATHFINDER_VERSION
+from toyspt.kinds.pathfinder import PathfinderConfig, draw
 from toyspt.util.hashing import digest
 from toyspt.util.validation import MAX_COUNT, Instance, Int, validate, validated
 
@@ -192,7 +192,7 @@ def _pf(**kw) -> PathfinderConfig:
     return PathfinderConfig(**kw)
 
 
-# --data pathfinder:NAME -> the data source (the pilot fixed "pilot"'s difficulty: docs/lra.md)
+# --data pathfinder:NAME -> the data source (the pilot fixed "pilot"'s difficulty: docs/lra.md, docs/reports/lra.md)
 PATHFINDER = {
     "pilot": PathfinderSource(),
     "lra32": PathfinderSource(PathfinderConfig.lra32()),

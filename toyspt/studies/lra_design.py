@@ -1,8 +1,8 @@
-"""The LRA study's design (issue 43), fixed by the pilot (:mod:`toyspt.lra.pilot`) and written
+"""The LRA study's design (issue 43), fixed by the pilot (:mod:`toyspt.studies.lra_pilot`) and written
 in docs/lra.md ("Pre-registration") before any of its seeds trained.
 
 Per task (:data:`TASKS`: PathFinder, the image task, ListOps, each a data kind of
-:mod:`toyspt.lra.tasks`) and seed, arms paired by seed from one initialisation (recipes of
+:mod:`toyspt.kinds.tasks`) and seed, arms paired by seed from one initialisation (recipes of
 :mod:`toyspt.train.recipes`, strings of :mod:`toyspt.runs.arms`):
 
 * confirmatory, each against ``scratch`` (:data:`CONFIRMATORY_ARMS`): ``spt``, ``qk_transfer``,
@@ -27,12 +27,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar, Sequence
 
-from toyspt.lra.mechanism import MECHANISM_SEEDS, MechanismConfig, mechanism_trackers, task_view
-from toyspt.lra.pilot import LISTOPS_SHORT, MODEL_1L, PF_MORE, PILOT_SEEDS, tiny
-from toyspt.lra.tasks import PIXEL_TRAIN, TOKEN_TRAIN, DigitsSource
+from toyspt.kinds.tasks import PIXEL_TRAIN, TOKEN_TRAIN, DigitsSource
 from toyspt.runs.arms import arm_spec
 from toyspt.runs.ledger import StudyLedger, data_kind
 from toyspt.runs.specs import RunSpec
+from toyspt.studies.lra_mechanism import MECHANISM_SEEDS, MechanismConfig, mechanism_trackers, task_view
+from toyspt.studies.lra_pilot import LISTOPS_SHORT, MODEL_1L, PF_MORE, PILOT_SEEDS, run_pilot, tiny
 from toyspt.train.recipes import TrainConfig
 
 PRIMARY = "peak_val_acc"
@@ -55,6 +55,7 @@ PAPER = {("pathfinder", "spt"): 0.85 - 0.67, ("pathfinder", "qk_transfer"): 0.70
 # confirmatory rows the pre-registration (docs/lra.md, committed before any study seed) reports without
 # a verdict: with scratch at chance in the pilot, "frozen attention breaks PathFinder" cannot be tested
 UNJUDGED = {("pathfinder", "frozen_attention"): "scratch at chance"}
+IMAGE_TASKS = ("pathfinder", "image")  # tasks whose learnability a CNN on the same images answers
 CLAIMS = {"spt": "SPT beats scratch", "qk_transfer": "W_Q, W_K from SPT alone beat scratch",
           "frozen_attention": "attention frozen at random init"}  # a confirmatory arm's claim, in words
 
@@ -64,7 +65,7 @@ class Task:
     """One task of the study: its data, model, training, and seeds per arm."""
 
     name: str  # pathfinder | image | listops
-    data: object  # the data source (toyspt.lra.tasks)
+    data: object  # the data source (toyspt.kinds.tasks)
     train: TrainConfig  # epochs, SPT epochs, masking, batch size, lr
     model: object  # ModelConfig of the 1-layer model (the data's width and classes set)
     main_seeds: tuple[int, ...]  # scratch, spt, qk_transfer
@@ -142,7 +143,7 @@ def family(task: str, arm: str) -> str:
 
 # the study's results ledger (docs/ledger.md): every run of the study (spt's SPT-only parents included),
 # relative to the repository root
-KINDS = ("pathfinder", "digits", "listops")  # the data kinds of the study's runs (toyspt.lra.tasks)
+KINDS = ("pathfinder", "digits", "listops")  # the data kinds of the study's runs (toyspt.kinds.tasks)
 LEDGER = StudyLedger(Path("figures/ledger/lra.jsonl"), kinds=KINDS)
 TIER = "lra"  # the figure job's tier that trains and draws the study: python paper_figs.py --tier lra
 QUICK_TRAIN = dict(epochs=2, pre_epochs=1, batch_size=16)  # the smoke version's training (seconds per run)
@@ -156,7 +157,7 @@ CAUSE_ARMS = {"pathfinder": {"spt_mse": "spt:recon=mse"}}
 
 
 def quick_tasks(seeds: Sequence[int]) -> dict[str, Task]:
-    """The study's tasks at smoke-test sizes (:func:`toyspt.lra.pilot.tiny`), every arm at ``seeds``:
+    """The study's tasks at smoke-test sizes (:func:`toyspt.studies.lra_pilot.tiny`), every arm at ``seeds``:
     the same design, for the tests, never recorded in the study's ledger."""
     out = {}
     for name, t in TASKS.items():
@@ -174,9 +175,12 @@ class Study:
     tasks: dict  # task name -> Task (:data:`TASKS`, or :func:`quick_tasks`)
     quick: bool = False  # the smoke version
 
+    name: ClassVar[str] = "lra"  # its name in the registry (toyspt.studies.registry)
     ledger: ClassVar[StudyLedger] = LEDGER
     tiers: ClassVar[tuple[str, ...]] = (TIER,)  # the figure job's tiers that run this study
     lockstep: ClassVar[bool] = False  # no lockstep groups (one config over seeds): the order is seed by seed
+    figures: ClassVar[tuple[str, ...]] = ("lra_claims", "lra_mechanism", "lra_claims2")
+    preregistration: ClassVar[str] = 'docs/lra.md, "Pre-registration"'
 
     @classmethod
     def refuse(cls, quick: bool, seeds, numerics: str, contrast: bool | None) -> None:
@@ -184,7 +188,7 @@ class Study:
         seeds and numerics are pre-registered (``--seeds`` only with ``--quick``), and it draws
         no figure of the zero-mean contrast."""
         if seeds is not None and not quick:
-            raise ValueError("--seeds: the lra tier trains the pre-registered seeds of toyspt.lra.design "
+            raise ValueError("--seeds: the lra tier trains the pre-registered seeds of toyspt.studies.lra_design "
                              "(0-19 and 0-9); --seeds is honoured with --quick only")
         if numerics != "eager":
             raise ValueError("--compile: the lra tier trains with the eager numerics its pilot used; "
@@ -203,7 +207,7 @@ class Study:
 
     def mechanism(self) -> dict[tuple[str, str, int], RunSpec]:
         """``(task, arm, seed)`` -> the tracked twin (:func:`mechanism_specs`)
-        of every study run at :data:`toyspt.lra.mechanism.MECHANISM_SEEDS` (quick: those of its seeds),
+        of every study run at :data:`toyspt.studies.lra_mechanism.MECHANISM_SEEDS` (quick: those of its seeds),
         and of each arm of :data:`CAUSE_ARMS` at those seeds (a twin of no study run):
         descriptive, outside the pre-registered family, trained after every seed of the study."""
         specs = self.specs()
@@ -222,6 +226,62 @@ class Study:
             out[task, arm, int(seed)] = spec
         return out
 
+    def second(self) -> dict[tuple[str, str, int], RunSpec]:
+        """``(task, arm, seed)`` -> spec of every run of the second study (:mod:`toyspt.studies.lra2_design`;
+        quick: its smoke version at this study's quick seeds), recorded in the same ledger."""
+        from toyspt.studies import lra2_design as two
+
+        if not self.quick:
+            return two.study_specs()
+        seeds = sorted({s for t in self.tasks.values() for s in t.main_seeds})
+        return two.study_specs(quick=True, seeds=seeds)
+
+    def data_of(self, study: int) -> dict:
+        """Task name -> data source of study 1 or 2."""
+        if study == 1:
+            return {name: t.data for name, t in self.tasks.items()}
+        return {t: s.data for (t, a, _), s in self.second().items() if a == "scratch"}
+
+    def margins(self) -> dict[tuple[int, str], float]:
+        """``(study, task)`` -> the equivalence margin its pre-registration fixed."""
+        from toyspt.studies import lra2_design as two
+
+        return {**{(1, t): MARGIN for t in self.tasks}, **{(2, t): two.MARGINS[t] for t in self.data_of(2)}}
+
+    def references(self) -> dict[tuple[int, str, str, int], object]:
+        """``(study, task, "cnn_reference", 0)`` -> the CNN reference on each image task's data
+        (:mod:`toyspt.studies.lra_cnn`): the learnability gate of the claims."""
+        from toyspt.studies.lra_cnn import QUICK_REFERENCE, REFERENCE, CNNReferenceSpec
+
+        cnn = QUICK_REFERENCE if self.quick else REFERENCE
+        return {(n, t, "cnn_reference", 0): CNNReferenceSpec(d, 0, cnn) for n in (1, 2)
+                for t, d in self.data_of(n).items() if t in IMAGE_TASKS}
+
+    def claim_specs(self, study: int) -> dict[tuple, object]:
+        """``(study, task, arm, seed)`` -> every run of study 1 or 2, then its CNN references."""
+        runs = self.specs() if study == 1 else self.second()
+        return {**{(study, *k): v for k, v in runs.items()}, **{k: v for k, v in self.references().items()
+                                                                if k[0] == study}}
+
+    def progress(self, ledger) -> dict:
+        """What ``ledger`` records of the study and what the rest costs
+        (:func:`toyspt.studies.lra_progress.progress`)."""
+        from toyspt.studies.lra_progress import progress
+
+        return progress(ledger, self)
+
+    @staticmethod
+    def describe(progress: dict) -> str:
+        """:meth:`progress` in one sentence (:func:`toyspt.studies.lra_progress.summary`)."""
+        from toyspt.studies.lra_progress import summary
+
+        return summary(progress)
+
+    @classmethod
+    def pilot(cls, out, quick: bool = False, progress: bool = False, stages: tuple[int, ...] = (1, 2)):
+        """The pilot's runs, trained or read from the cache (:func:`toyspt.studies.lra_pilot.run_pilot`)."""
+        return run_pilot(out, quick, progress=progress, stages=stages)
+
     @staticmethod
     def phase(spec, facts) -> int | None:
         """The phase of an entry of the study: its seed, so the sweep trains seed by seed and a
@@ -229,9 +289,10 @@ class Study:
         the study; None for an entry of other data."""
         if data_kind(spec) not in KINDS:
             return None
-        return spec.seed + (TWINS_AFTER if spec.trackers else 0)
+        return spec.seed + (TWINS_AFTER if getattr(spec, "trackers", ()) else 0)
 
 
 __all__ = ["PRIMARY", "SECONDARY", "ALPHA", "MARGIN", "CONFIRMATORY_ARMS", "DESCRIPTIVE_ARMS", "DEPTH_ARMS", "ARMS",
-           "PAPER", "UNJUDGED", "CLAIMS", "TASKS", "Task", "EPOCHS", "study_specs", "family", "KINDS", "LEDGER", "TIER",
+           "PAPER", "UNJUDGED",
+           "IMAGE_TASKS", "CLAIMS", "TASKS", "Task", "EPOCHS", "study_specs", "family", "KINDS", "LEDGER", "TIER",
            "Study", "quick_tasks", "TWINS_AFTER", "CAUSE_ARMS", "mechanism_specs"]

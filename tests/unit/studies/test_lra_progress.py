@@ -1,13 +1,13 @@
-"""The LRA study's progress (toyspt.lra.progress) from planted ledger lines: runs and their
+"""The LRA study's progress (toyspt.studies.lra_progress) from planted ledger lines: runs and their
 SPT-only parents counted once, whole seeds, measured seconds per group, and the remaining cost
 from the measured means only (a group with nothing measured counted apart)."""
 from types import SimpleNamespace
 
 import pytest
 
-from toyspt.lra.design import Study
-from toyspt.lra.progress import entries, main, progress
 from toyspt.runs.ledger_file import Line
+from toyspt.studies.lra_design import Study
+from toyspt.studies.lra_progress import entries, progress
 
 
 def _ledger(recorded: dict[str, float]):
@@ -49,19 +49,32 @@ def test_progress_counts_entries_seeds_and_the_remaining_cost():
 
 
 def test_a_missing_ledger_is_one_error_line(tmp_path, capsys):
-    assert main(["--ledger", str(tmp_path / "none.jsonl")]) == 2
+    from toyspt.cli.main import main
+
+    assert main(["study", "progress", "lra", "--ledger", str(tmp_path / "none.jsonl")]) == 2
     assert capsys.readouterr().err.startswith("error: ")
 
 
+def test_the_command_prints_the_progress_and_writes_its_json(tmp_path, capsys):
+    import json
+
+    from toyspt.cli.main import main
+
+    assert main(["study", "progress", "lra", "--json", str(tmp_path / "p.json")]) == 0
+    out = json.loads((tmp_path / "p.json").read_text())
+    assert capsys.readouterr().out.startswith(f"{out['recorded_runs']} of {out['runs']} runs recorded")
+
+
 def test_the_committed_status_is_what_the_committed_ledger_gives():
-    """docs/lra_study.json (quoted by docs/lra.md's Status) is the progress of figures/ledger/lra.jsonl."""
+    """figures/studies/lra/progress.json (quoted by docs/reports/lra.md's Status) is the progress of
+    figures/ledger/lra.jsonl."""
     import json
     from pathlib import Path
 
-    from toyspt.lra.design import LEDGER
+    from toyspt.studies.lra_design import LEDGER
 
     root = Path(__file__).resolve().parents[3]
     ledger = LEDGER.open(root / LEDGER.path, warn=lambda m: None)
-    want = json.loads(json.dumps(progress(ledger)))
+    want = json.loads(json.dumps(Study.for_tier("lra").progress(ledger)))
     want["ledger"] = str(LEDGER.path)
-    assert json.loads((root / "docs" / "lra_study.json").read_text()) == want
+    assert json.loads((root / "figures" / "studies" / "lra" / "progress.json").read_text()) == want

@@ -10,7 +10,7 @@ Reading is bounded: each file is a regular file, its IDX header (magic, counts, 
 checked before its data, and no file may hold (or inflate to) more bytes than its header says.
 Images are averaged over ``pool`` x ``pool`` blocks (28 -> 14 for ``pool`` 2) and become
 sequences row by row, normalised as every pixel task here
-(:func:`toyspt.lra.tasks.pixels_as_sequences`). Splits: ``n_train`` + ``n_val`` images drawn
+(:func:`toyspt.kinds.tasks.pixels_as_sequences`). Splits: ``n_train`` + ``n_val`` images drawn
 from the training file by a seeded permutation, ``n_test`` from the test file (its first ones).
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ import torch
 
 from toyspt.data.source import register
 from toyspt.data.tasks import Split, TaskData
-from toyspt.lra.tasks import MODEL, PIXEL_TRAIN, pixels_as_sequences
+from toyspt.kinds.tasks import MODEL, PIXEL_TRAIN, pixels_as_sequences
 from toyspt.util.files import open_regular
 from toyspt.util.validation import Int, Text, validate, validated
 

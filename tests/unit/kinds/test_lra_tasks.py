@@ -1,4 +1,4 @@
-"""The LRA tasks as data kinds (toyspt.lra.tasks, toyspt.lra.fashion): splits and shapes, keys that
+"""The LRA tasks as data kinds (toyspt.kinds.tasks, toyspt.kinds.fashion): splits and shapes, keys that
 rebuild their source, the run's model is the LRA architecture (toyspt.lra.convert), token SPT's
 cross-entropy, Fashion-MNIST read from IDX files and refused in one line without them."""
 import gzip
@@ -10,11 +10,11 @@ import torch
 
 from toyspt.data import source
 from toyspt.data.tasks import mask_inputs, recon_loss
-from toyspt.lra import listops as lo
+from toyspt.kinds import listops as lo
+from toyspt.kinds.fashion import FashionNotFound, FashionSource, find_root
+from toyspt.kinds.pathfinder import PathfinderConfig
+from toyspt.kinds.tasks import VOCAB, DigitsSource, ListOpsSource, PathfinderSource
 from toyspt.lra.convert import to_lra
-from toyspt.lra.fashion import FashionNotFound, FashionSource, find_root
-from toyspt.lra.pathfinder import PathfinderConfig
-from toyspt.lra.tasks import VOCAB, DigitsSource, ListOpsSource, PathfinderSource
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.runs.specs import RunSpec, spec_from_dict
 

@@ -1,10 +1,10 @@
 """The pilot of the LRA study (issue 43, item 4): a few short runs per task, on seeds of the
 pilot range (:data:`PILOT_SEEDS`, never used by the study), that fix the sizes, difficulty and
-epochs before any confirmatory seed trains (docs/lra.md, "Pilot").
+epochs before any confirmatory seed trains (docs/reports/lra.md, "Pilot").
 
 Every pilot run is a :class:`toyspt.runs.specs.RunSpec` of a data kind of
-:mod:`toyspt.lra.tasks`, trained by the toolkit's one trainer through the run cache
-(``python -m toyspt.lra.pilot --out DIR``; ``--quick``: tiny sizes for the tests). What it
+:mod:`toyspt.kinds.tasks`, trained by the toolkit's one trainer through the run cache
+(``toyspt study pilot lra --out DIR``; ``--quick``: tiny sizes for the tests). What it
 reports per run: the paper's primary metric (peak held-out validation accuracy), the toolkit's
 (mean test accuracy over the last fifth of label epochs), the final training accuracy, and for
 SPT its reconstruction loss at the start and end of pretraining and the relative change over its
@@ -12,18 +12,16 @@ last fifth of epochs (``spt_tail_change``: converged when it is small).
 """
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
 import pandas as pd
 
-from toyspt.lra import listops as lo
-from toyspt.lra.pathfinder import PathfinderConfig
-from toyspt.lra.tasks import PIXEL_TRAIN, TOKEN_TRAIN, DigitsSource, ListOpsSource, PathfinderSource
+from toyspt.kinds import listops as lo
+from toyspt.kinds.pathfinder import PathfinderConfig
+from toyspt.kinds.tasks import PIXEL_TRAIN, TOKEN_TRAIN, DigitsSource, ListOpsSource, PathfinderSource
 from toyspt.nn.model import ModelConfig
 from toyspt.runs.specs import RunSpec
 from toyspt.train.evaluation import tail
@@ -145,8 +143,8 @@ def _json(meta: dict) -> str:
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
-    """The pilot's runs as the Markdown table docs/lra.md holds (rendered, never typed: the docs
-    test renders docs/lra_pilot.csv again and compares)."""
+    """The pilot's runs as the Markdown table docs/reports/lra.md holds (rendered from
+    figures/studies/lra/pilot.csv by :mod:`toyspt.figs.reports`, never typed)."""
     cols = ["task", "arm", "seed", "n_train", "majority_val", "d_model", "n_heads", "n_layers",
             "label_epochs", "mask_rate",
             "peak_val_acc", "mean_test_last20", "final_train_acc",
@@ -162,23 +160,3 @@ def markdown_table(frame: pd.DataFrame) -> str:
                 cells.append(str(v))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m toyspt.lra.pilot", description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path, default=None, help="folder for pilot.csv and pilot.json")
-    p.add_argument("--quick", action="store_true", help="tiny sizes (seconds)")
-    p.add_argument("--stages", default="1,2", help="which pilot stages (1: every task; 2: PathFinder's learnability)")
-    args = p.parse_args(argv)
-    import torch
-
-    torch.set_num_threads(1)
-    frame = run_pilot(args.out, args.quick, progress=not args.quick,
-                      stages=tuple(int(x) for x in args.stages.split(",")))
-    with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(frame.to_string(index=False))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,21 +8,19 @@
 * :func:`geometry_checks`: markers on contour ends (the first marker on a target's origin,
   the second on a target's far end, the same target iff label 1), contours never closer than
   ``gap`` except consecutive dashes of one contour, turns within the cap.
-* :func:`gallery`: a PNG of examples of both labels (docs/lra_pathfinder.png is written by
-  ``python -m toyspt.lra.pathfinder_checks --gallery docs/lra_pathfinder.png``).
+* :func:`gallery`: a PNG of examples of both labels (figures/kinds/pathfinder.png is written by
+  ``toyspt data check pathfinder --gallery figures/kinds/pathfinder.png``).
 """
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 from scipy import stats
 
-from toyspt.lra.pathfinder import PathfinderConfig, draw
+from toyspt.kinds.pathfinder import PathfinderConfig, draw
 
 
 def chance_interval(n: int, level: float = 0.99) -> tuple[float, float]:
@@ -65,7 +63,7 @@ def shortcut_checks(cfg: PathfinderConfig, n_train: int = 4000, n_test: int = 20
 def _seg_seg_distance(s, t, samples: int = 33) -> np.ndarray:
     """Distance between segments s and t ((..., 4) each): ``samples`` points of each against the
     other segment (at most half the sample spacing, L/(2 (samples - 1)), above the exact one)."""
-    from toyspt.lra.pathfinder import _seg_dist
+    from toyspt.kinds.pathfinder import _seg_dist
 
     u = np.linspace(0, 1, samples)
 
@@ -135,35 +133,33 @@ def gallery(path: Path, configs: dict[str, PathfinderConfig], per_label: int = 4
             ax.set_yticks([])
             ax.set_title(f"label {d.labels[i]}", fontsize=7)
         row[0].set_ylabel(name, fontsize=7)
-    fig.suptitle("PathFinder (toyspt.lra.pathfinder): label 1 = the markers sit on one contour", fontsize=8)
+    fig.suptitle("PathFinder (toyspt.kinds.pathfinder): label 1 = the markers sit on one contour", fontsize=8)
     fig.tight_layout()
     atomic_write(str(path), lambda tmp: fig.savefig(tmp, format="png", dpi=110))
     plt.close(fig)
     return path
 
 
-def main(argv=None) -> int:
-    from toyspt.lra.tasks import PATHFINDER
+def check_presets(gallery_path: Path | None = None, json_path: Path | None = None, n_train: int = 4000,
+                  n_test: int = 2000, echo=print) -> dict:
+    """Every preset of ``--data pathfinder:NAME`` (and the LRA setting at 6 dashes) checked: its speed,
+    shortcuts and geometry (``toyspt data check pathfinder``); with ``gallery_path``, the gallery PNG
+    there; with ``json_path``, the numbers there. ``echo`` gets a line per preset."""
+    from toyspt.kinds.tasks import PATHFINDER
+    from toyspt.util.atomic import write_text
 
-    p = argparse.ArgumentParser(prog="python -m toyspt.lra.pathfinder_checks", description=__doc__.splitlines()[0])
-    p.add_argument("--gallery", type=Path, default=None, help="write the gallery PNG here")
-    p.add_argument("--json", type=Path, default=None, help="write the checks' numbers here")
-    p.add_argument("--n-train", type=int, default=4000)
-    p.add_argument("--n-test", type=int, default=2000)
-    args = p.parse_args(argv)
     configs = {name: src.pathfinder for name, src in PATHFINDER.items()}
-    if args.gallery:
-        print(f"wrote {gallery(args.gallery, configs)}")
+    if gallery_path:
+        echo(f"wrote {gallery(gallery_path, configs)}")
     report = {}
     # the LRA setting at its easy level (6 dashes): checked too, it is no preset (see docs/lra.md)
     for name, cfg in {**configs, "lra32_K6": PathfinderConfig.lra32(6)}.items():
-        report[name] = dict(images_per_second=speed(cfg), shortcuts=shortcut_checks(cfg, args.n_train, args.n_test),
+        report[name] = dict(images_per_second=speed(cfg), shortcuts=shortcut_checks(cfg, n_train, n_test),
                             geometry=geometry_checks(draw(cfg, 200, 7), cfg))
-        print(name, json.dumps(report[name]))
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=1) + "\n")
-    return 0
+        echo(f"{name} {json.dumps(report[name])}")
+    if json_path:
+        write_text(json_path, json.dumps(report, indent=1) + "\n")
+    return report
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+__all__ = ["chance_interval", "shortcut_checks", "geometry_checks", "speed", "gallery", "check_presets"]

@@ -44,6 +44,10 @@ class CNNConfig:
         validate(self)
 
 
+REFERENCE = CNNConfig(epochs=100, patience=20)  # the studies' reference: a long patience for a late lift-off
+QUICK_REFERENCE = CNNConfig(channels=4, epochs=2, patience=1)  # its smoke version
+
+
 class SmallCNN(nn.Module):
     """Three stages of two 3x3 convolutions (c, 2c, 4c channels; ReLU), 2x2 max pooling between
     stages, global average pooling and a linear classifier."""
@@ -161,5 +165,6 @@ class CNNReferenceSpec(Spec):
         return Table(rows, dict(summary(rows), cnn_version=VERSION), seconds=time.perf_counter() - t)
 
 
-__all__ = ["CNNConfig", "CNNReferenceSpec", "SmallCNN", "as_images", "train_cnn", "against_majority", "summary",
+__all__ = ["REFERENCE", "QUICK_REFERENCE",
+           "CNNConfig", "CNNReferenceSpec", "SmallCNN", "as_images", "train_cnn", "against_majority", "summary",
            "VERSION"]

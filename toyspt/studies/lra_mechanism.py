@@ -32,9 +32,10 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
+from toyspt.data.pixels import pixel_levels
 from toyspt.data.tasks import sample_mask
 from toyspt.lra.heads import clean_inputs, fit_missing_heads
-from toyspt.lra.inputs import LOSSES, pixel_levels
+from toyspt.lra.inputs import LOSSES
 from toyspt.lra.model import LRATransformer
 from toyspt.nn.model import ToyTransformer
 from toyspt.probe import losses as toy_losses
@@ -72,7 +73,7 @@ class TaskView:
 
 
 def task_view(task) -> TaskView:
-    """The :class:`TaskView` of a study task (:class:`toyspt.lra.design.Task`)."""
+    """The :class:`TaskView` of a study task (:class:`toyspt.studies.lra_design.Task`)."""
     kind = task.data.kind
     side = task.data.pathfinder.size if kind == "pathfinder" else getattr(task.data, "side", 0)
     return TaskView(task.name, kind == "listops", side, task.train.mask_rate, task.train.recon, task.data.n_classes)
