@@ -117,11 +117,11 @@ def row(label: str, spec, entry) -> dict:
 def run(stages, out: Path | None, cache: Path | None, ledger: Path | None, workers: int = 1) -> pd.DataFrame:
     """Train (or read) every run of ``stages`` through the cache and the ledger; write the table."""
     from toyspt.runs.cache import RunCache
-    from toyspt.runs.store import LayeredStore
+    from toyspt.runs.store import layered
     from toyspt.runs.sweeps import SweepOptions, sweep
 
     specs = {k: v for st in stages for k, v in stage_specs(st).items()}
-    store = LayeredStore((RunCache(cache) if cache else RunCache(), LEDGER.open(ledger, tier="pilot2")))
+    store = layered(RunCache(cache) if cache else RunCache(), LEDGER.open(ledger, tier="pilot2"))
     entries = sweep(list(specs.values()), store, SweepOptions(workers=workers, progress=True, desc="lra pilot 2"))
     frame = pd.DataFrame([row(k, s, e) for (k, s), e in zip(specs.items(), entries)])
     if out is not None:
