@@ -191,12 +191,13 @@ def claims(frame: pd.DataFrame) -> str:
     rows = frame[(frame.family == "confirmatory") & (frame.metric == lra.PRIMARY)]
     body = [[f"{lra.CLAIMS.get(r.arm, r.arm)}: {r.task}", _paper(r.paper_value, r.claim), str(int(r.n_seeds)),
              f"{_num(r.base_mean, '.3f')} → {_num(r.arm_mean, '.3f')}", _interval(r.mean_diff, r.ci_low, r.ci_high),
-             _interval(r.hl, r.hl_low, r.hl_high), _p(r.p_holm), _counts(r), _p(r.tost_p), r.verdict]
+             _interval(r.hl, r.hl_low, r.hl_high), _p(r.p_holm), _counts(r), _p(r.tost_p),
+             getattr(r, "ungated", r.verdict), r.verdict]
             for r in rows.itertuples()]
     m = f"±{rows.margin.iloc[0]:g}" if len(rows) else "the margin"
     return _markdown(["claim (peak validation accuracy)", "paper (arm − scratch)", "seeds", "here: scratch → arm",
                       "arm − scratch, mean [95% t]", "Hodges–Lehmann [95%]", "Holm p (signed-rank, of 9)", "W/T/L",
-                      f"TOST p (within {m})", "verdict"], body)
+                      f"TOST p (within {m})", "the rule alone", "verdict after its gates"], body)
 
 
 # name -> (the CSV under the figures folder, its renderer)

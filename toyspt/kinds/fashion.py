@@ -53,24 +53,47 @@ def find_root(root: str | None) -> Path:
 
 
 def _file(d: Path, name: str) -> Path | None:
+    """The file ``name`` (or ``name.gz``) in ``d``; a link, folder, FIFO or device of that name is
+    refused in one line (a link may lead anywhere, a FIFO would block a read)."""
     for p in (d / name, d / f"{name}.gz"):
+        if p.is_symlink() or (os.path.lexists(p) and not p.is_file()):
+            kind = "a symbolic link" if p.is_symlink() else "not a regular file (a folder, FIFO or device)"
+            raise ValueError(f"Fashion-MNIST: {p} is {kind}; name a folder holding the files themselves")
         if p.is_file():
             return p
     return None
 
 
 def _read(path: Path, magic: int, dims: int) -> np.ndarray:
-    """An IDX file of uint8 data: header checked, at most the bytes it declares read."""
-    raw, _ = open_regular(str(path), "Fashion-MNIST file", max_bytes=64 * 2**20)
+    """An IDX file of uint8 data: header checked against the file's size before its data is read
+    (so at most the bytes it declares, 78.4 MB at MAX_IMAGES, are allocated, and only when the file
+    holds them), at most those bytes read."""
+    if path.is_symlink():
+        raise ValueError(f"Fashion-MNIST: {path} is a symbolic link; name the file itself")
+    raw, nbytes = open_regular(str(path), "Fashion-MNIST file", max_bytes=64 * 2**20)
     try:
-        return _parse(path, raw, magic, dims)
+        return _parse(path, raw, nbytes, magic, dims)
     except (OSError, EOFError) as e:  # a damaged gzip stream
         raise ValueError(f"{path}: unreadable ({e})") from None
     finally:
         raw.close()
 
 
-def _parse(path: Path, raw, magic: int, dims: int) -> np.ndarray:
+def _stored(path: Path, raw, nbytes: int) -> int:
+    """The bytes the file holds once read: its size, or a gzip stream's ISIZE trailer (its
+    uncompressed size modulo 2^32), read before anything is inflated."""
+    if path.suffix != ".gz":
+        return nbytes
+    if nbytes < 18:  # a gzip header and trailer at least
+        raise ValueError(f"{path}: {nbytes} bytes, too short for a gzip stream")
+    raw.seek(nbytes - 4)
+    isize = int.from_bytes(raw.read(4), "little")
+    raw.seek(0)
+    return isize
+
+
+def _parse(path: Path, raw, nbytes: int, magic: int, dims: int) -> np.ndarray:
+    stored = _stored(path, raw, nbytes)
     with (gzip.GzipFile(fileobj=raw) if path.suffix == ".gz" else raw) as f:
         head = f.read(4 + 4 * dims)
         if len(head) < 4 + 4 * dims or int.from_bytes(head[:4], "big") != magic:
@@ -79,6 +102,9 @@ def _parse(path: Path, raw, magic: int, dims: int) -> np.ndarray:
         if not 0 < shape[0] <= MAX_IMAGES or shape[1:] not in ((), (28, 28)):
             raise ValueError(f"{path}: shape {shape}, expected up to {MAX_IMAGES} items of 28x28 (images) or labels")
         size = int(np.prod(shape))
+        if stored != (4 + 4 * dims + size) % (2**32 if path.suffix == ".gz" else 2**64):
+            raise ValueError(f"{path}: its header declares {size} data bytes ({shape}), but the file holds "
+                             f"{stored - 4 - 4 * dims}")
         data = f.read(size + 1)
     if len(data) != size:
         raise ValueError(f"{path}: {len(data)} data bytes where its header declares {size}")

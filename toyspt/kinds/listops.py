@@ -39,14 +39,21 @@ MASK_ID, PAD_ID, UNK_ID, EOS_ID = 0, 1, 2, 3
 Tree = Union[int, tuple]
 
 
+# caps that bound a draw (LRA: depth 10, 10 arguments, 1,999 tokens): the generator and the tree
+# walks recurse once a level, so a depth far below Python's recursion limit (1000); a tree holds at
+# most max_len tokens (a draw past it is cut off), so memory is O(max_len) a draw and O(n·max_len)
+# for n trees (about 100 bytes a token as Python objects: under 1 MB a tree at the cap)
+MAX_DEPTH, MAX_ARGS, MAX_TOKENS = 64, 64, 8192
+
+
 @dataclass(frozen=True)
 class ListOpsConfig:
-    max_depth: int = validated(10, Int(ge=2))  # nodes at this depth are digits (root depth 1)
-    max_args: int = validated(10, Int(ge=2))  # operators take 2..max_args arguments
+    max_depth: int = validated(10, Int(ge=2, le=MAX_DEPTH))  # nodes at this depth are digits (root depth 1)
+    max_args: int = validated(10, Int(ge=2, le=MAX_ARGS))  # operators take 2..max_args arguments
     # probability that a node above max_depth is an operator
     p_op: float = validated(0.25, Float(gt=0, lt=1))
-    min_len: int = validated(501, Int(ge=1))  # fewest tokens (without <eos>) of an accepted tree
-    max_len: int = validated(1999, Int(ge=1))  # most tokens (without <eos>) of an accepted tree
+    min_len: int = validated(501, Int(ge=1, le=MAX_TOKENS))  # fewest tokens (without <eos>) of an accepted tree
+    max_len: int = validated(1999, Int(ge=1, le=MAX_TOKENS))  # most tokens (without <eos>) of an accepted tree
     # draws allowed per accepted tree before giving up
     max_tries: int = validated(1_000_000, Int(gt=0))
 

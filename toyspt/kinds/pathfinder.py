@@ -35,7 +35,11 @@ import numpy as np
 from toyspt.util.validation import Float, Int, validate, validated
 
 VERSION = 1  # the generator's version, in every run key of its data: bump when the same config draws other images
-CHUNK = 256  # images grown at once (bounds memory: CHUNK x (size*antialias)^2 int16)
+CHUNK = 256  # at most this many images grown at once (the RNG's stream depends on it: never change it)
+# values of one array a chunk may hold: the images of a chunk are at most PIXELS // (the values one
+# image's largest array holds), so every config the repo draws (at most 64x64 fine pixels) keeps
+# chunks of CHUNK images and draws what it always drew (tests/unit/kinds/test_pathfinder_memory.py)
+PIXELS = CHUNK * 64 * 64
 MAX_ROUNDS = 200  # redraw rounds for images whose targets got stuck before giving up
 
 
@@ -93,6 +97,22 @@ class Drawn:
     marked: np.ndarray
     segments: np.ndarray
     contour: np.ndarray
+
+
+def chunk_size(cfg: PathfinderConfig) -> int:
+    """Images grown at once: :data:`CHUNK`, fewer where one image's arrays are larger than
+    ``PIXELS / CHUNK`` values. An image's largest arrays are its fine canvas ((size·antialias)²:
+    the int16 clearance grid, the float32 ink), a dash's window (w², w = dash_length·antialias +
+    2·(gap·antialias + 1) + 3: distances, indices) and a dash's candidate points (n_turns ·
+    (2·dash_length·antialias + 1)). A chunk therefore holds at most max(PIXELS, one image's)
+    values an array; with the dozen float64/int64 arrays of a stamp or a turn, a draw's peak
+    is about 12 · 8 bytes · that (about 100 MiB for every config whose image fits 2^20 values a
+    array; 400 MiB for the largest the fields allow, size 256 at antialias 8), beside the
+    images it returns (4·size² bytes each)."""
+    R, L, rho = cfg.size * cfg.antialias, cfg.dash_length * cfg.antialias, cfg.gap * cfg.antialias
+    w = int(np.ceil(L + 2 * (rho + 1.0))) + 3
+    per_image = max(R * R, w * w, cfg.n_turns * (int(np.ceil(2 * L)) + 1))
+    return max(1, min(CHUNK, PIXELS // per_image))
 
 
 def _seg_dist(px, py, ax, ay, bx, by):
@@ -249,12 +269,26 @@ def _render(canvas: _Canvas, markers_fine, cfg: PathfinderConfig) -> np.ndarray:
         r, yy, xx, d, inside = canvas._window(rows, seg, half)
         hit = inside & (d <= half)
         ink[r[hit], yy[hit], xx[hit]] = 1.0
-    c = np.arange(R) + 0.5
-    rad = cfg.marker_radius * a
-    for j in range(markers_fine.shape[1]):
-        mx, my = markers_fine[:, j, 0, None, None], markers_fine[:, j, 1, None, None]
-        ink = np.maximum(ink, ((c[None, None, :] - mx) ** 2 + (c[None, :, None] - my) ** 2 <= rad * rad))
+    _disks(ink, markers_fine, cfg.marker_radius * a)
     return ink.reshape(n, cfg.size, a, cfg.size, a).mean(axis=(2, 4)).astype(np.float32)
+
+
+def _disks(ink: np.ndarray, centres, rad: float) -> None:
+    """Ink the disks of radius ``rad`` around ``centres`` (n, k, 2) on ``ink`` (n, R, R), each in its
+    bounding window: the pixels whose centre (x + 0.5, y + 0.5) lies within ``rad`` (the test a
+    full-canvas comparison made, value for value, without its n·R² float64 temporaries)."""
+    n, R = ink.shape[0], ink.shape[1]
+    w = int(np.ceil(2 * rad)) + 3
+    off = np.arange(w)
+    for j in range(centres.shape[1]):
+        mx, my = centres[:, j, 0], centres[:, j, 1]
+        x0 = np.floor(mx - rad - 0.5).astype(np.int64) - 1
+        y0 = np.floor(my - rad - 0.5).astype(np.int64) - 1
+        xx, yy = x0[:, None, None] + off[None, None, :], y0[:, None, None] + off[None, :, None]
+        hit = ((xx + 0.5) - mx[:, None, None]) ** 2 + ((yy + 0.5) - my[:, None, None]) ** 2 <= rad * rad
+        hit &= (xx >= 0) & (xx < R) & (yy >= 0) & (yy < R)
+        r, yy, xx = np.broadcast_arrays(np.arange(n)[:, None, None], yy, xx)
+        ink[r[hit], yy[hit], xx[hit]] = 1.0
 
 
 def _chunk(n: int, rng: np.random.Generator, cfg: PathfinderConfig):
@@ -288,8 +322,9 @@ def draw(cfg: PathfinderConfig, n: int, seed: int) -> Drawn:
     labels = np.arange(n) % 2
     rng.shuffle(labels)
     images, origins, ends, segs = [], [], [], []
-    for i in range(0, n, CHUNK):
-        m = min(CHUNK, n - i)
+    step = chunk_size(cfg)
+    for i in range(0, n, step):
+        m = min(step, n - i)
         canvases, o, e = _chunk(m, rng, cfg)
         marked = rng.integers(0, 2, size=m)
         y = labels[i:i + m]
@@ -328,4 +363,4 @@ def scaled(cfg: PathfinderConfig, **changes) -> PathfinderConfig:
     return replace(cfg, **changes)
 
 
-__all__ = ["VERSION", "PathfinderConfig", "Drawn", "draw", "pathfinder", "scaled", "CHUNK"]
+__all__ = ["VERSION", "PathfinderConfig", "Drawn", "draw", "pathfinder", "scaled", "CHUNK", "PIXELS", "chunk_size"]

@@ -125,5 +125,33 @@ def environment(kernels: dict, flags: set[str] | None = None) -> tuple[dict | No
             "OMP_NUM_THREADS": str(kernels.get("torch_threads") or TORCH_THREADS)}, ""
 
 
+def _at_most(level, levels: list[str], offered: list[str]) -> str | None:
+    """The strongest of ``offered`` at or below ``level`` in ``levels`` (the best offered where
+    ``level`` is none of them; None where nothing is offered)."""
+    if not offered:
+        return None
+    if level not in levels:
+        return offered[-1]
+    below = [x for x in offered if levels.index(x) <= levels.index(level)]
+    return below[-1] if below else offered[0]
+
+
+def nearest(kernels: dict, flags: set[str] | None = None) -> tuple[dict, list[str]]:
+    """(the kernels this host offers nearest ``kernels``: each setting as recorded where offered,
+    else the strongest offered below it, else the host's weakest; a line per setting changed).
+    What ``toyspt ledger verify --anyway`` retrains under where the recorded ones are not offered."""
+    flags = cpu_flags() if flags is None else flags
+    cap, isa = kernels.get("aten_cpu_capability"), kernels.get("onednn_max_cpu_isa")
+    out = dict(kernels, aten_cpu_capability=_at_most(cap, list(ATEN_LEVELS), aten_offered(flags)),
+               onednn_max_cpu_isa=_at_most(isa, list(ONEDNN_LEVELS), onednn_offered(flags)), mkldnn=True,
+               torch_threads=kernels.get("torch_threads") or TORCH_THREADS)
+    said = {"aten_cpu_capability": "torch's capability", "onednn_max_cpu_isa": "oneDNN's ISA"}
+    changed = [f"{said[k]} {kernels.get(k)!r} not offered here: retrained under {out[k]!r}"
+               for k in said if out[k] != kernels.get(k)]
+    if kernels.get("mkldnn") is False:
+        changed.append("the record ran with oneDNN disabled: retrained with it enabled")
+    return out, changed
+
+
 __all__ = ["ATEN_LEVELS", "ONEDNN_LEVELS", "ONEDNN_OF_ATEN", "TORCH_THREADS", "cpu_flags", "onednn_offered",
-           "aten_offered", "onednn_isa", "settings", "recorded", "environment"]
+           "aten_offered", "onednn_isa", "settings", "recorded", "environment", "nearest"]

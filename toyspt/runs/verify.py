@@ -17,6 +17,11 @@ group: the records of its ``group()`` whose ``seconds`` are the same number (the
 each run of a job the job's seconds divided by its size, :func:`toyspt.runs.sweeps.train_job`).
 What is compared: the entry's JSON as the record keeps it (history, summary, kept tracker
 records, config), every number's text; not its ``seconds`` (wall time, not a result).
+Asked to retrain anyway (``--anyway``), a record whose kernels this host lacks (an AMX ISA on a
+host without AMX) is retrained under the nearest this host offers, each setting changed said, and
+a record not reproduced bit for bit is judged against a float32 tolerance derived from its
+model's sums (:mod:`toyspt.runs.closeness`): ``within tolerance`` or ``differs``, each differing
+number's largest difference and the epoch where it lies named.
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ import sys
 from dataclasses import dataclass, field
 
 from toyspt.runs import kernels
+from toyspt.runs.closeness import judge, terms, tolerance
 from toyspt.runs.exact import decode
 from toyspt.runs.ledger import Ledger, cpu_model, differences, numbers
 
@@ -46,10 +52,12 @@ class Outcome:
     assumed: list[str] = field(default_factory=list)  # kernel settings the record does not name
     group: int = 1  # runs retrained together with it (its original lockstep group where that mattered)
     also: list[str] = field(default_factory=list)  # parents' records compared on the way
+    gaps: list[str] = field(default_factory=list)  # --anyway: each differing number's largest difference
 
     def lines(self) -> list[str]:
         head = f"{self.status}: {self.label}" + (f" (in its lockstep group of {self.group})" if self.group > 1 else "")
-        out = [head] + [f"  {x}" for x in ([self.detail] if self.detail else []) + self.also]
+        out = [head] + [f"  {x}" for x in ([self.detail] if self.detail else [])] + [f"    {g}" for g in self.gaps]
+        out += [f"  {x}" for x in self.also]
         return out + [f"  assumed: {a}" for a in self.assumed]
 
 
@@ -136,49 +144,75 @@ def _child() -> None:
     print(json.dumps(dict(entries=entries, capability=torch.backends.cpu.get_cpu_capability())))
 
 
-def verify(led: Ledger, record: dict) -> Outcome:
-    """Retrain ``record``'s run under its kernels and compare (see the module docstring)."""
-    label = f"{record['key']}"
-    if "recipe" not in record["spec"]:
-        return Outcome(record["key"], f"{record['kind']} record {label}", "not verified",
-                       "only training runs are retrained; this record is a "
-                       f"{record['kind']} entry computed from other entries")
-    spec = _spec(record)
-    label = spec.label()
+def _dispatch(record: dict, anyway: bool) -> tuple[dict | None, dict, list[str], str]:
+    """(the environment to retrain ``record`` under or None, the kernels it asks for, what is
+    assumed, why none): the recorded kernels; with ``anyway``, where this host lacks them, the
+    nearest it offers (:func:`toyspt.runs.kernels.nearest`), each setting changed said."""
     here = cpu_model()
     want, assumed = kernels.recorded(record, here=here)
     if record.get("cpu") != here:
         assumed = [*assumed, OTHER_MODEL.format(cpu=record.get("cpu"), here=here)]
     env, why = kernels.environment(want) if want else (None, "the record names no kernels")
+    if env is None and anyway:
+        want, changed = kernels.nearest(want)
+        env, other = kernels.environment(want)
+        why = f"{why}; nor the nearest kernels this host has: {other}" if env is None else ""
+        assumed = [*assumed, *(f"--anyway: {c}" for c in changed)]
+    return env, want, assumed, why
+
+
+def _said(recorded: dict, entry: dict, tol: float | None) -> str:
+    """How a run retrained on the way compares with its record (``tol``: judged as --anyway does)."""
+    rec = decode(recorded["entry"])
+    if tol is not None:
+        status, lines = judge(numbers(rec), numbers(entry, rec), tol)
+        return status + (f": {lines[0]}" if lines else "")
+    d = differences(numbers(rec), numbers(entry, rec))
+    return "reproduced" if not d else f"differs in {len(d)} numbers"
+
+
+def verify(led: Ledger, record: dict, anyway: bool = False) -> Outcome:
+    """Retrain ``record``'s run under its kernels and compare (see the module docstring). With
+    ``anyway``, a record whose kernels this host lacks is retrained under the nearest it has, and
+    a record that is not reproduced bit for bit is judged by :func:`toyspt.runs.closeness.judge`:
+    ``within tolerance`` or ``differs``, with the largest difference of each number and its epoch."""
+    label = f"{record['key']}"
+    if "recipe" not in record["spec"]:
+        return Outcome(record["key"], f"{record['kind']} record {label}", "not verified",
+                       "only training runs are retrained; this record is a "
+                       f"{record['kind']} entry computed from other entries")
+    label = _spec(record).label()
+    env, want, assumed, why = _dispatch(record, anyway)
     if env is None:
         return Outcome(record["key"], label, "not verified", why, assumed)
+    tol = tolerance(record["spec"]) if anyway else None
 
     def attempt(groups):
         got, cap = retrain([record], groups, env)
         if cap != want["aten_cpu_capability"]:
             raise RuntimeError(f"asked torch for {want['aten_cpu_capability']}, it dispatched to {cap}")
-        also = []
-        for k, entry in got.items():
-            line = led.lines().get(k)
-            if k != record["key"] and line is not None:
-                rec = decode(line.record["entry"])
-                d = differences(numbers(rec), numbers(entry, rec))
-                said = "reproduced" if not d else f"differs in {len(d)} numbers"
-                also.append(f"retrained on the way, {k}: {said}")
+        also = [f"retrained on the way, {k}: {_said(led.lines()[k].record, entry, tol)}"
+                for k, entry in got.items() if k != record["key"] and led.lines().get(k) is not None]
         rec = decode(record["entry"])
-        return differences(numbers(rec), numbers(got[record["key"]], rec)), also
+        return differences(numbers(rec), numbers(got[record["key"]], rec)), also, got[record["key"]]
 
     try:
-        diff, also = attempt({})
+        diff, also, got = attempt({})
         size = 1
         groups = _original_groups(led, record)
         if diff and any(len(g) > 1 for g in groups.values()):  # where the group matters: in the original groups
-            diff, also = attempt(groups)
+            diff, also, got = attempt(groups)
             size = len(groups[record["key"]])
     except RuntimeError as e:
         return Outcome(record["key"], label, "not verified", str(e), assumed)
     if not diff:
         return Outcome(record["key"], label, "reproduced", "every number bit for bit", assumed, size, also)
+    if tol is not None:
+        rec = decode(record["entry"])
+        status, gaps = judge(numbers(rec), numbers(got, rec), tol)
+        head = (f"{len(diff)} numbers not bit for bit; the tolerance, relative {tol:.3g} "
+                f"(2·(n - 1)·u32, n = {terms(record['spec'])}):")
+        return Outcome(record["key"], label, status, head, assumed, size, also, gaps)
     shown = "; ".join(diff[:MAX_SHOWN]) + (f"; and {len(diff) - MAX_SHOWN} more" if len(diff) > MAX_SHOWN else "")
     return Outcome(record["key"], label, "differs", f"{len(diff)} numbers differ: {shown}", assumed, size, also)
 

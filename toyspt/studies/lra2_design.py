@@ -91,6 +91,18 @@ def study_specs(data: dict | None = None, quick: bool = False, seeds=None) -> di
     return out
 
 
+def estimate_seconds(pilot: dict[str, dict]) -> dict[str, float]:
+    """The study's CPU-seconds per task, from the pilot's measured seconds (``pilot``: task -> its
+    ``scratch`` and ``spt_only`` seconds): per main seed scratch, SPT alone and two label phases
+    (spt, qk_transfer) priced as scratch; per other seed four label runs priced as scratch. SPT runs
+    continue their SPT-only parent, so its seconds are paid once a seed."""
+    out = {}
+    for task, sec in pilot.items():
+        out[task] = len(MAIN_SEEDS) * (3 * sec["scratch"] + sec["spt_only"]) + \
+            len(OTHER_SEEDS) * (len(CONFIRMATORY_ARMS) - 2 + len(DESCRIPTIVE_ARMS)) * sec["scratch"]
+    return out
+
+
 __all__ = ["STUDY", "PATIENCE", "LABEL_CAP", "PRE_PATIENCE", "SPT_CAP", "RECON", "MARGINS", "CONFIRMATORY_ARMS",
            "DESCRIPTIVE_ARMS", "ARMS", "MAIN_SEEDS", "OTHER_SEEDS", "PATHFINDER_RULE", "DATA", "train_config",
-           "study_specs"]
+           "study_specs", "estimate_seconds"]

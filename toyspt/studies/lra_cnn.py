@@ -28,7 +28,9 @@ from toyspt.train.loop import Lockstep, RunContext
 from toyspt.train.run import seed_stream, stalled
 from toyspt.util.validation import MAX_COUNT, Float, Int, validate, validated
 
-VERSION = 2  # bump when the network or its training comes to mean something else (2: counts against the majority)
+# bump when the network or its training comes to mean something else (2: counts against the majority;
+# 3: batch norm and global max pooling)
+VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -49,8 +51,10 @@ QUICK_REFERENCE = CNNConfig(channels=4, epochs=2, patience=1)  # its smoke versi
 
 
 class SmallCNN(nn.Module):
-    """Three stages of two 3x3 convolutions (c, 2c, 4c channels; ReLU), 2x2 max pooling between
-    stages, global average pooling and a linear classifier."""
+    """Three stages of two 3x3 convolutions (c, 2c, 4c channels; batch norm, ReLU), 2x2 max pooling
+    between stages, global max pooling and a linear classifier. Batch norm and the global max let
+    it lift off PathFinder within a few epochs at 20,000 images, where the same network without
+    them (global average, no norm) stayed at chance for 11 epochs."""
 
     def __init__(self, channels: int, n_classes: int):
         super().__init__()
@@ -58,13 +62,14 @@ class SmallCNN(nn.Module):
         for i, c in enumerate((channels, 2 * channels, 4 * channels)):
             if i:
                 layers.append(nn.MaxPool2d(2))
-            layers += [nn.Conv2d(c_in, c, 3, padding=1), nn.ReLU(), nn.Conv2d(c, c, 3, padding=1), nn.ReLU()]
+            for cin in (c_in, c):
+                layers += [nn.Conv2d(cin, c, 3, padding=1), nn.BatchNorm2d(c), nn.ReLU()]
             c_in = c
         self.features = nn.Sequential(*layers)
         self.head = nn.Linear(c_in, n_classes)
 
     def forward(self, x_Bx1xHxW: torch.Tensor) -> torch.Tensor:
-        return self.head(self.features(x_Bx1xHxW).mean(dim=(2, 3)))
+        return self.head(self.features(x_Bx1xHxW).amax(dim=(2, 3)))
 
 
 def as_images(x_BxTx1: torch.Tensor) -> torch.Tensor:

@@ -39,6 +39,7 @@ from toyspt.train.recipes import TrainConfig
 SEED = 1000  # the pilot's seed (a study's seeds lie below 1000)
 PATIENCE, LABEL_CAP = 10, 200  # label phase: epochs without a higher validation accuracy; the cap
 PRE_PATIENCE, SPT_CAP = 10, 200  # SPT: epochs without a 0.1% lower validation loss; the cap
+PF_SPT_CAP = 100  # PathFinder's SPT cap in the pilot (an epoch of 20,000 images costs 25 s: the loss is chosen by 100)
 LEVELS = 256  # grey levels of the levels loss (the LRA SPT code's PathFinder decoder)
 MODEL = ModelConfig(d_model=32, n_heads=1, d_mlp=64, max_len=1025)  # the first study's 1-layer model
 TRAIN = TrainConfig(epochs=LABEL_CAP, pre_epochs=SPT_CAP, batch_size=64, lr=1e-3, mask_rate=0.5, recon="l1",
@@ -84,7 +85,10 @@ def stage_specs(stage: str) -> dict[str, object]:
         pf, task = pathfinder(n), f"pathfinder16_n{n}"
         out = {f"{task}/cnn": CNNReferenceSpec(pf, SEED, CNN), f"{task}/scratch": _scratch(pf)}
         if stage == "b":
-            out.update({f"{task}/spt_only_{r}": _spt(pf, r) for r in PIXEL_LOSSES})
+            out[f"{task}/scratch_patience30"] = replace(out[f"{task}/scratch"],
+                                                        train=replace(TRAIN, patience=3 * PATIENCE))
+            out.update({f"{task}/spt_only_{r}": replace(s, train=replace(s.train, pre_epochs=PF_SPT_CAP))
+                        for r in PIXEL_LOSSES for s in [_spt(pf, r)]})
             out[f"{task}/scratch_2layers"] = _scratch(pf, 2)
         return out
     raise ValueError(f"stage: one of {STAGES}, got {stage!r}")
@@ -114,25 +118,51 @@ def row(label: str, spec, entry) -> dict:
                 final_test_acc=s["final_test_acc"], stop_epoch=s["stop_epoch"], stopped_early=s["stopped_early"])
 
 
-def run(stages, out: Path | None, cache: Path | None, ledger: Path | None, workers: int = 1) -> pd.DataFrame:
-    """Train (or read) every run of ``stages`` through the cache and the ledger; write the table."""
+def run(stages, out: Path | None, cache: Path | None, ledger: Path | None, workers: int = 1,
+        recorded: bool = False) -> pd.DataFrame:
+    """Train (or read) every run of ``stages`` through the cache and the ledger; write the table.
+    ``recorded``: train nothing, the table of the runs the ledger records (a pilot under way)."""
     from toyspt.runs.cache import RunCache
     from toyspt.runs.store import layered
     from toyspt.runs.sweeps import SweepOptions, sweep
 
     specs = {k: v for st in stages for k, v in stage_specs(st).items()}
-    store = layered(RunCache(cache) if cache else RunCache(), LEDGER.open(ledger, tier="pilot2"))
-    entries = sweep(list(specs.values()), store, SweepOptions(workers=workers, progress=True, desc="lra pilot 2"))
+    book = LEDGER.open(ledger, tier="pilot2")
+    if recorded:
+        found = {k: (s, book.load(s)) for k, s in specs.items()}
+        specs = {k: s for k, (s, e) in found.items() if e is not None}
+        entries = [found[k][1] for k in specs]
+    else:
+        store = layered(RunCache(cache) if cache else RunCache(), book)
+        entries = sweep(list(specs.values()), store, SweepOptions(workers=workers, progress=True, desc="lra pilot 2"))
     frame = pd.DataFrame([row(k, s, e) for (k, s), e in zip(specs.items(), entries)])
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         frame.to_csv(out / "lra_pilot2.csv", index=False, float_format="%.6g")
         meta = dict(seed=SEED, patience=PATIENCE, label_cap=LABEL_CAP, pre_patience=PRE_PATIENCE, spt_cap=SPT_CAP,
-                    stages=list(stages), keys={k: s.key() for k, s in specs.items()},
+                    stages=list(stages), estimate=estimate(frame), keys={k: s.key() for k, s in specs.items()},
                     runs={k: {c: v for c, v in r.items() if c not in ("task", "arm")}
                           for k, r in zip(specs, frame.to_dict("records"))})
         (out / "lra_pilot2.json").write_text(json.dumps(meta, indent=1, default=str).replace("NaN", "null") + "\n")
     return frame
+
+
+STUDY_TASKS = {"image": ("digits8", "mse"), "listops": ("listops128", "ce")}  # study 2's task -> pilot task, loss
+
+
+def estimate(frame: pd.DataFrame) -> dict:
+    """The second study's cost from the pilot's seconds (:func:`toyspt.studies.lra2_design.estimate_seconds`),
+    per task and in all, in CPU-hours; tasks whose pilot runs are not all recorded are left out."""
+    from toyspt.studies.lra2_design import estimate_seconds
+
+    got = {}
+    for task, (pilot, recon) in STUDY_TASKS.items():
+        sec = {a: frame.seconds[(frame.task == pilot) & (frame.arm == name)]
+               for a, name in (("scratch", "scratch"), ("spt_only", f"spt_only_{recon}"))}
+        if all(len(v) == 1 for v in sec.values()):
+            got[task] = {a: float(v.iloc[0]) for a, v in sec.items()}
+    hours = {t: v / 3600 for t, v in estimate_seconds(got).items()}
+    return dict(hours=hours, total_hours=sum(hours.values()), from_seconds=got)
 
 
 def main(argv=None) -> int:
@@ -142,12 +172,13 @@ def main(argv=None) -> int:
     p.add_argument("--cache", type=Path, default=None, help="the run cache's folder (default: TOYSPT_CACHE)")
     p.add_argument("--ledger", type=Path, default=None, help=f"the pilot's ledger (default: {LEDGER.path})")
     p.add_argument("--workers", type=int, default=1, help="training processes")
+    p.add_argument("--recorded", action="store_true", help="train nothing: the table of the runs the ledger records")
     args = p.parse_args(argv)
     stages = tuple(args.stages.split(","))
     bad = [s for s in stages if s not in STAGES]
     if bad:
         p.error(f"--stages: unknown {bad[0]!r}; known: {', '.join(STAGES)}")
-    frame = run(stages, args.out, args.cache, args.ledger, args.workers)
+    frame = run(stages, args.out, args.cache, args.ledger, args.workers, args.recorded)
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(frame.to_string(index=False))
     return 0

@@ -53,3 +53,13 @@ def test_this_process_names_what_it_dispatches():
     s = kernels.settings()
     assert s["aten_cpu_capability"] == torch.backends.cpu.get_cpu_capability() and s["torch_threads"] == 1
     assert s["onednn_max_cpu_isa"] == kernels.onednn_isa()
+
+
+def test_the_nearest_kernels_a_host_offers_stay_at_or_below_the_recorded_ones():
+    amx = dict(aten_cpu_capability="AVX512", onednn_max_cpu_isa="AVX512_CORE_AMX", mkldnn=True, torch_threads=1)
+    got, changed = kernels.nearest(amx, AVX512_HOST)
+    assert got["aten_cpu_capability"] == "AVX512" and got["onednn_max_cpu_isa"] in kernels.onednn_offered(AVX512_HOST)
+    assert kernels.environment(got, AVX512_HOST)[0] is not None and len(changed) == 1 and "AMX" in changed[0]
+    got, changed = kernels.nearest(amx, AVX2_HOST)
+    assert (got["aten_cpu_capability"], got["onednn_max_cpu_isa"]) == ("AVX2", "AVX2") and len(changed) == 2
+    assert kernels.nearest(dict(amx, onednn_max_cpu_isa="AVX2"), AVX512_HOST)[1] == []  # offered: unchanged

@@ -44,3 +44,17 @@ def test_a_parent_only_a_ledger_records_is_trained_again_before_its_child(tmp_pa
     assert plan.after == {child.key(): SPEC.key()}
     got = sweep([SPEC, child], store, SweepOptions(progress=False, workers=2))
     assert got[1].summary and RunCache(tmp_path / "fresh").load(SPEC, weights=True) is not None
+
+
+def test_a_tracked_run_claims_no_every_epoch_alternative_of_its_twin(tmp_path):
+    """A tracked run evaluated at its peak yields its untracked twin of that policy, never the
+    twin's every-epoch alternative (``evaluate="all"``): it did not measure every epoch, so the
+    untracked "all" run asked beside it is answered by itself and trains itself."""
+    tracked = replace(SPEC, recipe="spt", trackers=("displacement",), evaluate="peak")
+    twin, every = replace(tracked, trackers=()), replace(tracked, trackers=(), evaluate="all")
+    assert tracked.twins() == [twin] and twin.alternatives() == [every]
+    plan = make_plan([tracked, every, twin], RunCache(tmp_path / "empty"))
+    assert plan.answer[every.key()] == every and plan.producer(every.key()) == every
+    assert plan.answer[twin.key()] == twin and plan.producer(twin.key()) == tracked
+    assert {tracked.key(), every.key()} <= {s.key() for s in plan.todo}
+    assert [s.key() for s in plan.needs(every)][0] == every.key()

@@ -113,3 +113,80 @@ def test_records_of_other_seconds_are_no_lockstep_mates(recorded, tmp_path):
     led = _rewrite(path, tmp_path / "l.jsonl", lambda r: {**r, "seconds": r["seconds"] + 1.0} if r["key"] == key else r)
     rec = led.lines()[specs[0].key()].record
     assert lockstep_group(led, rec) == [rec]  # another job's seconds: trained apart
+
+
+def test_a_run_whose_parent_trained_alone_is_retried_in_its_own_lockstep_group(tmp_path):
+    """Parents trained one job each (each its own seconds), their children in one lockstep job: a
+    child that differs alone is retried in its original group, though its parent's group is itself."""
+    cache, led = RunCache(tmp_path / "cache"), toy_ledger(tmp_path / "ledger.jsonl")
+    specs = [SPT, replace(SPT, seed=1)]
+    store = LayeredStore((cache, led))
+    for s in specs:
+        sweep([s.parent()], store, options=SweepOptions(progress=False, lockstep=False))
+    sweep(specs, store, options=SweepOptions(progress=False, lockstep=True))
+    key = specs[0].key()
+
+    def change(r):
+        if r["key"] == key:
+            r["entry"]["history"][-1]["train_loss"] = 0.123456
+        return r
+    led = _rewrite(tmp_path / "ledger.jsonl", tmp_path / "l.jsonl", change)
+    rec = led.lines()[key].record
+    assert len(lockstep_group(led, rec)) == 2 and lockstep_group(led, led.lines()[specs[0].parent().key()].record) \
+        == [led.lines()[specs[0].parent().key()].record]
+    out = verify(led, rec)
+    assert out.status == "differs" and out.group == 2, out.lines()
+
+
+# ------------------------------------------------------------------ verify --anyway
+
+def _lacking(monkeypatch, isa="AVX512_CORE_AMX"):
+    """This host's CPU as one without ``isa`` (and what needs it), so a record naming it is foreign."""
+    from toyspt.runs import kernels
+
+    real = kernels.cpu_flags()
+    monkeypatch.setattr(kernels, "cpu_flags", lambda: real - set(kernels.ONEDNN_LEVELS[isa]))
+    return isa
+
+
+def test_a_record_of_kernels_this_host_lacks_is_verified_only_when_asked(recorded, tmp_path, monkeypatch):
+    path, specs = recorded
+    key, isa = specs[1].key(), _lacking(monkeypatch)
+    led = _rewrite(path, tmp_path / "l.jsonl",
+                   lambda r: {**r, "kernels": {**r["kernels"], "onednn_max_cpu_isa": isa}} if r["key"] == key else r)
+    rec = led.lines()[key].record
+    out = verify(led, rec)
+    assert out.status == "not verified" and f"does not offer oneDNN's {isa}" in out.detail
+    out = verify(led, rec, anyway=True)
+    assert out.status == "reproduced", out.lines()
+    assert any(a.startswith(f"--anyway: oneDNN's ISA '{isa}' not offered here: retrained under") for a in out.assumed)
+
+
+@pytest.mark.parametrize("scale, rc, status", [(1 + 1e-7, 3, "within tolerance"), (1.5, 1, "differs")])
+def test_verify_anyway_names_each_numbers_largest_difference_and_exits_by_closeness(recorded, tmp_path, capsys,
+                                                                                   scale, rc, status):
+    """A number altered a little (relative 1e-7, below 2·(n - 1)·u32) is within tolerance (exit
+    3), altered a lot differs (exit 1); each names the number, its largest difference and epoch."""
+    from toyspt.cli.main import main
+    from toyspt.runs.closeness import tolerance
+    from toyspt.runs.exact import decode, exact_encode
+
+    path, specs = recorded
+    key = specs[0].key()
+
+    def change(r):
+        if r["key"] == key:
+            entry = decode(r["entry"])
+            entry["history"][-1]["train_loss"] *= scale  # the summaries do not restate it
+            r["entry"] = exact_encode(entry)
+        return r
+    led = _rewrite(path, tmp_path / "l.jsonl", change)
+    rec = led.lines()[key].record
+    assert 1e-7 < tolerance(rec["spec"]) < 1e-3
+    last = decode(rec["entry"])["history"][-1]
+    phase, epoch = last["phase"], last["epoch"]
+    assert main(["ledger", "verify", str(tmp_path / "l.jsonl"), "--key", key, "--anyway"]) == rc
+    said = capsys.readouterr().out
+    assert said.startswith(f"{status}: ") and f"history.{phase}.train_loss: largest |difference| " in said, said
+    assert f"at epoch {epoch} " in said and ("beyond tolerance" in said) == (rc == 1), said
+    assert main(["ledger", "verify", str(path), "--key", key, "--anyway"]) == 0  # the record itself: bit for bit
