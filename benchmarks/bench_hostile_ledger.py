@@ -1,10 +1,10 @@
 """Hostile ledgers and pages: exit code, wall seconds and peak memory of the commands that read
 them (``python benchmarks/bench_hostile_ledger.py``; about a minute). Each case runs in a fresh
 process (peak resident memory from ``getrusage`` of the children); the inputs are built from the
-first committed records of figures/ledger/ucr.jsonl in a temporary folder. The cases are those of
-the hostile-input round on the ledger (a compact form claiming 10^12 values, a 64 MiB one-line
-JSON array, a forged number in a sealed record, a record whose kind is a list, a 0.8 MB page of
-unclosed doc markers); tests/integration/test_faults_round6.py holds the same cases as tests.
+first committed records of figures/ledger/ucr.jsonl in a temporary folder. The cases (a compact form
+claiming 10^12 values, a 64 MiB one-line JSON array, a forged number in a sealed record, a record
+whose kind is a list, a 0.8 MB page of unclosed doc markers) are tests too:
+tests/integration/test_faults_ledger.py and test_faults_docs.py.
 """
 from __future__ import annotations
 

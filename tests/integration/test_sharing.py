@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from checks import assert_bitwise
+from helpers.checks import assert_bitwise
 
 from toyspt.nn.model import ModelConfig
 from toyspt.runs.sweeps import SweepOptions

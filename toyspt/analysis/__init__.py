@@ -27,5 +27,5 @@ __all__, __getattr__, __dir__ = exports(globals(), {
     "toyspt.analysis.rows": ("label_row", "label_frame"),
     "toyspt.analysis.gains": ("gain_table", "gain_and_share"),
     "toyspt.analysis.basin": ("basin_of", "basin_row", "predictor_test"),
-    "toyspt.analysis.tables": ("run_row", "compare", "per_seed_frame", "write_tables"),
+    "toyspt.analysis.tables": ("run_row", "comparison", "write_tables"),
 })

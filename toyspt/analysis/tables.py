@@ -1,6 +1,7 @@
 """Comparison tables: per-seed summaries of swept runs, mean ± std per data set and arm, CSV
 and JSON. One set of tables whatever the data (``toyspt compare``, and ``toyspt ucr``, which
-forwards to it).
+forwards to it); rows in, tables out: the caller sweeps the runs
+(:func:`toyspt.runs.arms.arm_specs`, :func:`toyspt.runs.sweeps.sweep`).
 
 :func:`run_row` is the one per-run row of toyspt, whatever the data: a run's labels, the
 summary metrics asked for and per-run columns, functions ``fn(spec, result) -> float`` (or
@@ -12,14 +13,12 @@ index of the final model on the data's probe inputs); the real-data figures' row
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import pandas as pd
 
-from toyspt.data.source import DataSource
-from toyspt.runs.specs import Entry, RunSpec, Spec
+from toyspt.runs.specs import Entry, Spec
 from toyspt.util.atomic import write_text
 
 # what a label run's summary reports (toyspt.train.evaluation.label_summary), in table order:
@@ -35,20 +34,6 @@ def default_columns(blindness: bool = False) -> dict[str, Column]:
     from toyspt.probe.columns import PROBE_COLUMNS, blindness_columns
 
     return dict(PROBE_COLUMNS, **({"blindness": blindness_columns} if blindness else {}))
-
-
-def arm_specs(arms: Sequence[str], seeds: Sequence[int], base: RunSpec,
-              data: Sequence[DataSource] | None = None) -> list[tuple[dict, RunSpec]]:
-    """(labels, spec) for every data source (default: the base's), arm and seed on top of
-    ``base``; the model is fitted to each data source (e.g. its class count)."""
-    from toyspt.runs.arms import arm_spec
-
-    out = []
-    for d in data if data is not None else [base.data]:
-        b = replace(base, data=d, model=d.fit(base.model))
-        out += [(dict(dataset=d.name, arm=arm, seed=s), arm_spec(arm, replace(b, seed=s))) for arm in arms
-                for s in seeds]
-    return out
 
 
 def run_row(labels: Mapping, result: Entry, metrics: Sequence[str] = SUMMARY_METRICS,
@@ -67,20 +52,6 @@ def rows(labelled: Sequence[tuple[dict, Spec]], results: Sequence[Entry], metric
     """One :func:`run_row` per run: its labels, the summary ``metrics`` and ``columns``."""
     return pd.DataFrame([run_row(labels, res, metrics, columns, spec)
                          for (labels, spec), res in zip(labelled, results)])
-
-
-def per_seed_frame(arms: Sequence[str], seeds: Sequence[int], base: RunSpec, cache,
-                   data: Sequence[DataSource] | None = None, options=None, recompute: bool = False,
-                   columns: Mapping[str, Column] | None = None) -> pd.DataFrame:
-    """One row per (dataset, arm, seed) with the run summary and the extra columns (default
-    :func:`default_columns`); runs go through :func:`toyspt.runs.sweeps.sweep` with ``options``
-    (a :class:`toyspt.runs.sweeps.SweepOptions`; default: lockstep, a progress bar)."""
-    from toyspt.runs.sweeps import SweepOptions, sweep
-
-    specs = arm_specs(arms, seeds, base, data)
-    results = sweep([s for _, s in specs], cache, options or SweepOptions(lockstep=True, desc="compare"),
-                    recompute=recompute)
-    return rows(specs, results, columns=default_columns() if columns is None else columns)
 
 
 def _spread(values: pd.Series) -> float | None:
@@ -119,11 +90,14 @@ def write_tables(per_seed: pd.DataFrame, out: Path) -> list[Path]:
     return paths
 
 
-def compare(arms, seeds, base, cache, data=None, **kw) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(mean ± std table, per-seed frame) of ``arms`` over ``seeds`` (keywords: :func:`per_seed_frame`'s)."""
-    per_seed = per_seed_frame(arms, seeds, base, cache, data, **kw)
+def comparison(labelled: Sequence[tuple[dict, Spec]], results: Sequence[Entry],
+               columns: Mapping[str, Column] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(mean ± std table, per-seed frame) of swept runs (``labelled``: (labels, spec) as
+    :func:`toyspt.runs.arms.arm_specs` gives them, ``results`` their entries in that order); the
+    per-seed frame is :func:`rows` with ``columns`` (default :func:`default_columns`)."""
+    per_seed = rows(labelled, results, columns=default_columns() if columns is None else columns)
     return summary_table(per_seed), per_seed
 
 
-__all__ = ["SUMMARY_METRICS", "Column", "default_columns", "arm_specs", "run_row", "rows", "per_seed_frame",
-           "summary_table", "write_tables", "compare"]
+__all__ = ["SUMMARY_METRICS", "Column", "default_columns", "run_row", "rows", "summary_table", "write_tables",
+           "comparison"]

@@ -101,10 +101,11 @@ def cmd_compare(args) -> int:
     import pandas as pd
     import torch
 
-    from toyspt.analysis.tables import compare, default_columns, write_tables
+    from toyspt.analysis.tables import comparison, default_columns, write_tables
     from toyspt.cli.flags import open_ledger, store_of
     from toyspt.runs import executor_scope
-    from toyspt.runs.sweeps import SweepOptions
+    from toyspt.runs.arms import arm_specs
+    from toyspt.runs.sweeps import SweepOptions, sweep
 
     torch.set_num_threads(1)
     from toyspt.data.source import kind_of
@@ -122,8 +123,9 @@ def cmd_compare(args) -> int:
     ledger = open_ledger(args.ledger, kinds, answers=not columns)
     with executor_scope(args.workers, args.dask) as ex:
         options = SweepOptions(workers=args.workers, executor=ex, lockstep=not args.no_lockstep, desc="compare")
-        table, per_seed = compare(arms, args.seeds, base, store_of(args.cache, ledger), data, options=options,
-                                  recompute=args.recompute, columns=columns)
+        labelled = arm_specs(arms, args.seeds, base, data)
+        results = sweep([s for _, s in labelled], store_of(args.cache, ledger), options, recompute=args.recompute)
+        table, per_seed = comparison(labelled, results, columns)
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(table.to_string(index=False))
     if args.out:

@@ -128,9 +128,9 @@ def open_ledger(path: str | None, study, tier: str = "", answers: bool = True):
 def store_of(cache: str | None, ledger):
     """The store a sweep uses: the run cache at ``cache``, before ``ledger`` where there is one."""
     from toyspt.runs.cache import RunCache
-    from toyspt.runs.store import LayeredStore
+    from toyspt.runs.store import layered
 
-    return RunCache(cache) if ledger is None else LayeredStore((RunCache(cache), ledger))
+    return layered(RunCache(cache), ledger)
 
 
 def add_numerics_flag(p: argparse.ArgumentParser) -> None:
@@ -349,13 +349,12 @@ def check_storable(spec: RunSpec, where: str = "") -> None:
 
     from toyspt.nn.model import ToyTransformer
     from toyspt.runs.cache import MAX_BYTES
-    from toyspt.train.recipes import get_recipe
 
     with torch.device("meta"):  # shapes only: nothing is allocated
         model = ToyTransformer(spec.model)
     params = sum(p.numel() for p in model.parameters())
     state = params + sum(b.numel() for b in model.buffers())
-    rec = get_recipe(spec.recipe)
+    rec = spec.rec
     total = 4 * (state * (2 + rec.pretrains) + 2 * params * rec.label_phase)
     limit = MAX_BYTES["weights.pt"]
     if total > limit:

@@ -29,7 +29,8 @@ def specs(ctx):
     return {(a, s): ctx.tracked_spec(a, s) for a in ("scratch", "spt") for s in ctx.seeds}
 
 
-def draw(ctx, runs):
+def _init_rows(ctx) -> list[dict]:
+    """Blindness at init, per setting and seed (a float64 probe of a fresh model)."""
     data = ctx.base.data.load()
     batch = make_batch(data.train.x[:128], data.train.y[:128], 0.5, seed=0)
     rows = []
@@ -47,6 +48,12 @@ def draw(ctx, runs):
                              value=lab.row_heterogeneity[0].item()))
             rows.append(dict(panel="init", setting=setting, seed=s, metric="column_share_label",
                              value=lab.column_share[0].item()))
+    return rows
+
+
+def _training_rows(ctx, runs) -> list[dict]:
+    """What the tracked runs recorded along training, in the tracked directions."""
+    rows = []
     for a in ("scratch", "spt"):
         for s in ctx.seeds:
             f = records_frame(runs[a, s].records)
@@ -59,13 +66,13 @@ def draw(ctx, runs):
                 rows.append(dict(panel="training", arm=a, seed=s, direction=d if isinstance(d, str) else None,
                                  metric=("abs_" + r.metric) if r.metric.startswith("cos") else r.metric,
                                  step=r.step, value=v))
-    frame = pd.DataFrame(rows, columns=COLUMNS).drop_duplicates(
-        ["panel", "setting", "arm", "seed", "direction", "metric", "step"], keep="last")
+    return rows
 
-    fig, axes = plt.subplots(2, 4, figsize=(17, 7.5), layout="constrained")
-    init = frame[frame.panel == "init"]
+
+def _init_panels(axes, init: pd.DataFrame) -> None:
+    """Top row: |cos| per direction per setting, and label against recon per seed and direction."""
     for k, setting in enumerate(SETTINGS):
-        ax = axes[0, k]
+        ax = axes[k]
         g = init[(init.setting == setting) & init.metric.str.startswith("abs_cos")]
         m = g.groupby(["direction", "metric"], sort=False).value.mean().unstack()
         m = m.reindex(list(dr.COMPACT))
@@ -76,8 +83,8 @@ def draw(ctx, runs):
         if k == 0:
             ax.set_ylim(1e-18, 2)  # exact zeros (circulant) sit at float64 rounding, ~1e-17
         ax.set_xlabel("")
-    axes[0, 0].set_ylabel("|cos(dL/dS, direction)| (mean over seeds)")
-    ax = axes[0, 3]
+    axes[0].set_ylabel("|cos(dL/dS, direction)| (mean over seeds)")
+    ax = axes[3]
     g = init[init.metric.str.startswith("abs_cos")].pivot_table(
         index=["setting", "seed", "direction"], columns="metric", values="value").reset_index()
     for setting, gg in g.groupby("setting", sort=False):
@@ -88,9 +95,12 @@ def draw(ctx, runs):
     ax.set_ylabel("|cos| label")
     ax.set_title("per seed and direction")
     ax.legend(fontsize=6)
-    tr = frame[frame.panel == "training"]
+
+
+def _training_panels(axes, tr: pd.DataFrame) -> None:
+    """Bottom row: |cos| along training per proximity direction, row heterogeneity and column share."""
     for k, d in enumerate(dr.PROXIMITY_W1):
-        ax = axes[1, k]
+        ax = axes[k]
         for a in ("scratch", "spt"):
             for metric, ls in (("abs_cos_label", "-"), ("abs_cos_recon", "--")):
                 g = tr[(tr.arm == a) & (tr.direction == d) & (tr.metric == metric)].groupby("step").value.mean()
@@ -100,7 +110,7 @@ def draw(ctx, runs):
         ax.set_xlabel("optimizer step")
         ax.legend(fontsize=7)
     for k, metric in enumerate(("row_heterogeneity_label", "column_share_label")):
-        ax = axes[1, 2 + k]
+        ax = axes[2 + k]
         for a in ("scratch", "spt"):
             g = tr[(tr.arm == a) & (tr.metric == metric)].groupby("step").value.agg(["mean", "std"])
             ax.plot(g.index, g["mean"], marker="o", ms=2, color=color(a), label=a)
@@ -109,6 +119,16 @@ def draw(ctx, runs):
         ax.set_title(f"{metric.replace('_', ' ')} along training")
         ax.set_xlabel("optimizer step")
         ax.legend(fontsize=7)
+
+
+def draw(ctx, runs):
+    rows = _init_rows(ctx) + _training_rows(ctx, runs)
+    frame = pd.DataFrame(rows, columns=COLUMNS).drop_duplicates(
+        ["panel", "setting", "arm", "seed", "direction", "metric", "step"], keep="last")
+    fig, axes = plt.subplots(2, 4, figsize=(17, 7.5), layout="constrained")
+    init = frame[frame.panel == "init"]
+    _init_panels(axes[0], init)
+    _training_panels(axes[1], frame[frame.panel == "training"])
     fig.suptitle(f"{TITLE} ({len(ctx.seeds)} seeds; recon probe uses L1, 50% mask)")
     summ = init[init.metric.str.startswith("abs_cos")].groupby(["setting", "direction", "metric"]).value.median()
     ctx.meta[NAME] = {f"{a}|{b}|{c}": float(v) for (a, b, c), v in summ.items()}

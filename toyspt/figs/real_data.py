@@ -129,6 +129,108 @@ def predictor_check(basin: pd.DataFrame, column: str = "basin_predictor", thresh
                           hits=hits, n=n, base_rate=r["base_rate"], majority=r["majority"], p_base_rate=r["p"])
 
 
+def _frame(basin: pd.DataFrame, spt: pd.DataFrame, blind: pd.DataFrame) -> pd.DataFrame:
+    """``real_data.csv``: the basin panel's runs, SPT's own accuracy, blindness at init."""
+    rows = [dict(panel="basin", dataset=r.dataset, seed=r.seed, arm="spt_only", metric=m, value=getattr(r, m),
+                 basin=r.basin) for r in basin.itertuples()
+            for m in ("basin_predictor", "proximity_after_spt", "beta_init", "beta_epoch1")]
+    rows += [dict(panel="own_accuracy", dataset=r.dataset, seed=r.seed, arm="spt", metric=m, value=getattr(r, m),
+                  basin=r.basin) for r in spt.itertuples() for m in (design.PRIMARY, "centred", "proximity_after_spt")]
+    return pd.concat([pd.DataFrame(rows), blind], ignore_index=True).reindex(columns=COLUMNS)
+
+
+def _basin_panel(ax, basin: pd.DataFrame, names: list[str], check) -> None:
+    """Basin per run, coloured by the predictor's call; x marks a miss."""
+    for j, name in enumerate(names):
+        g = basin[basin.dataset == name].reset_index(drop=True)
+        xs = j + np.linspace(-0.3, 0.3, len(g)) if len(g) > 1 else np.full(1, float(j))
+        for x, r in zip(xs, g.itertuples()):
+            call = "proximity" if r.basin_predictor > 0 else "anti-local"
+            ax.scatter([x], [r.proximity_after_spt], color=BASIN_COLORS[call], s=28,
+                       marker="o" if call == r.basin else "X", zorder=3)
+    ax.axhline(1.0, color="0.5", lw=0.8, ls=":")
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(names)), names, fontsize=7)
+    ax.set(ylabel="proximity index after SPT (log; > 1 proximity)",
+           title=f"basin per run, colour = predictor's call (X = miss)\n{textwrap.fill(check.checked, 90)}")
+    ax.title.set_fontsize(6.5)
+
+
+def _predictor_panel(ax, preds: pd.DataFrame, n_runs: int) -> None:
+    """One row per predictor, cheapest first: no label can fall on another."""
+    rows = preds.sort_values("cost_fraction", kind="stable").reset_index(drop=True)
+    ys = np.arange(len(rows))[::-1]
+    for y, r in zip(ys, rows.itertuples()):
+        ax.scatter(r.share, y, color="C0" if r.predictor.startswith(("beta", "basin")) else "C1", s=22, zorder=3)
+        ax.scatter(r.base_rate, y, color="0.5", marker="|", s=60, zorder=2)
+    ax.axvline(REAL_SHARE, color="k", ls="--", lw=0.8)
+    ax.set_yticks(ys, [f"{r.label} (cost {r.cost_fraction:.2g}, p {r.p:.2g})" for r in rows.itertuples()],
+                  fontsize=5.5)
+    ax.set(xlim=(0, 1.05), xlabel="share of runs whose basin it names (grey bar: always the majority basin)",
+           title=f"predictors on {n_runs} SPT-only runs\n(cost: fraction of one SPT run; p: exact McNemar "
+                 "vs the majority basin)")
+    ax.title.set_fontsize(7)
+
+
+def _beta_panel(ax, runs, basin: pd.DataFrame) -> None:
+    """Beta trajectories along SPT, by basin."""
+    for (kind, src, seed), res in ((k, r) for k, r in runs.items() if k[0] == "basin"):
+        bt = sorted((int(r["epoch"]), float(r["value"])) for r in res.records if r["metric"] == "beta")
+        b_ = basin[(basin.dataset == src.name) & (basin.seed == seed)].basin.iloc[0]
+        ax.plot([e for e, _ in bt], [v for _, v in bt], color=BASIN_COLORS[b_], lw=0.6, alpha=0.6)
+    ax.axhline(0, color="k", lw=0.6)
+    ax.set_xscale("symlog", linthresh=1)
+    ax.set_xlim(0, None)
+    ax.set(xlabel="SPT epoch (0 = init)", ylabel="model's recon gain beta (uniform visible attention)",
+           title="beta along SPT, by basin (green proximity, red anti-local)")
+
+
+def _own_accuracy_panels(axes, spt: pd.DataFrame, names: list[str], assoc: dict) -> None:
+    """SPT's own accuracy by basin within sets, and against the proximity index."""
+    ax = axes[0]
+    for j, name in enumerate(names):
+        for k, b in enumerate(("proximity", "anti-local")):
+            v = spt[(spt.dataset == name) & (spt.basin == b)].centred
+            ax.scatter(np.full(len(v), j + (k - 0.5) * 0.3), v, color=BASIN_COLORS[b], s=14, alpha=0.7)
+    ax.axhline(0, color="0.5", lw=0.8)
+    ax.set_xticks(range(len(names)), names, fontsize=7)
+    ba = assoc["basin"]
+    what = (f"proximity - anti-local {ba['diff']:+.3f} [{ba['ci_low']:+.3f}, {ba['ci_high']:+.3f}], "
+            f"within-set permutation p {ba['perm_p']:.2g}" if "diff" in ba else ba.get("error", ""))
+    ax.set(ylabel=f"spt {design.PRIMARY}, centred within set", title=f"SPT's own accuracy by basin\n{what}")
+    ax.title.set_fontsize(7)
+    ax = axes[1]
+    for name in names:
+        g = spt[spt.dataset == name]
+        ax.scatter(g.proximity_after_spt, g.centred, s=16, label=name)
+    ax.set_xscale("log")
+    ax.axvline(1, color="0.5", lw=0.8, ls=":")
+    lp = assoc["log_proximity"]
+    what = (f"within-set rho {lp['rho']:+.2f} [{lp['ci_low']:+.2f}, {lp['ci_high']:+.2f}], permutation p "
+            f"{lp['perm_p']:.2g}" if "rho" in lp else lp["error"])
+    ax.set(xlabel="proximity index of the SPT weights", ylabel=f"spt {design.PRIMARY}, centred within set",
+           title=f"own accuracy vs proximity: {what}")
+    ax.title.set_fontsize(7)
+    ax.legend(fontsize=7)
+
+
+def _blindness_panel(ax, blind: pd.DataFrame, names: list[str]) -> None:
+    """Blindness at init: label and recon |cos| with proximity and control directions."""
+    b = blind.assign(kind=np.where(blind.direction.str.startswith(("circ", "toep")), "proximity", "control"))
+    b["group"] = b.loss + " / " + b.kind
+    order = ["label / proximity", "label / control", "recon / proximity", "recon / control"]
+    for k, name in enumerate(names):
+        for i, gname in enumerate(order):
+            v = b[(b.dataset == name) & (b.group == gname)].value
+            ax.boxplot([v], positions=[k * 5 + i], widths=0.7, showfliers=False, patch_artist=True,
+                       boxprops=dict(facecolor=f"C{i}", alpha=0.5))
+    ax.set_xticks([k * 5 + 1.5 for k in range(len(names))], names, fontsize=7)
+    ax.set_yscale("log")
+    ax.set(ylabel="|cos(dL/dS, direction)| per example, at init",
+           title="blindness at init: " + ", ".join(f"C{i} {g}" for i, g in enumerate(order)))
+    ax.title.set_fontsize(7)
+
+
 def draw(ctx, runs):
     datasets, skipped, t = ctx.study.datasets, ctx.study.skipped, ctx.study.tier
     if not datasets:
@@ -152,91 +254,15 @@ def draw(ctx, runs):
                                value=r["value"], direction=r["direction"], loss=r["loss"])
                           for k, res in runs.items() if k[0] == "probes"
                           for r in res.rows if r["probe"] == "blindness"])
-    rows = [dict(panel="basin", dataset=r.dataset, seed=r.seed, arm="spt_only", metric=m, value=getattr(r, m),
-                 basin=r.basin) for r in basin.itertuples()
-            for m in ("basin_predictor", "proximity_after_spt", "beta_init", "beta_epoch1")]
-    rows += [dict(panel="own_accuracy", dataset=r.dataset, seed=r.seed, arm="spt", metric=m, value=getattr(r, m),
-                  basin=r.basin) for r in spt.itertuples() for m in (design.PRIMARY, "centred", "proximity_after_spt")]
-    frame = pd.concat([pd.DataFrame(rows), blind], ignore_index=True).reindex(columns=COLUMNS)
+    frame = _frame(basin, spt, blind)
 
     fig, axes = plt.subplots(2, 3, figsize=(16, 9.5))
     names = [d.config.name for d in datasets]
-    ax = axes[0, 0]  # basin per run, coloured by the predictor's call; x marks a miss
-    for j, name in enumerate(names):
-        g = basin[basin.dataset == name].reset_index(drop=True)
-        xs = j + np.linspace(-0.3, 0.3, len(g)) if len(g) > 1 else np.full(1, float(j))
-        for x, r in zip(xs, g.itertuples()):
-            call = "proximity" if r.basin_predictor > 0 else "anti-local"
-            ax.scatter([x], [r.proximity_after_spt], color=BASIN_COLORS[call], s=28,
-                       marker="o" if call == r.basin else "X", zorder=3)
-    ax.axhline(1.0, color="0.5", lw=0.8, ls=":")
-    ax.set_yscale("log")
-    ax.set_xticks(range(len(names)), names, fontsize=7)
-    ax.set(ylabel="proximity index after SPT (log; > 1 proximity)",
-           title=f"basin per run, colour = predictor's call (X = miss)\n{textwrap.fill(check.checked, 90)}")
-    ax.title.set_fontsize(6.5)
-    ax = axes[0, 1]  # one row per predictor, cheapest first: no label can fall on another
-    rows = preds.sort_values("cost_fraction", kind="stable").reset_index(drop=True)
-    ys = np.arange(len(rows))[::-1]
-    for y, r in zip(ys, rows.itertuples()):
-        ax.scatter(r.share, y, color="C0" if r.predictor.startswith(("beta", "basin")) else "C1", s=22, zorder=3)
-        ax.scatter(r.base_rate, y, color="0.5", marker="|", s=60, zorder=2)
-    ax.axvline(REAL_SHARE, color="k", ls="--", lw=0.8)
-    ax.set_yticks(ys, [f"{r.label} (cost {r.cost_fraction:.2g}, p {r.p:.2g})" for r in rows.itertuples()],
-                  fontsize=5.5)
-    ax.set(xlim=(0, 1.05), xlabel="share of runs whose basin it names (grey bar: always the majority basin)",
-           title=f"predictors on {len(basin)} SPT-only runs\n(cost: fraction of one SPT run; p: exact McNemar "
-                 "vs the majority basin)")
-    ax.title.set_fontsize(7)
-    ax = axes[0, 2]  # beta trajectories
-    for (kind, src, seed), res in ((k, r) for k, r in runs.items() if k[0] == "basin"):
-        bt = sorted((int(r["epoch"]), float(r["value"])) for r in res.records if r["metric"] == "beta")
-        b_ = basin[(basin.dataset == src.name) & (basin.seed == seed)].basin.iloc[0]
-        ax.plot([e for e, _ in bt], [v for _, v in bt], color=BASIN_COLORS[b_], lw=0.6, alpha=0.6)
-    ax.axhline(0, color="k", lw=0.6)
-    ax.set_xscale("symlog", linthresh=1)
-    ax.set_xlim(0, None)
-    ax.set(xlabel="SPT epoch (0 = init)", ylabel="model's recon gain beta (uniform visible attention)",
-           title="beta along SPT, by basin (green proximity, red anti-local)")
-    ax = axes[1, 0]  # SPT's own accuracy by basin, within sets
-    for j, name in enumerate(names):
-        for k, b in enumerate(("proximity", "anti-local")):
-            v = spt[(spt.dataset == name) & (spt.basin == b)].centred
-            ax.scatter(np.full(len(v), j + (k - 0.5) * 0.3), v, color=BASIN_COLORS[b], s=14, alpha=0.7)
-    ax.axhline(0, color="0.5", lw=0.8)
-    ax.set_xticks(range(len(names)), names, fontsize=7)
-    ba = assoc["basin"]
-    what = (f"proximity - anti-local {ba['diff']:+.3f} [{ba['ci_low']:+.3f}, {ba['ci_high']:+.3f}], "
-            f"within-set permutation p {ba['perm_p']:.2g}" if "diff" in ba else ba.get("error", ""))
-    ax.set(ylabel=f"spt {design.PRIMARY}, centred within set", title=f"SPT's own accuracy by basin\n{what}")
-    ax.title.set_fontsize(7)
-    ax = axes[1, 1]
-    for name in names:
-        g = spt[spt.dataset == name]
-        ax.scatter(g.proximity_after_spt, g.centred, s=16, label=name)
-    ax.set_xscale("log")
-    ax.axvline(1, color="0.5", lw=0.8, ls=":")
-    lp = assoc["log_proximity"]
-    what = (f"within-set rho {lp['rho']:+.2f} [{lp['ci_low']:+.2f}, {lp['ci_high']:+.2f}], permutation p "
-            f"{lp['perm_p']:.2g}" if "rho" in lp else lp["error"])
-    ax.set(xlabel="proximity index of the SPT weights", ylabel=f"spt {design.PRIMARY}, centred within set",
-           title=f"own accuracy vs proximity: {what}")
-    ax.title.set_fontsize(7)
-    ax.legend(fontsize=7)
-    ax = axes[1, 2]  # blindness at init
-    b = blind.assign(kind=np.where(blind.direction.str.startswith(("circ", "toep")), "proximity", "control"))
-    b["group"] = b.loss + " / " + b.kind
-    order = ["label / proximity", "label / control", "recon / proximity", "recon / control"]
-    for k, name in enumerate(names):
-        for i, gname in enumerate(order):
-            v = b[(b.dataset == name) & (b.group == gname)].value
-            ax.boxplot([v], positions=[k * 5 + i], widths=0.7, showfliers=False, patch_artist=True,
-                       boxprops=dict(facecolor=f"C{i}", alpha=0.5))
-    ax.set_xticks([k * 5 + 1.5 for k in range(len(names))], names, fontsize=7)
-    ax.set_yscale("log")
-    ax.set(ylabel="|cos(dL/dS, direction)| per example, at init",
-           title="blindness at init: " + ", ".join(f"C{i} {g}" for i, g in enumerate(order)))
-    ax.title.set_fontsize(7)
+    _basin_panel(axes[0, 0], basin, names, check)
+    _predictor_panel(axes[0, 1], preds, len(basin))
+    _beta_panel(axes[0, 2], runs, basin)
+    _own_accuracy_panels(axes[1, :2], spt, names, assoc)
+    _blindness_panel(axes[1, 2], blind, names)
     fig.suptitle(f"{TITLE}\ntier {t.name}: {len(t.basin_seeds)} SPT-only runs and {len(t.power_seeds)} spt runs "
                  "per set", fontsize=10)
     fig.tight_layout()

@@ -75,15 +75,13 @@ class ArchHints:
     head: str | None = None  # --head cls|rec|none: what decoder.0.output_transform is
 
 
-FLAGS = {"n_heads": "--heads", "causal": "--causal or --no-causal", "window": "--window N (0 = "
-         "global attention)", "look_backward": "--look-backward", "look_forward": "--look-forward",
-         "activation": "--activation", "pool": "--pool", "use_lengths": "--use-lengths or "
-         "--all-positions"}
+FLAGS = {"n_heads": "--heads", "causal": "--causal or --no-causal", "window": "--window N (0 = global attention)",
+         "look_backward": "--look-backward", "look_forward": "--look-forward", "activation": "--activation",
+         "pool": "--pool", "use_lengths": "--use-lengths or --all-positions"}
 
 
 def _needed(field: str, what: str) -> str:
-    return (f"{what} is not in the state dict and the file has no run config; pass "
-            f"{FLAGS[field]} ({field}=...)")
+    return f"{what} is not in the state dict and the file has no run config; pass {FLAGS[field]} ({field}=...)"
 
 
 class _Resolver:
@@ -114,6 +112,75 @@ class _Resolver:
         raise CheckpointError(missing)
 
 
+def _tensors(sd) -> tuple[str, dict]:
+    """(attention layout, what the tensors decide: depth, widths, encoder, table length)."""
+    idx = _layer_indices(sd)
+    n_layers = len(idx) // 2
+    kinds = {_attn_kind(sd, 2 * i) for i in range(n_layers)}
+    if len(kinds) > 1:
+        raise CheckpointError(f"mixed attention layouts across layers: {sorted(kinds)}")
+    kind = kinds.pop()
+    d_model = (_shape(sd, "model.layers.0.layer.linears.0.weight")[0] if kind == "linears"
+               else _shape(sd, "model.layers.0.layer.mha.in_proj_weight")[1])
+    d_ff = _shape(sd, "model.layers.1.layer.ff.2.weight")[1]
+    if "model.layers.1.layer.ff.0.weight" in sd:
+        raise CheckpointError("model.layers.1.layer.ff.0.weight: a feed-forward without activation module "
+                              "(activation null) is not supported")
+    w = _shape(sd, "encoder.0.weight")
+    enc = (dict(encoder="linear", d_input=w[1]) if "encoder.0.bias" in sd
+           else dict(encoder="embedding", n_tokens=w[0]))
+    pe = _shape(sd, "encoder.1.pe", (2, 3))
+    if pe[-1] != d_model:
+        raise CheckpointError(f"encoder.1.pe has shape {pe}, expected (max_len, {d_model})")
+    if len(pe) == 3:
+        raise CheckpointError(f"encoder.1.pe has shape {pe}: a learned table (pe_init). That code adds it as pe[:L] "
+                              "(L, 1, d) to (B, L, d) inputs, which broadcasts over the batch axis (example b gets "
+                              "pe[b] at every position when B = L, and it fails otherwise) instead of by position; "
+                              "the bridge refuses rather than reproduce or guess that")
+    return kind, dict(n_layers=n_layers, d_model=d_model, d_ff=d_ff, max_len=pe[0], **enc)
+
+
+def _agree(r: _Resolver, kind: str, t: dict) -> str | None:
+    """Values the tensors carry must agree with the run config; the config's attention name."""
+    for path, tensor_value in (("model.d_model", t["d_model"]), ("encoder", t["encoder"])):
+        if path in r.vals and r.vals[path] != tensor_value:
+            raise CheckpointError(f"run config field {path} = {r.vals[path]!r} but the tensors say {tensor_value!r}")
+    if "model.n_layers" in r.vals and r.vals["model.n_layers"] * r.vals["model.n_repeat"] != t["n_layers"]:
+        raise CheckpointError(f"run config model.n_layers = {r.vals['model.n_layers']} (x n_repeat "
+                              f"{r.vals['model.n_repeat']}) but the tensors hold {t['n_layers']} layer pairs")
+    expand = r.vals.get("model.layer[ff].expand")
+    if expand is not None and expand * t["d_model"] != t["d_ff"]:
+        raise CheckpointError(f"run config model.layer[ff].expand = {expand} but the feed-forward "
+                              f"width in the tensors is {t['d_ff']} (d_model {t['d_model']})")
+    attn_name = r.vals.get("model.layer[attn]._name_")
+    if attn_name is not None and (attn_name == "mha") != (kind == "mha"):
+        raise CheckpointError(f"run config model.layer[attn]._name_ = {attn_name!r} but the tensors have the {kind} "
+                              "layout")
+    return attn_name
+
+
+def _pooling(r: _Resolver, h: ArchHints, hcfg: dict, no_cfg: str) -> tuple[str, bool]:
+    """(pool, use_lengths) of a pooled classifier; a pooling hint for a head that does not pool is refused."""
+    unused = [f for f, v in ((f"--pool {h.pool}", h.pool),
+                             ("--use-lengths" if h.use_lengths else "--all-positions", h.use_lengths)) if v is not None]
+    if unused and hcfg.get("head") not in ("linear", "mlp", "retrieval"):
+        raise CheckpointError(f"{' and '.join(unused)}: the model has {_head_words(hcfg, h.head)}, which does not "
+                              "pool over positions, so the flag would be ignored; drop it")
+    pool_mode = {"pool": "mean"}.get(r.vals.get("decoder.mode"), r.vals.get("decoder.mode", "mean"))
+    use_len = r.vals.get("decoder.use_lengths", True)  # unused without a pooled classifier
+    if hcfg.get("head") in ("linear", "mlp", "retrieval"):
+        mode = r("pooling", {"mean": "pool"}.get(h.pool, h.pool), "decoder.mode",
+                 missing=f"the pooling of the classifier is not in the state dict{no_cfg}; pass pool (--pool "
+                         "mean|max|last|first|sum) and use_lengths (--use-lengths / --all-positions)")
+        pool_mode = {"pool": "mean"}.get(mode, mode)
+        if pool_mode not in ("mean", "max", "last", "first", "sum"):
+            raise CheckpointError(f"pool {mode!r}: choose pool/mean, max, last, first or sum")
+        use_len = r("pool over valid lengths", h.use_lengths, "decoder.use_lengths",
+                    missing=f"whether pooling stops at each sequence's length is not in the state dict{no_cfg}; "
+                            "pass --use-lengths or --all-positions")
+    return pool_mode, use_len
+
+
 def infer_config(sd: dict, config: dict | None = None, hints: ArchHints | None = None
                  ) -> tuple[LRAConfig, str, list[str]]:
     """(LRAConfig, attention kind, notes) from a state dict + optional run config and hints.
@@ -122,11 +189,8 @@ def infer_config(sd: dict, config: dict | None = None, hints: ArchHints | None =
     refused); a hint that contradicts the run config raises; a file without a run config
     needs every output-changing field the tensors do not determine (see the module doc)."""
     h = hints or ArchHints()
-    n_heads, head, window, causal = h.n_heads, h.head, h.window, h.causal
-    use_lengths, activation = h.use_lengths, h.activation
-    look_backward, look_forward = h.look_backward, h.look_forward
     notes: list[str] = []
-    pool = {"mean": "pool"}.get(h.pool, h.pool)
+    activation = h.activation
     if activation is not None:
         try:
             activation = rc.activation(activation, {})
@@ -134,90 +198,28 @@ def infer_config(sd: dict, config: dict | None = None, hints: ArchHints | None =
             raise CheckpointError(f"activation {activation!r}: {e}") from None
     r = _Resolver(config, notes)
     no_cfg = " and the file has no run config" if config is None else ""
-    idx = _layer_indices(sd)
-    n_layers = len(idx) // 2
-    kinds = {_attn_kind(sd, 2 * i) for i in range(n_layers)}
-    if len(kinds) > 1:
-        raise CheckpointError(f"mixed attention layouts across layers: {sorted(kinds)}")
-    kind = kinds.pop()
-    if kind == "linears":
-        d_model = _shape(sd, "model.layers.0.layer.linears.0.weight")[0]
-    else:
-        d_model = _shape(sd, "model.layers.0.layer.mha.in_proj_weight")[1]
-    d_ff = _shape(sd, "model.layers.1.layer.ff.2.weight")[1]
-    if "model.layers.1.layer.ff.0.weight" in sd:
-        raise CheckpointError("model.layers.1.layer.ff.0.weight: a feed-forward without "
-                              "activation module (activation null) is not supported")
-    w = _shape(sd, "encoder.0.weight")
-    enc = (dict(encoder="linear", d_input=w[1]) if "encoder.0.bias" in sd
-           else dict(encoder="embedding", n_tokens=w[0]))
-    pe = _shape(sd, "encoder.1.pe", (2, 3))
-    if pe[-1] != d_model:
-        raise CheckpointError(f"encoder.1.pe has shape {pe}, expected (max_len, {d_model})")
-    if len(pe) == 3:
-        raise CheckpointError(
-            f"encoder.1.pe has shape {pe}: a learned table (pe_init). That code adds it as "
-            "pe[:L] (L, 1, d) to (B, L, d) inputs, which broadcasts over the batch axis (example "
-            "b gets pe[b] at every position when B = L, and it fails otherwise) instead of by "
-            "position; the bridge refuses rather than reproduce or guess that")
-    max_len = pe[0]
-    rotary_keys = [k for k in sd if k.endswith(".layer.rope.freqs")]
-
-    # values the tensors carry must agree with the run config
-    for path, tensor_value in (("model.d_model", d_model), ("encoder", enc["encoder"])):
-        if path in r.vals and r.vals[path] != tensor_value:
-            raise CheckpointError(f"run config field {path} = {r.vals[path]!r} but the tensors say "
-                                  f"{tensor_value!r}")
-    if "model.n_layers" in r.vals and r.vals["model.n_layers"] * r.vals["model.n_repeat"] != n_layers:
-        raise CheckpointError(f"run config model.n_layers = {r.vals['model.n_layers']} (x n_repeat "
-                              f"{r.vals['model.n_repeat']}) but the tensors hold {n_layers} layer pairs")
-    expand = r.vals.get("model.layer[ff].expand")
-    if expand is not None and expand * d_model != d_ff:
-        raise CheckpointError(f"run config model.layer[ff].expand = {expand} but the feed-forward "
-                              f"width in the tensors is {d_ff} (d_model {d_model})")
-    attn_name = r.vals.get("model.layer[attn]._name_")
-    if attn_name is not None and (attn_name == "mha") != (kind == "mha"):
-        raise CheckpointError(f"run config model.layer[attn]._name_ = {attn_name!r} but the tensors "
-                              f"have the {kind} layout")
-
-    n_heads = r("heads", n_heads, "model.layer[attn].n_heads",
+    kind, t = _tensors(sd)
+    attn_name = _agree(r, kind, t)
+    n_heads = r("heads", h.n_heads, "model.layer[attn].n_heads",
                 missing=_needed("n_heads", "the number of heads") if config is None else
                 f"the run config has no {A}.n_heads; pass --heads")
-    causal = r("causal attention", causal, "model.layer[attn].causal",
+    causal = r("causal attention", h.causal, "model.layer[attn].causal",
                missing=_needed("causal", "whether attention was causal"))
-    rotary = _rotary(r, config, kind, rotary_keys, notes)
-    window, look_backward, look_forward = _locality(r, config, kind, attn_name, causal, window,
-                                                    look_backward, look_forward, notes)
-    act = _activation(r, config, sd, activation, d_ff)
+    rotary = _rotary(r, config, kind, [k for k in sd if k.endswith(".layer.rope.freqs")], notes)
+    window, look_backward, look_forward = _locality(r, config, kind, attn_name, causal, h.window,
+                                                    h.look_backward, h.look_forward, notes)
+    act = _activation(r, config, sd, activation, t["d_ff"])
     prenorm = r.vals.get("model.prenorm", "model.norm.norm.weight" in sd)
     if prenorm != ("model.norm.norm.weight" in sd):
         raise CheckpointError(f"run config model.prenorm = {prenorm} but the final LayerNorm "
                               f"'model.norm.norm.weight' is {'absent' if prenorm else 'present'}")
-    hcfg, head_notes = _head_config(sd, r, head, enc, d_model)
+    hcfg, head_notes = _head_config(sd, r, h.head, t, t["d_model"])
     notes += head_notes
-    unused = [f for f, v in ((f"--pool {h.pool}", h.pool),
-                             ("--use-lengths" if h.use_lengths else "--all-positions", h.use_lengths)) if v is not None]
-    if unused and hcfg.get("head") not in ("linear", "mlp", "retrieval"):
-        raise CheckpointError(f"{' and '.join(unused)}: the model has {_head_words(hcfg, head)}, which does not "
-                              "pool over positions, so the flag would be ignored; drop it")
-    pool_mode = {"pool": "mean"}.get(r.vals.get("decoder.mode"), r.vals.get("decoder.mode", "mean"))
-    use_len = r.vals.get("decoder.use_lengths", True)  # unused without a pooled classifier
-    if hcfg.get("head") in ("linear", "mlp", "retrieval"):
-        mode = r("pooling", pool, "decoder.mode",
-                 missing=f"the pooling of the classifier is not in the state dict{no_cfg}; pass "
-                         "pool (--pool mean|max|last|first|sum) and use_lengths (--use-lengths / "
-                         "--all-positions)")
-        pool_mode = {"pool": "mean"}.get(mode, mode)
-        if pool_mode not in ("mean", "max", "last", "first", "sum"):
-            raise CheckpointError(f"pool {mode!r}: choose pool/mean, max, last, first or sum")
-        use_len = r("pool over valid lengths", use_lengths, "decoder.use_lengths",
-                    missing=f"whether pooling stops at each sequence's length is not in the state "
-                            f"dict{no_cfg}; pass --use-lengths or --all-positions")
+    pool_mode, use_len = _pooling(r, h, hcfg, no_cfg)
     try:
-        cfg = LRAConfig(n_layers=n_layers, d_model=d_model, n_heads=n_heads, d_ff=d_ff,
-                        max_len=max_len, prenorm=prenorm, causal=causal, window=window,
+        cfg = LRAConfig(**t, n_heads=n_heads, prenorm=prenorm, causal=causal, window=window,
                         look_backward=look_backward, look_forward=look_forward, rotary=rotary,
-                        activation=act, pool=pool_mode, use_lengths=use_len, **enc, **hcfg)
+                        activation=act, pool=pool_mode, use_lengths=use_len, **hcfg)
     except ValueError as e:
         raise CheckpointError(f"inconsistent architecture: {e}") from None
     return cfg, kind, notes
@@ -248,8 +250,7 @@ def _locality(r: _Resolver, config, kind, attn_name, causal, window, back, fwd, 
         raise CheckpointError(f"argument window={window} (--window) contradicts the run config "
                               f"field {A}._name_ = {attn_name!r} (global attention)")
     if config is None and kind == "linears" and window is None:
-        raise CheckpointError(_needed("window", "whether attention was block-local (and its "
-                                                "block size)"))
+        raise CheckpointError(_needed("window", "whether attention was block-local (and its block size)"))
     if attn_name == "mhfla" or window:
         window = r("local-attention window", window, f"{A}.window_size",
                    missing="mhfla needs window_size in the run config")

@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import re
 from dataclasses import fields, replace
-from typing import Any
+from typing import Any, Sequence
 
+from toyspt.data.source import DataSource
 from toyspt.data.tasks import TaskConfig, other_family
 from toyspt.runs.specs import RunSpec, with_overrides
 from toyspt.train.recipes import RECIPES, get_recipe
@@ -162,3 +163,13 @@ def ascii_float(text: str) -> float:
         return ascii_number(text, float)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def arm_specs(arms: Sequence[str], seeds: Sequence[int], base: RunSpec,
+              data: Sequence[DataSource] | None = None) -> list[tuple[dict, RunSpec]]:
+    """(labels, spec) for every data source (default: the base's), arm and seed on top of
+    ``base``; the model is fitted to each data source (e.g. its class count). The labels (dataset,
+    arm, seed) are a table row's; its seed is read off the spec, which holds it."""
+    specs = [(d.name, arm, arm_spec(arm, replace(base, data=d, model=d.fit(base.model), seed=s)))
+             for d in (data if data is not None else [base.data]) for arm in arms for s in seeds]
+    return [(dict(dataset=name, arm=arm, seed=spec.seed), spec) for name, arm, spec in specs]

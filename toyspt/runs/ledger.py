@@ -251,7 +251,7 @@ class Ledger:
                     cpu_capability=torch.backends.cpu.get_cpu_capability(), kernels=kernel_settings(),
                     torch=torch.__version__, written=stamp()))
 
-    def add(self, spec: Spec, entry: Entry) -> bool:
+    def store(self, spec: Spec, entry: Entry) -> bool:
         """Append ``spec``'s entry unless it is not covered, has no weights (read from a ledger)
         or its key is recorded already (True: appended). An entry whose numbers differ from its
         record is not appended, and said so (the record stays). The comparison is :func:`numbers`
@@ -279,9 +279,6 @@ class Ledger:
         number = append_line(self.path, rec, self._tally)
         self.lines()[rec["key"]] = Line(number, raw=json.dumps(rec, separators=(",", ":"), ensure_ascii=True).encode())
         return True
-
-    def store(self, spec: Spec, entry: Entry) -> None:
-        self.add(spec, entry)
 
 
 @dataclass(frozen=True)

@@ -107,120 +107,139 @@ class Plan:
         return out
 
 
-def make_plan(specs: Sequence[Spec], store: Store, recompute: bool = False) -> Plan:
-    """Plan a sweep of ``specs`` (see the module docstring) on ``store``; ``recompute`` drops the
-    entries of the answering specs, their parents and twins first."""
-    unique = list({s.key(): s for s in specs}.values())
-    asked = {s.key() for s in unique}
-    twin_of: dict[str, Spec] = {}  # twin key -> the asked spec whose run yields it
-    for s in unique:
-        for t in s.twins():
-            twin_of.setdefault(t.key(), s)
+class _Planner:
+    """One plan as it is made: the asked specs, the asked runs that yield twins, the entries
+    read so far (``own``: an asked spec's own entry with its weights, loaded once) and the todo."""
 
-    def target(s: Spec) -> Spec:  # a twin made by an asked run first, then an asked alternative
+    def __init__(self, specs: Sequence[Spec], store: Store):
+        self.store = store
+        unique = list({s.key(): s for s in specs}.values())
+        self.asked = {s.key() for s in unique}
+        self.twin_of: dict[str, Spec] = {}  # twin key -> the asked spec whose run yields it
+        for s in unique:
+            for t in s.twins():
+                self.twin_of.setdefault(t.key(), s)
+        self.answer = {s.key(): self.target(s) for s in unique}
+        self.targets = list({a.key(): a for a in self.answer.values()}.values())
+        self.own: dict[str, Entry | None] = {}  # asked specs' own entries, loaded once
+        self.seen: dict[str, Spec] = {}
+        self.todo: dict[str, Spec] = {}
+        self.plan = Plan(self.answer, {}, [])
+
+    def target(self, s: Spec) -> Spec:
+        """A twin made by an asked run first, then an asked alternative, else ``s``."""
         for c in (s, *s.alternatives()):
-            if c.key() in twin_of:
+            if c.key() in self.twin_of:
                 return c
-        return next((a for a in s.alternatives() if a.key() in asked), s)
+        return next((a for a in s.alternatives() if a.key() in self.asked), s)
 
-    answer = {s.key(): target(s) for s in unique}
-    targets = list({a.key(): a for a in answer.values()}.values())
-    if recompute:
-        for s in targets:
-            for x in lineage(twin_of.get(s.key(), s)):
+    def drop_entries(self) -> None:
+        """``recompute``: drop the entries of the answering specs, their parents and twins."""
+        for s in self.targets:
+            for x in lineage(self.twin_of.get(s.key(), s)):
                 for y in (x, *x.alternatives(), *x.twins()):
-                    store.remove(y)
-    done: dict[str, Entry] = {}
-    own: dict[str, Entry | None] = {}  # asked specs' own entries, loaded once
+                    self.store.remove(y)
 
-    seen: dict[str, Spec] = {}
+    def cached(self, x: Spec) -> Entry | None:
+        if x.key() not in self.own:
+            self.own[x.key()] = self.store.load(x, weights=True)
+            self.seen[x.key()] = x
+        return self.own[x.key()]
 
-    def cached(x: Spec) -> Entry | None:
-        if x.key() not in own:
-            own[x.key()] = store.load(x, weights=True)
-            seen[x.key()] = x
-        return own[x.key()]
-
-    def repaired(x: Spec) -> Entry | None:
+    def repaired(self, x: Spec) -> Entry | None:
         """x's entry, written from its provider's when only the provider's was stored."""
-        p = twin_of.get(x.key())
-        if p is None or (hit := cached(p)) is None:
+        p = self.twin_of.get(x.key())
+        if p is None or (hit := self.cached(p)) is None:
             return None
-        made = store_with_twins_only(store, p, hit)
-        own[x.key()] = made[x.key()]
-        return own[x.key()]
+        made = store_with_twins_only(self.store, p, hit)
+        self.own[x.key()] = made[x.key()]
+        return self.own[x.key()]
 
-    for s in targets:
-        # ``own`` keeps only a spec's own entry with its weights (what a child can continue): an
-        # alternative's entry or a ledger record answers the spec, never a parent
-        r = cached(s)
+    def stored_answer(self, s: Spec) -> Entry | None:
+        """The stored entry answering the target ``s``. ``own`` keeps only a spec's own entry with
+        its weights (what a child can continue): an alternative's entry or a ledger record answers
+        the spec, never a parent."""
+        r = self.cached(s)
         if r is None:  # an alternative's entry with weights (s's own was read by cached(s))
-            r = next((h for a in s.alternatives() if (h := store.load(a, True)) is not None), None)
-        if r is None and s.key() in twin_of:
-            r = repaired(s)
+            r = next((h for a in s.alternatives() if (h := self.store.load(a, True)) is not None), None)
+        if r is None and s.key() in self.twin_of:
+            r = self.repaired(s)
         if r is None:  # an entry without weights (a ledger record) answers an asked spec
-            r = load_answer(store, s)
-        if r is not None:
-            done[s.key()] = r
-    plan = Plan(answer, done, [])
-    todo: dict[str, Spec] = {}
+            r = load_answer(self.store, s)
+        return r
 
-    def available(p: Spec) -> bool:
+    def available(self, p: Spec) -> bool:
         """Whether ``p``'s own entry is made by a todo spec, cached, or made now from a stored
         tracked twin's, or will be made by an asked tracked run (then put into todo)."""
-        if p.key() in plan.makes or cached(p) is not None or repaired(p) is not None:
+        if p.key() in self.plan.makes or self.cached(p) is not None or self.repaired(p) is not None:
             return True
-        if p.key() in twin_of:  # trained anyway (asked), and its run yields p
-            add(twin_of[p.key()])
+        if p.key() in self.twin_of:  # trained anyway (asked), and its run yields p
+            self.add(self.twin_of[p.key()])
             return True
         return False
 
-    def read(p: Spec) -> str | None:
+    def read(self, p: Spec) -> str | None:
         """For a child that only reads its parent's weights: the key of the entry answering
         ``p`` it will read (``p``'s, an alternative's, a twin's), put into todo if it must be
         trained and is asked for anyway; None when none is at hand or asked."""
         for c in (p, *p.alternatives()):
-            if available(c):
+            if self.available(c):
                 return c.key()
         for c in (p, *p.alternatives()):
-            if c.key() in asked:
-                add(c)
+            if c.key() in self.asked:
+                self.add(c)
                 return c.key()
         return None
 
-    def add(s: Spec) -> None:
+    def add(self, s: Spec) -> None:
         """Put ``s`` (not cached) and the part of its lineage that is neither cached nor made
         by a todo spec into todo, parents first."""
         chain = [s]
         while (p := chain[-1].parent()) is not None:
             if chain[-1].reads_parent():
-                k = read(p)
+                k = self.read(p)
                 if k is not None:
-                    plan.reads[chain[-1].key()] = k
+                    self.plan.reads[chain[-1].key()] = k
                     break
-                plan.reads[chain[-1].key()] = p.key()
-            elif available(p):
+                self.plan.reads[chain[-1].key()] = p.key()
+            elif self.available(p):
                 break
             chain.append(p)
         for x in reversed(chain):
-            if x.key() in todo:
+            if x.key() in self.todo:
                 continue
-            todo[x.key()] = x
+            self.todo[x.key()] = x
             for y in (x, *x.twins()):
-                plan.makes.setdefault(y.key(), x)
+                self.plan.makes.setdefault(y.key(), x)
 
-    for s in targets:
+    def finish(self) -> Plan:
+        """The plan: its todo, the entries read, which todo run each continues."""
+        plan, done = self.plan, self.plan.done
+        plan.todo = list(self.todo.values())
+        plan.loaded = [(x, r) for x in {**{s.key(): s for s in self.targets}, **self.seen}.values()
+                       if (r := self.own.get(x.key()) or done.get(x.key())) is not None]
+        for s in plan.todo:
+            p = s.parent()
+            k = plan.reads.get(s.key(), p.key() if p is not None else None)
+            if k is not None and k in plan.makes:
+                plan.after[s.key()] = plan.makes[k].key()
+        return plan
+
+
+def make_plan(specs: Sequence[Spec], store: Store, recompute: bool = False) -> Plan:
+    """Plan a sweep of ``specs`` (see the module docstring) on ``store``; ``recompute`` drops the
+    entries of the answering specs, their parents and twins first."""
+    planner = _Planner(specs, store)
+    if recompute:
+        planner.drop_entries()
+    done = planner.plan.done
+    for s in planner.targets:
+        if (r := planner.stored_answer(s)) is not None:
+            done[s.key()] = r
+    for s in planner.targets:
         if s.key() not in done:
-            add(twin_of.get(s.key(), s))
-    plan.todo = list(todo.values())
-    plan.loaded = [(x, r) for x in {**{s.key(): s for s in targets}, **seen}.values()
-                   if (r := own.get(x.key()) or done.get(x.key())) is not None]
-    for s in plan.todo:
-        p = s.parent()
-        k = plan.reads.get(s.key(), p.key() if p is not None else None)
-        if k is not None and k in plan.makes:
-            plan.after[s.key()] = plan.makes[k].key()
-    return plan
+            planner.add(planner.twin_of.get(s.key(), s))
+    return planner.finish()
 
 
 __all__ = ["Plan", "make_plan", "lineage", "load_answer", "store_with_twins", "store_with_twins_only"]

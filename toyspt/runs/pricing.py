@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 
 from toyspt.data.source import DataSource
-from toyspt.train.recipes import get_recipe
 
 # the reference machine, one thread (benchmarks/bench_flops.py: a default toy step is 177 MFLOP
 # in 4.47 ms, of which ~1.4 ms is the fixed per-operation cost)
@@ -50,12 +49,12 @@ def run_seconds(spec) -> float:
     records (:func:`toyspt.probe.tracking.tracker_price`)."""
     from toyspt.probe.tracking import tracker_price
 
-    rec = get_recipe(spec.recipe)
+    rec = spec.rec
     n, n_val, n_test, T = data_shape(spec.data)
     parent = spec.parent()
     tr = spec.train
     pre = tr.pre_epochs if rec.pretrains and parent is None else 0
-    label = rec.label_epochs(tr) - (get_recipe(parent.recipe).label_epochs(tr) if parent is not None else 0)
+    label = rec.label_epochs(tr) - (parent.rec.label_epochs(tr) if parent is not None else 0)
     steps_per_epoch = -(-n // tr.batch_size)
     fwd = _flops_per_token(spec, T)
     step = STEP_FIXED * spec.model.n_layers + 3 * fwd * min(tr.batch_size, n) * T / FLOPS

@@ -25,7 +25,7 @@ from toyspt.data.tasks import TaskConfig
 from toyspt.nn.model import ModelConfig
 from toyspt.runs.pricing import run_seconds
 from toyspt.train.config import RunConfig
-from toyspt.train.recipes import TrainConfig, get_recipe
+from toyspt.train.recipes import Recipe, TrainConfig, get_recipe
 from toyspt.train.run import RunResult, run_recipe, run_recipe_seeds
 from toyspt.util.hashing import digest, jsonable
 from toyspt.util.validation import config_dict
@@ -200,13 +200,18 @@ class RunSpec(Spec):
         """What its run trains, whatever the seed and data (what the train functions take)."""
         return RunConfig(self.recipe, self.model, self.train, self.evaluate, self.numerics)
 
+    @property
+    def rec(self) -> Recipe:
+        """The recipe's row of the table (as :attr:`RunConfig.rec`, without checking the config again)."""
+        return get_recipe(self.recipe)
+
     def seconds(self) -> float:
         """Seconds of this run's own phases (a continued run: what it adds), its evaluations and
         its trackers' records, by the reference machine's model (:func:`toyspt.runs.pricing.run_seconds`)."""
         return run_seconds(self)
 
     def parent(self):
-        rec = get_recipe(self.recipe)
+        rec = self.rec
         if rec.starts_from is None or self.trackers:  # trackers must see every phase
             return None
         if rec.matched_budget and self.train.patience is not None:  # its prefix may have stopped early
@@ -224,7 +229,7 @@ class RunSpec(Spec):
         without label phase evaluates nothing, so its twin takes the policy parents use ("all")."""
         if not self.trackers:
             return []
-        label = get_recipe(self.recipe).label_phase
+        label = self.rec.label_phase
         return [replace(self, trackers=(), evaluate=self.evaluate if label else "all")]
 
     def twin_result(self, twin: "RunSpec", result: RunResult) -> RunResult:
@@ -271,7 +276,7 @@ class RunSpec(Spec):
 def train_spec(spec: RunSpec, data, swap, progress: bool = False, start: RunResult | None = None) -> RunResult:
     """Train ``spec``'s recipe on loaded ``data`` (and ``swap``, the data it pretrains on where
     the recipe says so), continuing ``start`` (the result of ``spec.parent()``) if given."""
-    if get_recipe(spec.recipe).needs_swap and swap is None:
+    if spec.rec.needs_swap and swap is None:
         raise ValueError(f"a {spec.recipe} run needs swap data (the data SPT pretrains on)")
     callbacks = ()
     if spec.trackers:

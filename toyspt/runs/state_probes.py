@@ -32,9 +32,7 @@ class ProximitySpec(Spec):
     def of(cls, run: RunSpec) -> "ProximitySpec":
         """The probe every figure shares for ``run``: its weights after SPT (where it pretrains)
         and its final weights."""
-        from toyspt.train.recipes import get_recipe
-
-        return cls(run, ("pretrained", "final") if get_recipe(run.recipe).pretrains else ("final",))
+        return cls(run, ("pretrained", "final") if run.rec.pretrains else ("final",))
 
     def weights(self) -> RunSpec:
         """The run's form that names its weights (no trackers, evaluated every epoch)."""

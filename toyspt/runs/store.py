@@ -12,6 +12,8 @@ take any store and know nothing of what is behind it::
 
     store = LayeredStore((RunCache(), Ledger("figures/ledger/ucr.jsonl", kinds=("ucr",))))
     sweep(specs, store)
+
+:func:`layered` builds the usual one (a run cache, then a study's ledger where there is one).
 """
 from __future__ import annotations
 
@@ -115,4 +117,10 @@ class LayeredStore:
         return f"LayeredStore({', '.join(x.name for x in self.layers)})"
 
 
-__all__ = ["Store", "LayeredStore"]
+def layered(cache: Store, ledger: Store | None = None) -> Store:
+    """The store a sweep uses: ``cache`` (a run cache), then ``ledger`` where there is one
+    (entries recorded where the ledger covers them)."""
+    return cache if ledger is None else LayeredStore((cache, ledger))
+
+
+__all__ = ["Store", "LayeredStore", "layered"]

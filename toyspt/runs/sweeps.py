@@ -175,6 +175,132 @@ class SweepOptions:
     priority: Callable[[list[Spec]], Any] | None = None  # jobs start smallest first (default: the specs' order)
 
 
+class _SweepRun:
+    """One sweep's jobs while they train: the plan, the jobs ready and those waiting for a
+    parent, what trained (``got``), and who hears of each result."""
+
+    def __init__(self, pl: Plan, store: Store, options: SweepOptions,
+                 on_result: Callable[[str, Entry], None] | None, watch: Watch | None):
+        self.pl, self.store, self.o, self.on_result, self.watch = pl, store, options, on_result, watch
+        self.askers: dict[str, list[str]] = {}  # answering key -> the asked keys it answers
+        for k, a in pl.answer.items():
+            self.askers.setdefault(a.key(), []).append(k)
+        self.got: dict[str, Entry] = {}  # trained in this sweep, as stored, and their twins' entries
+        self.waiting: list[Spec] = [s for s in pl.todo if s.key() in pl.after]  # for a parent to be stored
+        self.pending: list[list[Spec]] = []  # jobs ready to start, best first
+        self.n_slots = 1
+        rank = {s.key(): i for i, s in enumerate(pl.todo)}
+        self.order = options.priority or (lambda job: min(rank[s.key()] for s in job))
+        self.bar: Any = None
+
+    def more(self) -> bool:
+        return self.watch is None or self.watch.more()
+
+    def report(self, key: str, result: Entry) -> None:
+        for k in self.askers.get(key, ()) if self.on_result is not None else ():
+            self.on_result(k, result)
+
+    def cached_results(self) -> None:
+        if self.watch is not None:
+            self.watch.launched()
+        for key, res in list(self.pl.done.items()):
+            self.report(key, res)
+
+    def queue(self, batch: list[Spec]) -> None:
+        jobs = plan_jobs(batch, min_jobs=self.n_slots) if self.o.lockstep else [[s] for s in batch]
+        self.pending.extend(jobs)
+        self.pending.sort(key=self.order)
+
+    def started(self, job: list[Spec]) -> None:
+        if self.watch is not None:
+            self.watch.started(job)
+
+    def stored(self, job: list[Spec], results: list[Entry]) -> None:
+        """Record a finished job and queue the children it frees."""
+        for s, r in zip(job, results):
+            self.got[s.key()] = r
+            self.got.update((t.key(), s.twin_result(t, r)) for t in s.twins())
+        after = self.pl.after
+        self.queue([s for s in self.waiting if after[s.key()] in self.got])
+        self.waiting = [s for s in self.waiting if after[s.key()] not in self.got]
+
+    def announce(self, job: list[Spec], results: list[Entry]) -> None:
+        if self.watch is not None:
+            self.watch.finished(job, results)
+        self.bar.update(len(job))
+        if callable(self.o.desc):
+            self.bar.set_description(self.o.desc(), refresh=False)
+        for s, r in zip(job, results):
+            self.report(s.key(), r)
+            for t in s.twins():
+                self.report(t.key(), self.got[t.key()])
+
+    def here(self) -> None:
+        """Train every job in this process: results stay in memory, parents included."""
+        self.cached_results()
+        while self.pending and self.more():
+            job = self.pending.pop(0)
+            self.started(job)
+            results = train_job(job, self.store, self.o.lockstep, self.got)
+            self.stored(job, results)
+            self.announce(job, results)
+
+    def fill(self, ex: cf.Executor, futures: dict[cf.Future, list[Spec]]) -> None:
+        """Hand out jobs: one per worker and one more queued."""
+        while self.pending and len(futures) < self.n_slots + 1 and self.more():
+            job = self.pending.pop(0)
+            futures[ex.submit(run_job, job, str(self.store.root), self.o.lockstep)] = job
+            self.started(job)
+
+    def with_workers(self, ex: cf.Executor) -> None:
+        """Train every job in worker processes, which store into the run cache."""
+        futures: dict[cf.Future, list[Spec]] = {}
+        self.fill(ex, futures)  # the workers start before this process uses the cached results
+        self.cached_results()
+        while futures:
+            fut = next(cf.as_completed(futures))
+            job = futures.pop(fut)
+            fut.result()
+            # trained in another process, stored in the run cache: read (and so written to
+            # every other layer of the store), twins too
+            results = [self.store.load(s, weights=True) for s in job]
+            missing = [s.label() for s, r in zip(job, results) if r is None]
+            if missing:
+                raise RuntimeError(f"{missing[0]} is missing from the cache after training")
+            for s, r in zip(job, results):
+                store_with_twins_only(self.store, s, r)
+            self.stored(job, results)
+            self.fill(ex, futures)  # the workers go on while this process uses the results
+            self.announce(job, results)
+
+    def train(self) -> None:
+        """Train the plan's todo specs (here or by an executor); raise :class:`Stopped` when the
+        watch stopped it with runs left."""
+        o, store, todo = self.o, self.store, self.pl.todo
+        store.check_writable()
+        if store.root is None and (o.executor is not None or o.workers > 1 or o.dask):
+            raise ValueError(f"{store!r} keeps no weights: runs trained by workers are stored in a run cache")
+        own = o.executor is None
+        ex = make_executor(o.workers, o.dask) if own else o.executor
+        self.n_slots = slots(ex, o.workers)
+        self.queue([s for s in todo if s not in self.waiting])
+        self.bar = tqdm(total=len(todo), desc=o.desc() if callable(o.desc) else o.desc, disable=not o.progress)
+        try:
+            self.here() if ex is None else self.with_workers(ex)
+        except BaseException:  # Ctrl-C or an error: the workers stop now, the stored runs stay
+            self.bar.close()
+            if own and ex is not None:
+                halt(ex)
+            raise
+        self.bar.close()
+        if own and ex is not None:
+            ex.shutdown(cancel_futures=True)
+        if self.pending or (self.waiting and not self.more()):
+            raise Stopped([s for s in todo if s.key() not in self.got])
+        if self.waiting:
+            raise RuntimeError(f"{self.waiting[0].label()} waited for a parent run that never trained")
+
+
 def sweep(specs: Sequence[Spec], store: Store | None = None, options: SweepOptions | None = None,
           recompute: bool = False, on_result: Callable[[str, Entry], None] | None = None,
           watch: Watch | None = None, plan: Plan | None = None) -> list[Entry]:
@@ -196,121 +322,18 @@ def sweep(specs: Sequence[Spec], store: Store | None = None, options: SweepOptio
     ``watch`` (a :class:`Watch`) hears of the plan and of every job (the trained entries'
     seconds among them); ``plan``: the plan of ``specs`` when the caller has made it already
     (:func:`toyspt.runs.planning.make_plan`)."""
-    o = options or SweepOptions()
-    workers, executor, dask, lockstep, progress, desc, priority = (o.workers, o.executor, o.dask, o.lockstep,
-                                                                    o.progress, o.desc, o.priority)
     _check_specs(specs)
     store = store if store is not None else RunCache()  # (an empty ledger is falsy: it has a length)
     pl = plan if plan is not None else make_plan(specs, store, recompute)
-    answer, done, todo = pl.answer, pl.done, pl.todo
     if watch is not None:
         watch.planned(pl)
-    askers: dict[str, list[str]] = {}
-    for k, a in answer.items():
-        askers.setdefault(a.key(), []).append(k)
-
-    def report(key: str, result: Entry) -> None:
-        for k in askers.get(key, ()) if on_result is not None else ():
-            on_result(k, result)
-
-    got: dict[str, Entry] = {}  # trained in this sweep, as stored, and their twins' entries
-
-    def cached_results() -> None:
-        if watch is not None:
-            watch.launched()
-        for key, res in list(done.items()):
-            report(key, res)
-
-    if not todo:
-        cached_results()
+    run = _SweepRun(pl, store, options or SweepOptions(), on_result, watch)
+    if pl.todo:
+        run.train()
     else:
-        store.check_writable()
-        if store.root is None and (executor is not None or workers > 1 or dask):
-            raise ValueError(f"{store!r} keeps no weights: runs trained by workers are stored in a run cache")
-        own = executor is None
-        ex = make_executor(workers, dask) if own else executor
-        n_slots = slots(ex, workers)
-        rank = {s.key(): i for i, s in enumerate(todo)}
-        order = priority or (lambda job: min(rank[s.key()] for s in job))
-        waiting = [s for s in todo if s.key() in pl.after]
-        pending: list[list[Spec]] = []  # jobs ready to start, best first
-
-        def queue(batch: list[Spec]) -> None:
-            jobs = plan_jobs(batch, min_jobs=n_slots) if lockstep else [[s] for s in batch]
-            pending.extend(jobs)
-            pending.sort(key=order)
-
-        def stored(job, results) -> None:  # record a finished job and queue the children it frees
-            nonlocal waiting
-            for s, r in zip(job, results):
-                got[s.key()] = r
-                got.update((t.key(), s.twin_result(t, r)) for t in s.twins())
-            queue([s for s in waiting if pl.after[s.key()] in got])
-            waiting = [s for s in waiting if pl.after[s.key()] not in got]
-
-        def announce(job, results) -> None:
-            if watch is not None:
-                watch.finished(job, results)
-            bar.update(len(job))
-            if callable(desc):
-                bar.set_description(desc(), refresh=False)
-            for s, r in zip(job, results):
-                report(s.key(), r)
-                for t in s.twins():
-                    report(t.key(), got[t.key()])
-
-        queue([s for s in todo if s not in waiting])
-        bar = tqdm(total=len(todo), desc=desc() if callable(desc) else desc, disable=not progress)
-        try:
-            if ex is None:  # in this process: results stay in memory, parents included
-                cached_results()
-                while pending and (watch is None or watch.more()):
-                    job = pending.pop(0)
-                    if watch is not None:
-                        watch.started(job)
-                    results = train_job(job, store, lockstep, got)
-                    stored(job, results)
-                    announce(job, results)
-            else:
-                futures: dict[cf.Future, list[Spec]] = {}
-
-                def fill() -> None:
-                    while pending and len(futures) < n_slots + 1 and (watch is None or watch.more()):
-                        job = pending.pop(0)
-                        futures[ex.submit(run_job, job, str(store.root), lockstep)] = job
-                        if watch is not None:
-                            watch.started(job)
-                fill()  # the workers start before this process uses the cached results
-                cached_results()
-                while futures:
-                    fut = next(cf.as_completed(futures))
-                    job = futures.pop(fut)
-                    fut.result()
-                    # trained in another process, stored in the run cache: read (and so written to
-                    # every other layer of the store), twins too
-                    results = [store.load(s, weights=True) for s in job]
-                    missing = [s.label() for s, r in zip(job, results) if r is None]
-                    if missing:
-                        raise RuntimeError(f"{missing[0]} is missing from the cache after training")
-                    for s, r in zip(job, results):
-                        store_with_twins_only(store, s, r)
-                    stored(job, results)
-                    fill()  # the workers go on while this process uses the results
-                    announce(job, results)
-        except BaseException:  # Ctrl-C or an error: the workers stop now, the stored runs stay
-            bar.close()
-            if own and ex is not None:
-                halt(ex)
-            raise
-        bar.close()
-        if own and ex is not None:
-            ex.shutdown(cancel_futures=True)
-        if pending or (waiting and watch is not None and not watch.more()):
-            raise Stopped([s for s in todo if s.key() not in got])
-        if waiting:
-            raise RuntimeError(f"{waiting[0].label()} waited for a parent run that never trained")
-    done.update(got)
-    return [done[answer[s.key()].key()] for s in specs]
+        run.cached_results()
+    pl.done.update(run.got)
+    return [pl.done[pl.answer[s.key()].key()] for s in specs]
 
 
 __all__ = ["MAX_GROUP", "plan_jobs", "as_stored", "SweepOptions", "train_job", "run_job", "load_answer", "get_run",

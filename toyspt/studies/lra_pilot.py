@@ -105,10 +105,10 @@ def summary_row(label: str, spec: RunSpec, result) -> dict:
     return row
 
 
-def run_pilot(out: Path | None, quick: bool = False, cache=None, progress: bool = False,
+def run_pilot(out: Path | None, quick: bool = False, store=None, progress: bool = False,
               stages: tuple[int, ...] = (1, 2)) -> pd.DataFrame:
-    """Train (or read from the cache) every pilot run of ``stages``; write ``pilot.csv`` and
-    ``pilot.json`` to ``out``."""
+    """Train (or read from ``store``, default: the run cache) every pilot run of ``stages``; write
+    ``pilot.csv`` and ``pilot.json`` to ``out``."""
     from toyspt.runs import RunCache
     from toyspt.runs.sweeps import SweepOptions, sweep
 
@@ -116,7 +116,8 @@ def run_pilot(out: Path | None, quick: bool = False, cache=None, progress: bool 
     for st in stages:
         specs.update({f"{k}": v for k, v in pilot_specs(quick, st).items()})
     t0 = time.perf_counter()
-    results = sweep(list(specs.values()), cache or RunCache(), SweepOptions(progress=progress, desc="lra pilot"))
+    store = store if store is not None else RunCache()
+    results = sweep(list(specs.values()), store, SweepOptions(progress=progress, desc="lra pilot"))
     frame = pd.DataFrame([summary_row(k, s, r) for (k, s), r in zip(specs.items(), results)])
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

@@ -123,7 +123,7 @@ def run(stages, out: Path | None, cache: Path | None, ledger: Path | None, worke
     """Train (or read) every run of ``stages`` through the cache and the ledger; write the table.
     ``recorded``: train nothing, the table of the runs the ledger records (a pilot under way)."""
     from toyspt.runs.cache import RunCache
-    from toyspt.runs.store import LayeredStore
+    from toyspt.runs.store import layered
     from toyspt.runs.sweeps import SweepOptions, sweep
 
     specs = {k: v for st in stages for k, v in stage_specs(st).items()}
@@ -133,7 +133,7 @@ def run(stages, out: Path | None, cache: Path | None, ledger: Path | None, worke
         specs = {k: s for k, (s, e) in found.items() if e is not None}
         entries = [found[k][1] for k in specs]
     else:
-        store = LayeredStore((RunCache(cache) if cache else RunCache(), book))
+        store = layered(RunCache(cache) if cache else RunCache(), book)
         entries = sweep(list(specs.values()), store, SweepOptions(workers=workers, progress=True, desc="lra pilot 2"))
     frame = pd.DataFrame([row(k, s, e) for (k, s), e in zip(specs.items(), entries)])
     if out is not None:

@@ -32,7 +32,7 @@ class RunConfig:
         check_policy(self.evaluate)
         check_numerics(self.numerics)
         eval_rows(1, self.eval_tokens)  # refuses a non-positive budget before any training
-        get_recipe(self.recipe).check_model(self.model)
+        self.rec.check_model(self.model)
         if (self.train.recon == "levels") != (self.model.rec_levels > 0):
             raise ValueError(f"recon {self.train.recon!r} with model.rec_levels={self.model.rec_levels}: the "
                              "'levels' loss needs rec_levels >= 2 grey levels, and rec_levels needs that loss")

@@ -1,20 +1,16 @@
 """The mechanism figure of the lra tier (toyspt.figs.lra_mechanism): the rows of tracked twins at
 init, after SPT (runs that pretrain only) and at the end; frozen W_Q, W_K exactly unmoved in the
 table; the summary is the mean over the twins; the figure writes both CSVs."""
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
+from helpers.tiny_runs import task
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lra"))
-from tiny_runs import task  # noqa: E402
-
-from toyspt.figs import FigContext, lra_mechanism  # noqa: E402
-from toyspt.studies.lra_design import mechanism_specs  # noqa: E402
-from toyspt.studies.lra_mechanism import MechanismConfig, at_state  # noqa: E402
+from toyspt.figs import FigContext, lra_mechanism
+from toyspt.studies.lra_design import mechanism_specs
+from toyspt.studies.lra_mechanism import MechanismConfig, at_state
 
 CFG = MechanismConfig(n_attention=8, n_probe=8)
 ARMS = ("scratch", "spt", "frozen_attention")

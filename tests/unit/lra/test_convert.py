@@ -7,8 +7,8 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 import torch
-from parity import parity_tol
-from tiny_runs import SOURCES, STUDY_ARMS, task, tiny_run
+from helpers.parity import parity_tol
+from helpers.tiny_runs import SOURCES, STUDY_ARMS, task, tiny_run
 
 from toyspt.data.tasks import mask_inputs, sample_mask
 from toyspt.lra.checkpoint import load_lra, lra_state_dict

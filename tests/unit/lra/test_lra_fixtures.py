@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from parity import parity_tol
+from helpers.parity import parity_tol
 
 from toyspt.lra.checkpoint import load_lra
 

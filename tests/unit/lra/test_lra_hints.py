@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from parity import parity_tol
+from helpers.parity import parity_tol
 
 from toyspt.lra.checkpoint import ArchHints, load_lra, lra_state_dict
 from toyspt.lra.infer import FLAGS

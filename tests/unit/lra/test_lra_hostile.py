@@ -5,9 +5,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import lra_hostile as H
 import pytest
 import torch
+from helpers import lra_hostile as H
 
 from toyspt.lra.checkpoint import load_lra, lra_state_dict, run_config
 from toyspt.lra.lightning import CheckpointError, CheckpointRefused, read_checkpoint, write_checkpoint

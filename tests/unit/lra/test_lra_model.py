@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from parity import parity_tol
+from helpers.parity import parity_tol
 
 from toyspt.lra.model import LRAConfig, build_lra
 from toyspt.nn.attention import hooks

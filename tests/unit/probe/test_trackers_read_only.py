@@ -4,8 +4,8 @@ and serves as a parent in its place (toyspt.runs.planning)."""
 from dataclasses import replace
 
 import pytest
-from checks import assert_bitwise
 from conftest import SMALL_TASK
+from helpers.checks import assert_bitwise
 
 from toyspt.figs import TRACKED
 from toyspt.probe.tracking import TRACKERS

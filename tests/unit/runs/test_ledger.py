@@ -193,7 +193,7 @@ def test_two_ledgers_appending_to_one_file_alternately_number_every_line_right(t
     a, b = toy_ledger(p), toy_ledger(p)
     assert len(a) == len(b) == 0  # both read the file before either appends
     for i, (spec, entry) in enumerate(_entries(root, specs)):
-        assert (a, b)[i % 2].add(spec, entry)
+        assert (a, b)[i % 2].store(spec, entry)
     fresh = toy_ledger(p)
     assert [line.number for line in sorted(fresh.lines().values(), key=lambda x: x.number)] == [2, 3, 4, 5]
     for led in (a, b):
@@ -229,7 +229,7 @@ def test_a_ledger_replaced_under_a_tally_is_counted_again(trained, tmp_path):
     other.write_text("{}\n" * 30 + lines[0] + "\n")
     os.replace(other, p)
     spec, entry = next((s, e) for s, e in _entries(root, specs) if s.key() != json.loads(lines[0])["key"])
-    assert led.add(spec, entry)
+    assert led.store(spec, entry)
     assert led.lines()[spec.key()].number == 32 == toy_ledger(p).lines()[spec.key()].number
 
 
@@ -281,7 +281,7 @@ def test_a_differing_recomputation_keeps_the_record_and_says_so(trained, tmp_pat
     r = results[0]
     r.summary = {**r.summary, "final_test_acc": -1.0}
     r.states = RunCache(root / "cache").load(specs[0]).states
-    assert not led.add(specs[0], r)
+    assert not led.store(specs[0], r)
     assert len(said) == 1 and "differ from its record" in said[0]
     assert p.read_text() == (root / "ledger.jsonl").read_text()
 
@@ -294,9 +294,9 @@ def test_a_recomputation_that_differs_only_in_its_timing_is_silent(trained, tmp_
     p.write_text((root / "ledger.jsonl").read_text())
     r = RunCache(root / "cache").load(specs[0])
     r.seconds = r.seconds + 1.5
-    assert not toy_ledger(p, warn=said.append).add(specs[0], r) and said == []
+    assert not toy_ledger(p, warn=said.append).store(specs[0], r) and said == []
     r.summary = {**r.summary, "final_test_acc": -1.0}
-    assert not toy_ledger(p, warn=said.append).add(specs[0], r)
+    assert not toy_ledger(p, warn=said.append).store(specs[0], r)
     assert len(said) == 1 and "1 differ, first /summary/final_test_acc: " in said[0] and "-> -1.0" in said[0]
     assert p.read_text() == (root / "ledger.jsonl").read_text()
 
@@ -402,5 +402,5 @@ def test_a_recorded_entry_is_compared_decoded_without_encoding_it_again(trained,
     led = toy_ledger(p, warn=said.append)
     monkeypatch.setattr(ledger_mod, "exact_encode", lambda v: pytest.fail("a recorded entry was encoded again"))
     entry = RunCache(root / "cache").load(specs[0])
-    assert not led.add(specs[0], entry) and not said
+    assert not led.store(specs[0], entry) and not said
     assert p.read_text() == "".join(json.dumps(r) + "\n" for r in recs)

@@ -43,9 +43,9 @@ def test_a_cached_entry_is_checked_against_its_compacted_record(recorded, tmp_pa
     p.write_text((root / "ledger.jsonl").read_text())
     said = []
     entry = cache.load(SCRATCH)
-    assert not _ledger(p, said).add(SCRATCH, entry) and said == []
+    assert not _ledger(p, said).store(SCRATCH, entry) and said == []
     entry.history[-1] = {**entry.history[-1], "test_acc": entry.history[-1]["test_acc"] + 0.5}
-    assert not _ledger(p, said).add(SCRATCH, entry)
+    assert not _ledger(p, said).store(SCRATCH, entry)
     assert len(said) == 1 and "differ from its record" in said[0] and "line 1" in said[0]
     assert p.read_text() == (root / "ledger.jsonl").read_text()
 
@@ -61,11 +61,11 @@ def test_lines_appended_after_a_cut_off_line_are_numbered_as_read_back(recorded,
     p = tmp_path / "l.jsonl"
     p.write_text(good + good[:40])  # line 2 cut off
     led = _ledger(p)
-    assert led.add(other, cache.load(other))
+    assert led.store(other, cache.load(other))
     assert led.lines()[other.key()].number == 3
     fresh = _ledger(p)
     assert fresh.lines()[other.key()].number == 3 and any("line 2" in x for x in fresh.problems)
     said, entry = [], cache.load(other)
     entry.summary = {**entry.summary, "final_test_acc": -1.0}
-    assert not _ledger(p, said).add(other, entry)
+    assert not _ledger(p, said).store(other, entry)
     assert "line 2: not JSON" in said[0] and "differ from its record" in said[-1] and " line 3," in said[-1]

@@ -4,16 +4,12 @@ and its bridge model give the same rows, the exact zeros the theory gives (froze
 move; at W_Q = W_K = 0 attention is exactly uniform and their gradient exactly zero), the
 tracked twins' specs, and the SPT loss of the best context-free prediction."""
 import math
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lra"))
-from tiny_runs import SOURCES, task, tiny_run  # noqa: E402
+from helpers.tiny_runs import SOURCES, task, tiny_run
 
 from toyspt.lra.convert import to_lra  # noqa: E402
 from toyspt.probe.tracking import attention_maps, tracker_price  # noqa: E402

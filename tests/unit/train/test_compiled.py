@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from checks import assert_bitwise
+from helpers.checks import assert_bitwise
 
 from toyspt.nn.model import ModelConfig, build_model
 from toyspt.runs import RunSpec

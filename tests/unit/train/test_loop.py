@@ -2,8 +2,8 @@ from dataclasses import replace
 
 import pytest
 import torch
-from checks import assert_bitwise
 from conftest import SMALL_TASK
+from helpers.checks import assert_bitwise
 
 from toyspt.data.tasks import Split, TaskConfig, make_task
 from toyspt.nn.model import ModelConfig

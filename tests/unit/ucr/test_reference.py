@@ -123,7 +123,7 @@ def test_spec_table_layout_with_a_fake_classifier(tmp_path, monkeypatch):
     # the results ledger records it and gives the same table back, with no library installed
     spec, path = bl.ReferenceSpec(src, "1nn_dtw"), tmp_path / "ledger.jsonl"
     table = spec.execute()
-    assert design.LEDGER.open(path, warn=pytest.fail).add(spec, table)
+    assert design.LEDGER.open(path, warn=pytest.fail).store(spec, table)
     again = design.LEDGER.open(path, warn=pytest.fail).load(spec)
     assert again.rows == table.rows and again.details == table.details
 
@@ -159,7 +159,7 @@ def _combined_record(tmp_path, src, spec):
     whole = Table(rows, dict(library=bl.LIBRARY, version=bl.PINNED, dtw_window=bl.DTW_WINDOW,
                              n_kernels=bl.N_KERNELS), seconds=9.0)
     path = tmp_path / "ledger.jsonl"
-    design.LEDGER.open(path, warn=pytest.fail).add(spec, whole)
+    design.LEDGER.open(path, warn=pytest.fail).store(spec, whole)
     return path, rows
 
 
@@ -174,7 +174,7 @@ def test_a_combined_record_answers_each_classifier_with_its_rows(tmp_path):
         assert got.rows == [r for r in rows if r["baseline"] == c]  # the record's own numbers, this classifier's
         assert got.details == bl.details(c, bl.PINNED)  # as a fresh entry of the classifier gives them
         assert got.seconds == sum(r["seconds"] for r in got.rows)
-        assert not led.add(spec, got)  # read from a record: not recorded again under the new key
+        assert not led.store(spec, got)  # read from a record: not recorded again under the new key
     assert len(design.LEDGER.open(path).lines()) == 1
     with pytest.raises(ValueError, match="only read"):
         combined.execute()

@@ -8,13 +8,13 @@ import pandas as pd
 import pytest
 import torch
 
-from toyspt.analysis.tables import default_columns, per_seed_frame
+from toyspt.analysis.tables import comparison, default_columns
 from toyspt.cli.main import main
 from toyspt.figs import FigContext, write
 from toyspt.figs import ucr as ucr_fig
 from toyspt.nn.model import ModelConfig
 from toyspt.runs import RunCache, sweep
-from toyspt.runs.arms import arm_spec
+from toyspt.runs.arms import arm_spec, arm_specs
 from toyspt.runs.sweeps import SweepOptions
 from toyspt.train.recipes import TrainConfig
 from toyspt.ucr import locations as ucr_locations
@@ -215,8 +215,9 @@ def test_arms_on_gunpoint(tmp_path):
     with_swap = ucr_spec(ucr_run("scratch", train=base.train), data, swap=data)
     assert arm_spec("data_swap", with_swap).swap == UCRSource.of(data)
     assert arm_spec("spt", with_swap).key() == arm_spec("spt", base).key()  # swap only keys data_swap
-    frame = per_seed_frame(["scratch", "qk_transfer"], [0], base, RunCache(tmp_path),
-                           options=SweepOptions(progress=False), columns=default_columns(blindness=True))
+    labelled = arm_specs(["scratch", "qk_transfer"], [0], base)
+    results = sweep([s for _, s in labelled], RunCache(tmp_path), SweepOptions(progress=False))
+    _, frame = comparison(labelled, results, columns=default_columns(blindness=True))
     assert list(frame.arm) == ["scratch", "qk_transfer"] and set(frame.dataset) == {"GunPoint"}
     assert frame.peak_val_acc.between(0, 1).all()
     # probe columns of the final weights: a proximity index is a ratio to uniform attention

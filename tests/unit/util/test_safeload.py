@@ -86,7 +86,7 @@ def _hidden_behind(tmp_path, surgery):
 
 
 def test_a_second_zip64_directory_is_refused(tmp_path):
-    import zipcraft
+    from helpers import zipcraft
 
     path = _hidden_behind(tmp_path, zipcraft.second_directory)
     with pytest.raises(UnsafeFile, match="zip64 and classic directories disagree"):
@@ -94,7 +94,7 @@ def test_a_second_zip64_directory_is_refused(tmp_path):
 
 
 def test_records_equal_up_to_case_are_refused(tmp_path):
-    import zipcraft
+    from helpers import zipcraft
 
     path = _hidden_behind(tmp_path, zipcraft.case_twin)
     with pytest.raises(UnsafeFile, match=r"records 'archive/[dD]ata.pkl' and 'archive/[dD]ata.pkl' differ only "
@@ -107,7 +107,7 @@ def test_torch_is_handed_only_the_scanned_records(tmp_path, monkeypatch):
     still loads the scanned pickle, not the one the zip64 directory names."""
     import struct
 
-    import zipcraft
+    from helpers import zipcraft
 
     from toyspt.util import zipdir
 
@@ -122,7 +122,7 @@ def test_torch_is_handed_only_the_scanned_records(tmp_path, monkeypatch):
 
 
 def test_the_clean_archive_holds_exactly_the_scanned_records(tmp_path):
-    import zipcraft
+    from helpers import zipcraft
 
     torch.save({"a": torch.ones(2), "b": torch.zeros(3, dtype=torch.uint16)}, tmp_path / "a.pt")
     with zipfile.ZipFile(tmp_path / "a.pt", "a") as z:

@@ -1,6 +1,6 @@
 """Zip surgery on real ``torch.save`` archives, for the reader's tests: archives that show one
 pickle to a reader of the classic directory or of exact names, and another to torch's zip
-reader (tests/ is on sys.path through its conftest)."""
+reader."""
 import io
 import pickle
 import struct

@@ -1,4 +1,4 @@
-"""Assertions shared by several test files (tests/ is on sys.path through its conftest)."""
+"""Assertions shared by several test files."""
 import torch
 
 

@@ -1,7 +1,8 @@
-"""Hostile inputs, round 5 (issue 34), at the front doors: counts with an upper bound, arms that
-are one run, a model too large to store, an empty cache path, ``metadata.json`` and
-``--compare-to`` read bounded and refused in one line before any work, inductor's cache never in
-the run cache, and the LRA inspector's activation hint."""
+"""Hostile inputs at the front doors: counts with an upper bound, arms that are one run, a model
+too large to store, an empty cache path, ``metadata.json`` and ``--compare-to`` read bounded and
+refused in one line before any work (text in a reference's value column, a comparison with
+nothing in common), inductor's cache never in the run cache, the LRA inspector's activation
+hint, set and folder names longer than a file name, and a value that starts with a dash."""
 from __future__ import annotations
 
 import math
@@ -226,3 +227,66 @@ def test_the_comparison_covers_the_csvs_the_run_wrote_not_the_references_other_f
     (tmp_path / "new" / "a.csv").unlink()  # drawn but not there: still a disagreement
     r = compare_dirs(tmp_path / "new", tmp_path / "ref", drawn=["a.csv", "zero_mean/a.csv"]).set_index("file")
     assert not r.loc["a.csv", "ok"] and r.loc["a.csv", "note"] == "missing in the new run"
+
+
+# ------------------------------------------------------------------ long names (F11), references and values (F12)
+
+def test_a_set_name_longer_than_a_file_name_is_one_line(tmp_path, capsys):
+    assert main(["ucr", "--list", "--dataset", "A" * 300]) == 2  # once: OSError ENAMETOOLONG, rc 1
+    one_error(capsys, "not a UCR data set name: 'AAA")
+    assert main(["ucr", "--list", "--dataset", "Gun\x1bPoint"]) == 2
+    one_error(capsys, "not a UCR data set name")
+
+
+def test_the_archive_scan_passes_over_a_folder_no_set_can_be(tmp_path, monkeypatch):
+    from toyspt.ucr.archive import archive_names, scan
+
+    (tmp_path / ("B" * 250)).mkdir()  # once: OSError ENAMETOOLONG from the scan
+    (tmp_path / "Tiny").mkdir()
+    (tmp_path / "Tiny" / "Tiny_TRAIN.tsv").write_text("1\t0.5\t0.25\n")
+    assert archive_names(tmp_path) == ["Tiny"]
+    monkeypatch.setenv("TOYSPT_UCR_ROOT", str(tmp_path))
+    (row,) = scan().to_dict("records")
+    assert row["name"] == "Tiny" and not row["admitted"] and "cannot be read" in row["reason"]
+
+
+def test_text_in_a_reference_value_column_is_refused_before_drawing(tmp_path, capsys):
+    from toyspt.cli.figs import main as figs_main
+    from toyspt.figs.check import CompareError, check_reference
+
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    (ref / "a.csv").write_text("arm,value,acc\nspt,1.0,0.9\nscratch,2.0,oops\n")
+    with pytest.raises(CompareError, match=r"column 'acc' holds numbers and text \('oops' in data row 2\)"):
+        check_reference(ref)
+    out = tmp_path / "o"
+    argv = ["--quick", "--only", "task", "--out", str(out), "--cache", str(tmp_path / "c")]
+    assert figs_main([*argv, "--compare-to", str(ref)]) == 2
+    one_error(capsys, "holds numbers and text")
+    assert not out.exists()  # once: refused only after every figure was drawn
+
+
+def test_a_comparison_with_nothing_in_common_is_not_an_agreement(tmp_path):
+    from toyspt.figs.check import compare_dirs, summary
+
+    for side in ("ref", "new"):
+        (tmp_path / side).mkdir()
+    (tmp_path / "ref" / "a.csv").write_text("arm,value\nx,1.0\n")
+    (tmp_path / "new" / "b.csv").write_text("arm,value\nx,1.0\n")
+    report = compare_dirs(tmp_path / "new", tmp_path / "ref", drawn=["b.csv"])  # once: KeyError 'file'
+    assert report.empty and "nothing compared" in summary(report)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--budget", "-1h"], "a budget must be more than 0 seconds, got '-1h'"),  # once: "expected one argument"
+    (["--workers", "-2"], "must be >= 1, got -2"),
+    (["--seeds", "-3"], "seeds must be >= 0"),
+    (["--out"], "expected one argument (none given; a value starting with '-' reads as a flag"),
+])
+def test_a_value_that_starts_with_a_dash_gets_its_own_message(tmp_path, capsys, argv, needle):
+    from toyspt.cli.figs import main as figs_main
+
+    assert figs_main(["--quick", "--only", "task", "--cache", str(tmp_path / "c"), *argv]) == 2
+    one_error(capsys, needle)
+    assert main(["figs", "--quick", "--only", "task", "--cache", str(tmp_path / "c"), *argv]) == 2
+    one_error(capsys, needle)

@@ -12,8 +12,9 @@ from collections import OrderedDict
 from pathlib import Path
 
 import torch
-import zipcraft
 from torch import nn
+
+from helpers import zipcraft
 
 # pickle opcodes used below (protocol 2)
 PROTO2, STOP, MARK = b"\x80\x02", b".", b"("
