@@ -133,7 +133,7 @@ def test_the_lra_claims_table_has_the_nine_confirmatory_rows_with_the_papers_num
     want = (f"| SPT beats scratch: pathfinder | +0.18 | 10 | {r.base_mean:.3f} → {r.arm_mean:.3f} "
             f"| {r.mean_diff:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] "
             f"| {r.hl:+.3f} [{r.hl_low:+.3f}, {r.hl_high:+.3f}] "
-            f"| {r.p_holm:.3g} | ({r.wins}/{r.ties}/{r.losses}) | {r.tost_p:.3g} | confirmed |")
+            f"| {r.p_holm:.3g} | ({r.wins}/{r.ties}/{r.losses}) | {r.tost_p:.3g} | confirmed | confirmed |")
     assert lines[2] == want
     assert "| W_Q, W_K from SPT alone beat scratch: listops | no number (its general claim: a gain) |" in claims(table)
     assert "| attention frozen at random init: listops | unchanged | 10 |" in claims(table)

@@ -19,8 +19,9 @@ def _frame() -> pd.DataFrame:
         for arm in arms:
             v = base if arm == "scratch" else base + rng.normal(0.01, 0.02, len(SEEDS))
             w = base - 0.01 if arm == "scratch" else base + rng.normal(0.0, 0.03, len(SEEDS))  # the second metric
-            rows += [dict(task=task, arm=arm, seed=s, peak_val_acc=v[s], mean_test_last20=w[s], final_test_acc=v[s],
-                          final_train_acc=v[s], seconds=1.0) for s in SEEDS]
+            rows += [dict(study=1, task=task, arm=arm, seed=s, peak_val_acc=v[s], mean_test_last20=w[s],
+                          final_test_acc=v[s], final_train_acc=v[s], test_at_peak=v[s], stopped_by_rule=True,
+                          seconds=1.0) for s in SEEDS]
     return pd.DataFrame(rows).reindex(columns=lc.RUN_COLUMNS)
 
 
