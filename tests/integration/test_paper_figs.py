@@ -156,8 +156,9 @@ def test_lra_tier_in_quick_mode_in_pieces_then_from_the_ledger_alone(tmp_path, c
     specs, twins = study.specs(), study.mechanism()
     answered = {t.key() for s in twins.values() for t in s.twins()}  # a tracked twin trains its study run's run
     alone = [s for s in specs.values() if s.key() not in answered]
-    keys = ({s.key() for s in [*twins.values(), *alone]}
-            | {p.key() for s in alone if (p := s.parent()) is not None})
+    second, refs = list(study.second().values()), study.references().values()  # the second study, the CNNs
+    keys = ({s.key() for s in [*twins.values(), *alone, *second, *refs]}
+            | {p.key() for s in [*alone, *second] if (p := s.parent()) is not None})
     assert 0 < first < len(training_calls) == len(keys)  # each run (SPT-only parents too) trained once, in two pieces
     recorded = read(ledger.read_bytes(), "lra.jsonl")
     untracked = {t.key() for s in twins.values() for t in s.twins()}  # a cause arm's twin's run is none of specs
@@ -168,13 +169,18 @@ def test_lra_tier_in_quick_mode_in_pieces_then_from_the_ledger_alone(tmp_path, c
     probes = pd.read_csv(out / "lra_claims_probes.csv")
     assert set(zip(probes.task, probes.arm, probes.seed)) == set(twins)
     meta = json.loads((out / "metadata.json").read_text())
-    assert meta["tier"] == "lra" and sorted(meta["figures"]) == ["lra_claims", "lra_mechanism"] and not meta["lockstep"]
+    assert meta["tier"] == "lra" and not meta["lockstep"]
+    assert sorted(meta["figures"]) == ["lra_claims", "lra_claims2", "lra_mechanism"]
+    two = pd.read_csv(out / "lra_claims2.csv")
+    assert set(two.study) == {2} and (two.family == "confirmatory").sum() == 6
+    assert list(two.columns) == lra_claims.COLUMNS
     assert meta["figures"]["lra_claims"]["overlapping_labels"] == []
     training_calls.clear()
     again = tmp_path / "again"
     assert _paper_figs().main(argv[:-1] + [str(again), "--cache", str(tmp_path / "empty")]) == 0
     assert not training_calls, "drawing from the ledger trains nothing"
-    for name in ("lra_claims.csv", "lra_claims_runs.csv", "lra_claims_probes.csv", "lra_mechanism.csv"):
+    for name in ("lra_claims.csv", "lra_claims_runs.csv", "lra_claims_probes.csv", "lra_mechanism.csv",
+                 "lra_claims2.csv", "lra_claims2_runs.csv"):
         assert (again / name).read_bytes() == (out / name).read_bytes(), name
     assert _files(ROOT / "figures") == repo
 

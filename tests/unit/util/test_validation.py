@@ -114,6 +114,7 @@ CROSS_FIELD = {("LRAConfig", "d_model"): dict(n_heads=1, n_layers=1, d_ff=8),
                ("LRAConfig", "n_heads"): dict(d_model=8192, n_layers=1, d_ff=8),
                ("ModelConfig", "n_heads"): dict(d_model=8192, d_mlp=0),
                ("ListOpsConfig", "max_len"): dict(min_len=1),
+               ("ListOpsConfig", "min_len"): dict(max_len=8192),  # min_len at its cap needs max_len there too
                **{("TaskConfig", k): {n: v for n, v in _TINY_TASK.items() if n != k}
                   for k in ("T", "dim", "n_train", "n_val", "n_test")}}
 
