@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.ledgers import committed_records, write_ledger
 
 from toyspt.cli.main import main
 from toyspt.runs.ledger_file import seal
@@ -26,16 +27,6 @@ def one_error(capsys, needle: str) -> str:
 
 
 # ------------------------------------------------------------------ what `ledger check` prints (F10)
-
-def committed_records(n: int) -> list[dict]:
-    with open(LEDGER, encoding="utf-8") as f:
-        return [json.loads(next(f)) for _ in range(n)]
-
-
-def write_ledger(path: Path, records: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
-    return path
-
 
 def test_recorded_text_is_printed_inert_and_impossible_totals_are_refused(tmp_path, capsys):
     recs = committed_records(3)

@@ -9,22 +9,13 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers.ledgers import committed_records, write_ledger
 
 from toyspt.cli.main import main
 from toyspt.runs.ledger_file import DIGEST, seal
 
 ROOT = Path(__file__).resolve().parents[2]
 LEDGER = ROOT / "figures" / "ledger" / "ucr.jsonl"
-
-
-def committed_records(n: int) -> list[dict]:
-    with open(LEDGER, encoding="utf-8") as f:
-        return [json.loads(next(f)) for _ in range(n)]
-
-
-def write_ledger(path: Path, records: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
-    return path
 
 
 def bare(rec: dict) -> dict:

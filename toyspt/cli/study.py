@@ -2,7 +2,7 @@
 :mod:`toyspt.studies.registry`).
 
     toyspt study progress lra [--ledger PATH] [--json OUT]   # recorded runs, hours, what the rest costs
-    toyspt study pilot lra --out DIR [--quick] [--stages 1,2] # the runs that fixed the study's design
+    toyspt study pilot lra --out DIR [--quick] [--stages 1,2|a,b,c] # the runs that fixed a design
     toyspt study report lra [--check]                        # write docs/reports/lra.md from its sources
 
 ``progress`` reads the study's ledger (default: the one it declares) and prints one sentence
@@ -51,7 +51,8 @@ def pilot(args) -> int:
 
     study = _study(args.name)
     torch.set_num_threads(1)
-    stages = {} if args.stages is None else dict(stages=tuple(int(x) for x in args.stages.split(",")))
+    stages = {} if args.stages is None else dict(stages=tuple(int(x) if x.isdigit() else x
+                                                              for x in args.stages.split(",")))
     frame = study.pilot(None if args.out is None else Path(args.out), args.quick, progress=not args.quick, **stages)
     if frame is None:
         print(f"error: the {args.name} study has no pilot ({study.preregistration} fixed its design)",
@@ -93,7 +94,9 @@ def register(sub) -> None:
     q.add_argument("--out", type=out_dir, default=None, help="folder for pilot.csv and pilot.json")
     q.add_argument("--quick", action="store_true", help="tiny sizes (seconds)")
     q.add_argument("--stages", default=None,
-                   help="which pilot stages (lra: 1: every task; 2: PathFinder's learnability; default both)")
+                   help="which pilot stages (lra: 1: every task; 2: PathFinder's learnability; default both; "
+                        "a, b, c: the second study's pilot: digits and ListOps, PathFinder at 20,000 and "
+                        "50,000 images)")
     q.set_defaults(func=pilot)
     r = s.add_parser("report", help="write the study's report page (docs/reports/NAME.md) from its sources")
     r.add_argument("name", metavar="NAME", help="the study (lra)")

@@ -278,8 +278,21 @@ class Study:
         return summary(progress)
 
     @classmethod
-    def pilot(cls, out, quick: bool = False, progress: bool = False, stages: tuple[int, ...] = (1, 2)):
-        """The pilot's runs, trained or read from the cache (:func:`toyspt.studies.lra_pilot.run_pilot`)."""
+    def pilot(cls, out, quick: bool = False, progress: bool = False, stages: tuple = (1, 2)):
+        """The pilot's runs, trained or read from the cache (:func:`toyspt.studies.lra_pilot.run_pilot`);
+        stages a, b, c: the second study's pilot (:func:`toyspt.studies.lra_pilot2.run`, through its ledger)."""
+        if all(isinstance(s, str) for s in stages):
+            from toyspt.studies import lra_pilot2
+
+            if quick:
+                raise ValueError("--quick: the second study's pilot has no smoke version; name stages 1,2 or leave "
+                                 "--quick out")
+            bad = [s for s in stages if s not in lra_pilot2.STAGES]
+            if bad:
+                raise ValueError(f"--stages: unknown {bad[0]!r}; the second pilot's are {', '.join(lra_pilot2.STAGES)}")
+            return lra_pilot2.run(stages, out, None, None)
+        if any(isinstance(s, str) for s in stages):
+            raise ValueError("--stages: the first pilot's (1, 2) or the second's (a, b, c), not both")
         return run_pilot(out, quick, progress=progress, stages=stages)
 
     @staticmethod

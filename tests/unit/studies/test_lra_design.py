@@ -80,3 +80,31 @@ def test_the_tracked_twins_are_the_study_runs_at_the_mechanism_seeds_and_train_a
     assert Study.phase(twins["image", "spt", 2], None) == TWINS_AFTER + 2
     quick = Study.for_tier("lra", quick=True, seeds=(2, 5)).mechanism()
     assert set(quick) <= {(t, a, 2) for t, a, _ in [*specs, *cause]}
+
+
+def test_the_pilot_stages_name_one_pilot_or_the_other():
+    import pytest
+
+    from toyspt.studies.lra_design import Study
+
+    with pytest.raises(ValueError, match="unknown 'x'"):
+        Study.pilot(None, stages=("a", "x"))
+    with pytest.raises(ValueError, match="not both"):
+        Study.pilot(None, stages=(1, "a"))
+    with pytest.raises(ValueError, match="no smoke version"):
+        Study.pilot(None, quick=True, stages=("a",))
+
+
+def test_the_second_study_is_paired_by_seed_with_one_rule_for_every_arm():
+    from toyspt.studies import lra2_design as two
+
+    specs = two.study_specs()
+    assert len(specs) == 2 * (20 * 3 + 10 * 4)
+    rules = {(s.train.patience, s.train.pre_patience, s.train.epochs, s.train.pre_epochs) for s in specs.values()}
+    assert rules == {(two.PATIENCE, two.PRE_PATIENCE, two.LABEL_CAP, two.SPT_CAP)}
+    for (task, arm, seed), s in specs.items():
+        assert s.seed == seed and s.train.recon == two.RECON[task][0] and s.train.mask_rate == two.RECON[task][1]
+        assert s.group() is None  # a run with a stopping rule trains alone
+    assert {a for _, a, s in specs if s >= 10} == {"scratch", "spt", "qk_transfer"}
+    assert two.MARGINS["listops"] >= 2 * (0.25 / two.DATA["listops"].n_val) ** 0.5
+    assert two.MARGINS["image"] >= 2 * (0.25 / two.DATA["image"].n_val) ** 0.5
