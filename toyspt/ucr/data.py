@@ -335,9 +335,19 @@ def _load_cached(cfg: UCRConfig, max_length: int | None = None) -> UCRData:
     return _load(cfg, loc, stamp, max_length)
 
 
+@functools.lru_cache(maxsize=32)
+def _read_file(stamp: tuple, delimiter: str | None, max_length: int | None):
+    """One file (its path, inode, size and mtime) read and checked once per process: the
+    configs of one set (resamples, split seeds, z-normalised or not) share its two reads. Its
+    values are read-only, since every config's splits are built from the same array."""
+    read = read_ucr(stamp[0], delimiter, max_length)
+    read.values.flags.writeable = False
+    return read
+
+
 @functools.lru_cache(maxsize=64)
 def _load(cfg: UCRConfig, loc: "Located", stamp: tuple, max_length: int | None) -> UCRData:
-    tr, te = (read_ucr(p, loc.delimiter, max_length) for p in (loc.train, loc.test))
+    tr, te = (_read_file(s, loc.delimiter, max_length) for s in stamp)
     _check_same_classes(cfg.name, loc, tr.classes, te.classes)
     (lab_tr, x_tr), (lab_te, x_te) = (tr.labels, tr.values), (te.labels, te.values)
     if x_tr.shape[1] != x_te.shape[1]:

@@ -108,7 +108,8 @@ def _is_number(tok: str) -> bool:
 def _header_reason(fields: list[str]) -> str | None:
     """Why a row is a header rather than a labelled series, or None if it is not one."""
     values = fields[1:]
-    if any(sep in t for t in values for sep, _ in _OTHER_DELIMITERS):
+    joined = "".join(values)  # each separator is one character: in a field exactly when in the fields joined
+    if any(sep in joined for sep, _ in _OTHER_DELIMITERS):
         return None  # a field holding another separator: reported as mixed separators
     if not any(_is_number(t) for t in values):
         shown = ", ".join(repr(t) for t in fields[:3])
