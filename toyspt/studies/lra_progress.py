@@ -21,28 +21,28 @@ def _group(study, task: str, spec) -> str:
     return f"{task}/{depth}{spec.recipe}{mask_tag}"
 
 
-def entries(study) -> dict[str, tuple[str, object]]:
-    """key -> (group, spec) of every entry the study trains, runs and their SPT-only parents."""
+def entries(study, specs: dict | None = None) -> dict[str, tuple[str, object]]:
+    """key -> (group, spec) of every entry the study trains, runs and their SPT-only parents
+    (``specs``: ``(task, arm, seed)`` -> spec, default the first study's)."""
+    specs = study.specs() if specs is None else specs
     out: dict[str, tuple[str, object]] = {}
-    for (task, arm, _), spec in study.specs().items():
+    for (task, arm, _), spec in specs.items():
         out[spec.key()] = (f"{task}/{arm}", spec)
-    for (task, _, _), spec in study.specs().items():
+    for (task, _, _), spec in specs.items():
         parent = spec.parent()
         if parent is not None and parent.key() not in out:
-            out[parent.key()] = (_group(study, task, parent), parent)
+            out[parent.key()] = (_group(study, task, parent) if task in study.tasks else f"{task}/{parent.recipe}",
+                                 parent)
     return out
 
 
-def progress(ledger, study) -> dict:
-    """The progress of ``study`` (a :class:`toyspt.studies.lra_design.Study`) in ``ledger`` (a
-    :class:`toyspt.runs.ledger.Ledger`): totals, hosts (the records' ``cpu``; ``records_by_host``:
-    how many records each wrote), whole seeds and per group planned / recorded / seconds, and the
-    remaining cost."""
-    lines = ledger.lines()
-    runs = {spec.key() for spec in study.specs().values()}
+def _tally(found: dict, lines: dict) -> tuple[dict, dict, float, int]:
+    """Per group of ``found`` (:func:`entries`): planned, recorded, their seconds and mean; per seed
+    whether each entry is recorded; the remaining seconds by the groups' means; entries of groups
+    with nothing measured."""
     groups: dict[str, dict] = {}
     seeds: dict[int, list[bool]] = {}
-    for key, (group, spec) in entries(study).items():
+    for key, (group, spec) in found.items():
         g = groups.setdefault(group, dict(planned=0, recorded=0, cpu_seconds=0.0))
         g["planned"] += 1
         line = next((lines[s.key()] for s in (spec, *spec.alternatives()) if s.key() in lines), None)
@@ -58,17 +58,34 @@ def progress(ledger, study) -> dict:
             unmeasured += missing
         elif missing:
             left += missing * g["mean_seconds"]
-    twins = _twins(study, lines, groups)
-    recorded_runs = sum(1 for k in runs if k in lines)
+    return groups, seeds, left, unmeasured
+
+
+def _counts(runs: set, lines: dict, groups: dict, seeds: dict, left: float, unmeasured: int) -> dict:
     total = sum(g["cpu_seconds"] for g in groups.values())
+    return dict(runs=len(runs), recorded_runs=sum(1 for k in runs if k in lines),
+                entries=sum(g["planned"] for g in groups.values()),
+                recorded=sum(g["recorded"] for g in groups.values()),
+                cpu_seconds=total, cpu_hours=total / 3600, whole_seeds=sorted(s for s, v in seeds.items() if all(v)),
+                n_whole_seeds=sum(all(v) for v in seeds.values()), remaining_cpu_hours=left / 3600,
+                unmeasured_entries=unmeasured)
+
+
+def progress(ledger, study) -> dict:
+    """The progress of ``study`` (a :class:`toyspt.studies.lra_design.Study`) in ``ledger`` (a
+    :class:`toyspt.runs.ledger.Ledger`): totals, hosts (the records' ``cpu``; ``records_by_host``:
+    how many records each wrote), whole seeds and per group planned / recorded / seconds, and the
+    remaining cost; ``second``: the same counts of the second study (its runs in the same ledger)."""
+    lines = ledger.lines()
+    groups, seeds, left, unmeasured = _tally(entries(study), lines)
+    twins = _twins(study, lines, groups)
     by_host = Counter(str(line.record.get("cpu")) for line in lines.values())
-    return dict(ledger=str(ledger.path), runs=len(runs), recorded_runs=recorded_runs, entries=sum(
-        g["planned"] for g in groups.values()), recorded=sum(g["recorded"] for g in groups.values()),
-        cpu_seconds=total, cpu_hours=total / 3600, whole_seeds=sorted(s for s, v in seeds.items() if all(v)),
-        n_whole_seeds=sum(all(v) for v in seeds.values()), remaining_cpu_hours=left / 3600,
-        unmeasured_entries=unmeasured,
-        hosts=sorted(by_host), records_by_host=dict(sorted(by_host.items())),
-        groups=groups, twins=twins)
+    two = study.second()
+    second = _counts({s.key() for s in two.values()}, lines, *_tally(entries(study, two), lines))
+    return dict(ledger=str(ledger.path), **_counts({spec.key() for spec in study.specs().values()}, lines, groups,
+                                                   seeds, left, unmeasured),
+                hosts=sorted(by_host), records_by_host=dict(sorted(by_host.items())),
+                groups=groups, twins=twins, second=second)
 
 
 def _twins(study, lines: dict, groups: dict) -> dict:
@@ -101,7 +118,12 @@ def summary(out: dict) -> str:
             f"SPT-only parents included), {out['cpu_hours']:.2f} CPU-hours; whole seeds {out['whole_seeds']}; "
             f"about {out['remaining_cpu_hours']:.1f} CPU-hours left by the measured seconds"
             f" (+{out['unmeasured_entries']} entries not measured yet); tracked twins {out['twins']['recorded']} of "
-            f"{out['twins']['planned']}, at least {out['twins']['remaining_cpu_hours_at_least']:.1f} CPU-hours left")
+            f"{out['twins']['planned']}, at least {out['twins']['remaining_cpu_hours_at_least']:.1f} CPU-hours left"
+            + ("" if "second" not in out else
+               f"; the second study: {out['second']['recorded_runs']} of {out['second']['runs']} runs "
+               f"({out['second']['recorded']} of {out['second']['entries']} entries), "
+               f"{out['second']['cpu_hours']:.2f} CPU-hours, whole seeds {out['second']['whole_seeds']}, about "
+               f"{out['second']['remaining_cpu_hours']:.1f} CPU-hours left"))
 
 
 __all__ = ["entries", "progress", "summary"]

@@ -48,6 +48,21 @@ def test_progress_counts_entries_seeds_and_the_remaining_cost():
     assert q["whole_seeds"] == [] and q["twins"]["unmeasured"] == len(twins) - 2  # image/scratch at seeds 0 and 1
 
 
+def test_the_second_study_is_counted_apart_with_its_spt_only_parents():
+    study = Study.for_tier("lra", quick=True, seeds=(0, 1))
+    two = study.second()
+    every = entries(study, two)
+    parents = {k for k, (g, s) in every.items() if s.recipe == "spt_only"}
+    assert len(every) == len(two) + len(parents)
+    assert {g for g, _ in every.values()} >= {"image/spt_only", "listops/qk_transfer"}
+    seed0 = {k: 4.0 for k, (g, s) in every.items() if s.seed == 0}
+    p = progress(_ledger(seed0), study)["second"]
+    assert p["runs"] == len(two) and p["entries"] == len(every) and p["recorded"] == len(seed0)
+    assert p["whole_seeds"] == [0] and p["cpu_seconds"] == pytest.approx(4.0 * len(seed0))
+    assert p["recorded_runs"] == sum(1 for s in two.values() if s.seed == 0)
+    assert p["remaining_cpu_hours"] * 3600 == pytest.approx(4.0 * (len(every) - len(seed0)))
+
+
 def test_a_missing_ledger_is_one_error_line(tmp_path, capsys):
     from toyspt.cli.main import main
 
