@@ -202,18 +202,20 @@ def gate_function(ctx, runs: dict, alpha: float = design.ALPHA):
     :func:`toyspt.studies.lra_claim_gates.row_gates` read off ``runs`` (the CNN references' entries
     among them, keyed ``(study, task, "cnn_reference", seed)``) and each task's data."""
     facts: dict = {}
+    margins = ctx.study.margins()  # each built once: a study's specs are many
+    data = {n: ctx.study.data_of(n) for n in dict.fromkeys(k[0] for k in runs)}
+    by_study = {n: {k[1:]: r for k, r in runs.items() if k[0] == n and k[2] != REFERENCE} for n in data}
 
     def fact(n, t):
         if (n, t) not in facts:
             ref = next((r.details for (nn, tt, a, _), r in runs.items() if (nn, tt, a) == (n, t, REFERENCE)), None)
-            recons = [r.config["train"]["recon"] for (nn, tt, a, _), r in runs.items()
-                      if (nn, tt) == (n, t) and a in ("spt", "qk_transfer")]
-            facts[n, t] = task_facts(ctx.study.data_of(n)[t], recons, ref)
+            recons = [r.config["train"]["recon"] for (tt, a, _), r in by_study[n].items()
+                      if tt == t and a in ("spt", "qk_transfer")]
+            facts[n, t] = task_facts(data[n][t], recons, ref)
         return facts[n, t]
 
     def gates(n, t, a, ungated, c):
-        mine = {k[1:]: r for k, r in runs.items() if k[0] == n and k[2] != REFERENCE}
-        return row_gates(mine, t, a, ungated, c, fact(n, t), ctx.study.margins().get((n, t), design.MARGIN), alpha)
+        return row_gates(by_study[n], t, a, ungated, c, fact(n, t), margins.get((n, t), design.MARGIN), alpha)
     return gates
 
 

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from toyspt.studies import lra_design as design
+from toyspt.studies.lra_claim_gates import pretrain_end
 from toyspt.studies.lra_mechanism import STATES, at_state, constant_recon_loss, mechanism_table
 from toyspt.util.plots import color
 
@@ -92,12 +93,6 @@ def _nested(frame: pd.DataFrame) -> dict:
     return out
 
 
-def _pretrain_end(res) -> float:
-    """A run's validation loss at the end of its first phase (an SPT run's: the SPT loss)."""
-    h = pd.DataFrame(res.history)
-    return float(h[h.phase == h.phase.iloc[0]].val_loss.dropna().iloc[-1])
-
-
 def spt_against_constant(tasks: dict, twins: dict, runs: dict) -> dict:
     """Per task and SPT arm (``twins``: ``(task, arm, seed)`` -> spec, the twins whose recipe is
     ``spt``; ``tasks``: name -> :class:`toyspt.studies.lra_design.Task`, their data): the validation SPT
@@ -108,7 +103,7 @@ def spt_against_constant(tasks: dict, twins: dict, runs: dict) -> dict:
     ends: dict = {}
     for key, res in runs.items():
         if twins[key].recipe == "spt":  # an arm's seeds share its SPT loss
-            ends.setdefault((*key[:2], twins[key].train.recon), []).append(_pretrain_end(res))
+            ends.setdefault((*key[:2], twins[key].train.recon), []).append(pretrain_end(res))
     out: dict = {}
     constants: dict = {}  # (task, loss) -> its constant, computed once (spt and depth2_spt share it)
     for (task, arm, recon), losses in ends.items():

@@ -9,6 +9,7 @@ import pytest
 from helpers.tiny_runs import task
 
 from toyspt.figs import FigContext, lra_mechanism
+from toyspt.studies.lra_claim_gates import pretrain_end
 from toyspt.studies.lra_design import mechanism_specs
 from toyspt.studies.lra_mechanism import MechanismConfig, at_state
 
@@ -60,7 +61,7 @@ def test_the_probe_table_and_its_summary(runs, tmp_path):
     loss = meta["spt_loss"]["pathfinder"]["spt"]  # the only twin of the spt recipe
     assert meta["spt_loss"].keys() == {"pathfinder"} and meta["spt_loss"]["pathfinder"].keys() == {"spt"}
     assert loss["n_seeds"] == 1 and loss["recon"] == "l1"
-    assert loss["val_loss"] == lra_mechanism._pretrain_end(runs["pathfinder", "spt", 0]) > 0
+    assert loss["val_loss"] == pretrain_end(runs["pathfinder", "spt", 0]) > 0
     assert loss["below_constant"] == (loss["val_loss_max"] < loss["constant"])
     assert meta["accuracy"].keys() == {"peak_val_acc", "mean_test_last20"}
     acc = meta["accuracy"]["peak_val_acc"]["pathfinder"]
