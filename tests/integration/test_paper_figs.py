@@ -166,16 +166,16 @@ def test_lra_tier_in_quick_mode_in_pieces_then_from_the_ledger_alone(tmp_path, c
     first = len(training_calls)
     assert _paper_figs().main(argv + ["--cache", str(tmp_path / "cache")]) == 0
     study = Study.for_tier("lra", quick=True)
-    specs, twins = study.specs(), study.mechanism()
-    answered = {t.key() for s in twins.values() for t in s.twins()}  # a tracked twin trains its study run's run
-    alone = [s for s in specs.values() if s.key() not in answered]
-    second, refs = list(study.second().values()), study.references().values()  # the second study, the CNNs
-    keys = ({s.key() for s in [*twins.values(), *alone, *second, *refs]}
-            | {p.key() for s in [*alone, *second] if (p := s.parent()) is not None})
+    specs, twins, twins2 = study.specs(), study.mechanism(), study.mechanism(2)
+    answered = {t.key() for s in [*twins.values(), *twins2.values()] for t in s.twins()}  # a tracked twin trains
+    alone = [s for s in [*specs.values(), *study.second().values()] if s.key() not in answered]  # its run's run
+    refs = study.references().values()  # the CNN references of both studies
+    keys = ({s.key() for s in [*twins.values(), *twins2.values(), *alone, *refs]}
+            | {p.key() for s in alone if (p := s.parent()) is not None})
     assert 0 < first < len(training_calls) == len(keys)  # each run (SPT-only parents too) trained once, in two pieces
     recorded = read(ledger.read_bytes(), "lra.jsonl")
-    untracked = {t.key() for s in twins.values() for t in s.twins()}  # a cause arm's twin's run is none of specs
-    assert set(recorded.good) == keys | untracked | {s.key() for s in specs.values()} and not recorded.problems
+    # a twin's run is recorded too (a cause arm's twin's run is none of the studies' specs)
+    assert set(recorded.good) == keys | answered | {s.key() for s in specs.values()} and not recorded.problems
     table, runs = (pd.read_csv(out / f"{n}.csv") for n in ("lra_claims", "lra_claims_runs"))
     assert list(table.columns) == lra_claims.COLUMNS and list(runs.columns) == lra_claims.RUN_COLUMNS
     assert len(runs) == len(specs) and (table.family == "confirmatory").sum() == 9
@@ -183,7 +183,10 @@ def test_lra_tier_in_quick_mode_in_pieces_then_from_the_ledger_alone(tmp_path, c
     assert set(zip(probes.task, probes.arm, probes.seed)) == set(twins)
     meta = json.loads((out / "metadata.json").read_text())
     assert meta["tier"] == "lra" and not meta["lockstep"]
-    assert sorted(meta["figures"]) == ["lra_claims", "lra_claims2", "lra_mechanism"]
+    assert sorted(meta["figures"]) == ["lra_claims", "lra_claims2", "lra_mechanism", "lra_mechanism2"]
+    probes2 = pd.read_csv(out / "lra_claims_probes2.csv")
+    assert set(zip(probes2.task, probes2.arm, probes2.seed)) == set(twins2) and len(twins2) == 2 * 7 * 2
+    assert set(probes2.state) == {"init", "pretrained", "label_start", "final"}
     two = pd.read_csv(out / "lra_claims2.csv")
     assert set(two.study) == {2} and (two.family == "confirmatory").sum() == 6
     assert list(two.columns) == lra_claims.COLUMNS
@@ -193,7 +196,7 @@ def test_lra_tier_in_quick_mode_in_pieces_then_from_the_ledger_alone(tmp_path, c
     assert _paper_figs().main(argv[:-1] + [str(again), "--cache", str(tmp_path / "empty")]) == 0
     assert not training_calls, "drawing from the ledger trains nothing"
     for name in ("lra_claims.csv", "lra_claims_runs.csv", "lra_claims_probes.csv", "lra_mechanism.csv",
-                 "lra_claims2.csv", "lra_claims2_runs.csv"):
+                 "lra_claims2.csv", "lra_claims2_runs.csv", "lra_claims_probes2.csv", "lra_mechanism2.csv"):
         assert (again / name).read_bytes() == (out / name).read_bytes(), name
     assert _files(ROOT / "figures") == repo
 

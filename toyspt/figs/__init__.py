@@ -52,7 +52,7 @@ CONTRAST = ("accuracy", "proximity", "ablations", "displacement", "blindness")  
 # whose runs take most of the job. The contrast regime comes after all of them.
 FIGURES = ("task", "accuracy", "proximity", "ablations", "displacement", "blindness", "basin", "theory",
            "lra", "ucr", "real_data", "real_gain", "archive_scan", "archive_small", "real_gain_splits", "lra_claims",
-           "lra_mechanism", "lra_claims2")
+           "lra_mechanism", "lra_claims2", "lra_mechanism2")
 HEADLINE = "accuracy"  # the figure a reader opens first: trained first, its time measured (benchmarks/)
 # tier -> the study a figure job of that tier runs (toyspt.studies.registry.BY_TIER, as each study
 # names its tiers): the real-data study's (default, study) and the LRA study's (lra). One study per

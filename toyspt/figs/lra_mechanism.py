@@ -1,4 +1,4 @@
-"""Figure (lra tier): the mechanism on the LRA study's tasks (issue 43, item 6), descriptively.
+"""Figure (lra tier): the mechanism on the first LRA study's tasks, descriptively.
 
 Per task and arm, the tracked twins of the study's runs (:meth:`toyspt.studies.lra_design.Study.mechanism`:
 seeds :data:`toyspt.studies.lra_mechanism.MECHANISM_SEEDS`, each training what its untracked twin
@@ -20,6 +20,8 @@ seed, layer, head``, then the columns of :func:`toyspt.studies.lra_mechanism.mec
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -30,28 +32,45 @@ from toyspt.studies.lra_mechanism import STATES, at_state, constant_recon_loss, 
 from toyspt.util.plots import color
 
 NAME = "lra_mechanism"
-CSV = "lra_claims_probes"  # the table's name (issue 43's file)
+CSV = "lra_claims_probes"  # the per-twin table's name
 TITLE = "The mechanism on the LRA tasks: how local attention is, and how blind the label loss is to it (tracked twins)"
 TIERS = (design.TIER,)
+
+
+@dataclass(frozen=True)
+class Sheet:
+    """What one study's mechanism figure reads and writes (:data:`FIRST`; the second study's in
+    :mod:`toyspt.figs.lra_mechanism2`)."""
+    name: str  # the figure's name: its summary CSV, PNG and metadata entry
+    csv: str  # the per-twin table's CSV name
+    title: str  # the figure's title
+    study: int  # whose tracked twins (toyspt.studies.lra_design.Study.mechanism): 1 or 2
+    states: tuple[str, ...]  # the models each twin is read at (toyspt.studies.lra_mechanism.at_state)
+    metrics: tuple[str, ...]  # the run summaries' accuracies the metadata averages over the twins
+
+
+FIRST = Sheet(NAME, CSV, TITLE, 1, STATES, (design.PRIMARY, design.SECONDARY))
 RATIO = "ratio_toep_w1"  # the label/recon gradient ratio along the band |j - i| <= 1 of the scores
 GROUPS = ("Q", "K", "V", "O", "mlp")  # the weight groups of a layer whose displacement the summary keeps
 COLUMNS = ["task", "arm", "state", "layer", "n_seeds", "proximity_index", "proximity_min", "proximity_max",
            "neighbourhood_index", *(f"rel_disp_{g}" for g in GROUPS), "ratio", "ratio_min", "ratio_max"]
-MARKERS = {"init": ("o", "none"), "pretrained": ("^", None), "final": ("o", None)}  # state -> marker, face
+# state -> marker, face, vertical offset in its row
+MARKERS = {"init": ("o", "none", -0.2), "pretrained": ("^", None, 0.0), "label_start": ("s", None, 0.1),
+           "final": ("o", None, 0.2)}
 
 
-def specs(ctx):
+def specs(ctx, sheet: Sheet = FIRST):
     """``(task, arm, seed)`` -> the tracked twin of the study run
     (:meth:`toyspt.studies.lra_design.Study.mechanism`)."""
-    return ctx.study.mechanism()
+    return ctx.study.mechanism(sheet.study)
 
 
-def probe_table(runs: dict) -> pd.DataFrame:
-    """The rows of every twin of ``{(task, arm, seed): result}`` at each of :data:`STATES` it has,
+def probe_table(runs: dict, states: tuple[str, ...] = STATES) -> pd.DataFrame:
+    """The rows of every twin of ``{(task, arm, seed): result}`` at each of ``states`` it has,
     in the study's order (tasks, arms), then seed, state; columns in one order (missing: NaN)."""
     parts = []
     for (task, arm, seed), res in runs.items():
-        for state in STATES:
+        for state in states:
             rows = at_state(res.records, state)
             if rows:
                 parts.append(mechanism_table(rows, task=task, arm=arm, state=state, seed=seed))
@@ -59,7 +78,7 @@ def probe_table(runs: dict) -> pd.DataFrame:
     lead = ["task", "arm", "state", "seed", "layer", "head"]
     order = {k: i for i, k in enumerate(dict.fromkeys((t, a) for t, a, _ in runs))}
     out["_o"] = [order[t, a] for t, a in zip(out.task, out.arm)]
-    out["_s"] = out.state.map(STATES.index)
+    out["_s"] = out.state.map(states.index)
     out = out.sort_values(["_o", "seed", "_s", "layer", "head"], kind="stable").drop(columns=["_o", "_s"])
     return out[lead + sorted(c for c in out.columns if c not in lead)].reset_index(drop=True)
 
@@ -93,9 +112,9 @@ def _nested(frame: pd.DataFrame) -> dict:
     return out
 
 
-def spt_against_constant(tasks: dict, twins: dict, runs: dict) -> dict:
+def spt_against_constant(data: dict, twins: dict, runs: dict) -> dict:
     """Per task and SPT arm (``twins``: ``(task, arm, seed)`` -> spec, the twins whose recipe is
-    ``spt``; ``tasks``: name -> :class:`toyspt.studies.lra_design.Task`, their data): the validation SPT
+    ``spt``; ``data``: task name -> its data source): the validation SPT
     loss at the end of pretraining (mean, lowest and highest seed) beside
     :func:`toyspt.studies.lra_mechanism.constant_recon_loss` of the arm's SPT loss, the loss of the best
     context-free prediction: SPT that does not get below it has learned nothing from the
@@ -108,8 +127,8 @@ def spt_against_constant(tasks: dict, twins: dict, runs: dict) -> dict:
     constants: dict = {}  # (task, loss) -> its constant, computed once (spt and depth2_spt share it)
     for (task, arm, recon), losses in ends.items():
         if (task, recon) not in constants:
-            data = tasks[task].data.load()
-            constants[task, recon] = constant_recon_loss(data.train.x, data.val.x, recon)
+            d = data[task].load()
+            constants[task, recon] = constant_recon_loss(d.train.x, d.val.x, recon)
         row = dict(recon=recon, n_seeds=len(losses), val_loss=float(np.mean(losses)), val_loss_min=min(losses),
                    val_loss_max=max(losses), constant=constants[task, recon])
         out.setdefault(task, {})[arm] = dict(row, below_constant=row["val_loss_max"] < row["constant"])
@@ -138,12 +157,13 @@ def accuracy(runs: dict, metric: str = "peak_val_acc") -> dict:
     return out
 
 
-def draw(ctx, runs):
-    table = probe_table(runs)
+def draw(ctx, runs, sheet: Sheet = FIRST):
+    table = probe_table(runs, sheet.states)
     means = summary(table)
-    ctx.meta[NAME] = dict(quick=ctx.quick, twins=len(runs), ratio=RATIO, descriptive=True, means=_nested(means),
-                          spt_loss=spt_against_constant(ctx.study.tasks, specs(ctx), runs),
-                          accuracy={m: accuracy(runs, m) for m in (design.PRIMARY, design.SECONDARY)})
+    ctx.meta[sheet.name] = dict(quick=ctx.quick, twins=len(runs), ratio=RATIO, descriptive=True,
+                                means=_nested(means),
+                                spt_loss=spt_against_constant(ctx.study.data_of(sheet.study), specs(ctx, sheet), runs),
+                                accuracy={m: accuracy(runs, m) for m in sheet.metrics})
     tasks = list(dict.fromkeys(table.task))
     fig, axes = plt.subplots(2, max(1, len(tasks)), figsize=(4.2 * max(1, len(tasks)), 7.0), squeeze=False)
     for j, task in enumerate(tasks):
@@ -151,11 +171,11 @@ def draw(ctx, runs):
         rows = list(dict.fromkeys(zip(g.arm, g.layer)))
         y = {r: len(rows) - 1 - i for i, r in enumerate(rows)}
         for (arm, layer, state), h in g.groupby(["arm", "layer", "state"], sort=False):
-            marker, face = MARKERS[state]
+            marker, face, dy = MARKERS[state]
             c = color("spt") if state != "init" else "0.5"
             for ax, col in ((axes[0, j], "proximity_index"), (axes[1, j], RATIO)):
                 v = h[col].to_numpy(float)
-                ax.plot(v, np.full(len(v), y[arm, layer]) + {"init": -0.2, "pretrained": 0.0, "final": 0.2}[state],
+                ax.plot(v, np.full(len(v), y[arm, layer]) + dy,
                         marker=marker, ls="none", ms=4, color=c, mfc=face or c, alpha=0.8)
         labels = [f"{a}" + (f" L{layer}" if g[g.arm == a].layer.max() > 0 else "") for a, layer in rows]
         for ax in axes[:, j]:
@@ -165,7 +185,8 @@ def draw(ctx, runs):
         axes[0, j].set_xlabel("proximity index (|j-i| = 1, relative to uniform)", fontsize=7)
         axes[1, j].set_xscale("log")
         axes[1, j].set_xlabel(f"label/recon gradient ratio ({RATIO.removeprefix('ratio_')})", fontsize=7)
-    fig.suptitle(f"{TITLE}\nopen grey: init; triangle: after SPT; filled: end of training (per seed; descriptive)",
-                 fontsize=8)
+    square = "; square: the label phase's start" if "label_start" in sheet.states else ""
+    fig.suptitle(f"{sheet.title}\nopen grey: init; triangle: after SPT{square}; filled: end of training "
+                 "(per seed; descriptive)", fontsize=8)
     fig.tight_layout()
-    return fig, {NAME: means, CSV: table}
+    return fig, {sheet.name: means, sheet.csv: table}

@@ -31,7 +31,7 @@ from toyspt.kinds.tasks import PIXEL_TRAIN, TOKEN_TRAIN, DigitsSource
 from toyspt.runs.arms import arm_spec
 from toyspt.runs.ledger import StudyLedger, data_kind
 from toyspt.runs.specs import RunSpec
-from toyspt.studies.lra_mechanism import MECHANISM_SEEDS, MechanismConfig, mechanism_trackers, task_view
+from toyspt.studies.lra_mechanism import MECHANISM_SEEDS, MechanismConfig, mechanism_trackers, spec_view, task_view
 from toyspt.studies.lra_pilot import LISTOPS_SHORT, MODEL_1L, PF_MORE, PILOT_SEEDS, run_pilot, tiny
 from toyspt.train.recipes import TrainConfig
 
@@ -179,7 +179,7 @@ class Study:
     ledger: ClassVar[StudyLedger] = LEDGER
     tiers: ClassVar[tuple[str, ...]] = (TIER,)  # the figure job's tiers that run this study
     lockstep: ClassVar[bool] = False  # no lockstep groups (one config over seeds): the order is seed by seed
-    figures: ClassVar[tuple[str, ...]] = ("lra_claims", "lra_mechanism", "lra_claims2")
+    figures: ClassVar[tuple[str, ...]] = ("lra_claims", "lra_mechanism", "lra_claims2", "lra_mechanism2")
     preregistration: ClassVar[str] = 'docs/lra.md, "Pre-registration"'
 
     @classmethod
@@ -205,11 +205,17 @@ class Study:
         cls.refuse(True, None, numerics, None)
         return cls(quick_tasks(seeds) if quick else TASKS, quick)
 
-    def mechanism(self) -> dict[tuple[str, str, int], RunSpec]:
-        """``(task, arm, seed)`` -> the tracked twin (:func:`mechanism_specs`)
-        of every study run at :data:`toyspt.studies.lra_mechanism.MECHANISM_SEEDS` (quick: those of its seeds),
-        and of each arm of :data:`CAUSE_ARMS` at those seeds (a twin of no study run):
-        descriptive, outside the pre-registered family, trained after every seed of the study."""
+    def mechanism(self, study: int = 1) -> dict[tuple[str, str, int], RunSpec]:
+        """``(task, arm, seed)`` -> the tracked twin of every run of study 1 or 2 at
+        :data:`toyspt.studies.lra_mechanism.MECHANISM_SEEDS` (quick: those of its seeds), with
+        :func:`toyspt.studies.lra_mechanism.mechanism_trackers`; for study 1 also of each arm of
+        :data:`CAUSE_ARMS` at those seeds (a twin of no study run): descriptive, outside the
+        pre-registered families, trained after every seed of the studies."""
+        if study == 2:
+            return {k: replace(s, trackers=mechanism_trackers(spec_view(k[0], s)))
+                    for k, s in self.second().items() if k[2] in MECHANISM_SEEDS}
+        if study != 1:
+            raise ValueError(f"study: 1 or 2, got {study!r}")
         specs = self.specs()
         out = {k: _tracked(s, self.tasks[k[0]]) for k, s in specs.items() if k[2] in MECHANISM_SEEDS}
         for (task, arm, seed), s in specs.items():  # the cause arms' twins (CAUSE_ARMS), after their task's

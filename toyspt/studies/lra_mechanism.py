@@ -1,4 +1,4 @@
-"""The mechanism on the LRA tasks (issue 43, item 6), computed from a trained model: per layer
+"""The mechanism on the LRA tasks, computed from a trained model: per layer
 and head, how local its attention is, how far each weight group moved from the init, and how
 blind the label loss is, relative to the SPT loss, along proximity directions of the scores.
 
@@ -74,9 +74,17 @@ class TaskView:
 
 def task_view(task) -> TaskView:
     """The :class:`TaskView` of a study task (:class:`toyspt.studies.lra_design.Task`)."""
-    kind = task.data.kind
-    side = task.data.pathfinder.size if kind == "pathfinder" else getattr(task.data, "side", 0)
-    return TaskView(task.name, kind == "listops", side, task.train.mask_rate, task.train.recon, task.data.n_classes)
+    return _view(task.name, task.data, task.train)
+
+
+def spec_view(name: str, spec) -> TaskView:
+    """The :class:`TaskView` of a run spec of task ``name`` (the second study's runs)."""
+    return _view(name, spec.data, spec.train)
+
+
+def _view(name: str, data, train) -> TaskView:
+    side = data.pathfinder.size if data.kind == "pathfinder" else getattr(data, "side", 0)
+    return TaskView(name, data.kind == "listops", side, train.mask_rate, train.recon, data.n_classes)
 
 
 def _layer(name: str) -> int | None:
@@ -179,21 +187,27 @@ def mechanism_table(rows, **labels) -> pd.DataFrame:
     return out[lead + sorted(c for c in out.columns if c not in lead)]  # columns in one order, whatever the rows
 
 
-STATES = ("init", "pretrained", "final")  # the models at_state picks out of a tracked run
+STATES = ("init", "pretrained", "final")  # the models the first study's figure picks out of a tracked run
+# and the second's: also the model its label phase starts from (``label_start``: SPT's for spt, the init with
+# SPT's W_Q, W_K for qk_transfer, SPT's but W_Q, W_K for all_but_qk_transfer), what a transfer carries
+STATES2 = ("init", "pretrained", "label_start", "final")
+_PHASE = {"init": (0, "start"), "pretrained": (0, "end"), "label_start": (-1, "start"), "final": (-1, "end")}
 
 
 def at_state(records, state: str) -> list[dict]:
     """A tracked run's records of one model: ``init`` (the first phase's start), ``pretrained``
-    (the first phase's end, where the run has a later one: SPT's model) or ``final`` (the last
-    phase's end); ``[]`` for ``pretrained`` of a one-phase run."""
-    if state not in STATES:
-        raise ValueError(f"state: one of {', '.join(STATES)}, got {state!r}")
+    (the first phase's end, where the run has a later one: SPT's model), ``label_start`` (the last
+    phase's start, where the run has an earlier one) or ``final`` (the last phase's end); ``[]``
+    for ``pretrained`` and ``label_start`` of a one-phase run."""
+    if state not in _PHASE:
+        raise ValueError(f"state: one of {', '.join(_PHASE)}, got {state!r}")
     f = tr.records_frame(records)
     phases = list(dict.fromkeys(f.phase))
-    if state == "pretrained" and len(phases) < 2:
+    if state in ("pretrained", "label_start") and len(phases) < 2:
         return []
-    g = f[f.phase == (phases[-1] if state == "final" else phases[0])]
-    sel = g[g.step == (g.step.min() if state == "init" else g.step.max())]
+    which, end = _PHASE[state]
+    g = f[f.phase == phases[which]]
+    sel = g[g.step == (g.step.max() if end == "end" else g.step.min())]
     return sel.to_dict("records")
 
 
@@ -226,6 +240,5 @@ def constant_recon_loss(train_x: torch.Tensor, val_x: torch.Tensor, recon: str, 
     raise ValueError(f"recon: one of l1, mse, ce, levels, got {recon!r}")
 
 
-__all__ = ["constant_recon_loss",
-           "MechanismConfig", "TaskView", "task_view", "mechanism_rows", "mechanism_trackers", "mechanism_table",
-           "at_state", "MECHANISM_SEEDS", "MEASURES", "STATES"]
+__all__ = ["constant_recon_loss", "MechanismConfig", "TaskView", "task_view", "spec_view", "mechanism_rows",
+           "mechanism_trackers", "mechanism_table", "at_state", "MECHANISM_SEEDS", "MEASURES", "STATES", "STATES2"]

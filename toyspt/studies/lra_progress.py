@@ -15,6 +15,8 @@ from collections import Counter
 
 
 def _group(study, task: str, spec) -> str:
+    if task not in study.tasks:  # a task of the second study alone
+        return f"{task}/{spec.recipe}"
     depth = f"depth{spec.model.n_layers}_" if spec.model.n_layers > 1 else ""
     mask = spec.train.mask_rate
     mask_tag = "" if mask == study.tasks[task].train.mask_rate else f"_mask{round(mask * 100)}"
@@ -31,8 +33,7 @@ def entries(study, specs: dict | None = None) -> dict[str, tuple[str, object]]:
     for (task, _, _), spec in specs.items():
         parent = spec.parent()
         if parent is not None and parent.key() not in out:
-            out[parent.key()] = (_group(study, task, parent) if task in study.tasks else f"{task}/{parent.recipe}",
-                                 parent)
+            out[parent.key()] = (_group(study, task, parent), parent)
     return out
 
 
@@ -81,19 +82,21 @@ def progress(ledger, study) -> dict:
     twins = _twins(study, lines, groups)
     by_host = Counter(str(line.record.get("cpu")) for line in lines.values())
     two = study.second()
-    second = _counts({s.key() for s in two.values()}, lines, *_tally(entries(study, two), lines))
+    tally = _tally(entries(study, two), lines)
+    second = dict(_counts({s.key() for s in two.values()}, lines, *tally), twins=_twins(study, lines, tally[0], 2))
     return dict(ledger=str(ledger.path), **_counts({spec.key() for spec in study.specs().values()}, lines, groups,
                                                    seeds, left, unmeasured),
                 hosts=sorted(by_host), records_by_host=dict(sorted(by_host.items())),
                 groups=groups, twins=twins, second=second)
 
 
-def _twins(study, lines: dict, groups: dict) -> dict:
-    """The tracked twins (:meth:`toyspt.studies.lra_design.Study.mechanism`): planned, recorded, their
-    CPU-hours, and a lower bound on what the rest costs: the untracked run's and its SPT-only
-    parent's mean seconds (a twin trains both, with trackers that add to them)."""
+def _twins(study, lines: dict, groups: dict, which: int = 1) -> dict:
+    """The tracked twins of study 1 or 2 (:meth:`toyspt.studies.lra_design.Study.mechanism`): planned,
+    recorded, their CPU-hours, and a lower bound on what the rest costs: the untracked run's and its
+    SPT-only parent's mean seconds (``groups``: that study's tally; a twin trains both, with trackers
+    that add to them)."""
     recorded, seconds, floor, unmeasured = 0, 0.0, 0.0, 0
-    twins, untracked = study.mechanism(), study.specs()
+    twins, untracked = study.mechanism(which), study.specs() if which == 1 else study.second()
     for (task, arm, seed), spec in twins.items():
         line = lines.get(spec.key())
         if line is not None:
@@ -123,7 +126,9 @@ def summary(out: dict) -> str:
                f"; the second study: {out['second']['recorded_runs']} of {out['second']['runs']} runs "
                f"({out['second']['recorded']} of {out['second']['entries']} entries), "
                f"{out['second']['cpu_hours']:.2f} CPU-hours, whole seeds {out['second']['whole_seeds']}, about "
-               f"{out['second']['remaining_cpu_hours']:.1f} CPU-hours left"))
+               f"{out['second']['remaining_cpu_hours']:.1f} CPU-hours left; its tracked twins "
+               f"{out['second']['twins']['recorded']} of {out['second']['twins']['planned']}, at least "
+               f"{out['second']['twins']['remaining_cpu_hours_at_least']:.1f} CPU-hours left"))
 
 
 __all__ = ["entries", "progress", "summary"]

@@ -11,10 +11,10 @@ from helpers.tiny_runs import task
 from toyspt.figs import FigContext, lra_mechanism
 from toyspt.studies.lra_claim_gates import pretrain_end
 from toyspt.studies.lra_design import mechanism_specs
-from toyspt.studies.lra_mechanism import MechanismConfig, at_state
+from toyspt.studies.lra_mechanism import STATES2, MechanismConfig, at_state
 
 CFG = MechanismConfig(n_attention=8, n_probe=8)
-ARMS = ("scratch", "spt", "frozen_attention")
+ARMS = ("scratch", "spt", "frozen_attention", "qk_transfer")
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +29,26 @@ def test_states_of_a_tracked_run(runs):
     assert at_state(scratch, "pretrained") == []  # one phase: no SPT model
     pre, final = at_state(spt, "pretrained"), at_state(spt, "final")
     assert pre and {r["phase"] for r in pre} == {"pretrain"} and {r["phase"] for r in final} == {"finetune"}
-    with pytest.raises(ValueError, match="state: one of init, pretrained, final"):
+    assert at_state(scratch, "label_start") == []  # one phase: no label phase after another
+    start = at_state(spt, "label_start")
+    steps = {r["step"] for r in start}  # the step count runs on: the label phase starts where SPT stopped
+    assert {r["phase"] for r in start} == {"finetune"} and steps == {r["step"] for r in pre} and len(steps) == 1
+    with pytest.raises(ValueError, match="state: one of init, pretrained, label_start, final"):
         at_state(spt, "best")
+
+
+def test_the_label_start_shows_what_a_transfer_carries(runs):
+    """qk_transfer's label phase starts from the init with SPT's W_Q, W_K: their displacement from the
+    init is SPT's own, every other group's exactly 0; spt's starts from SPT's model (its attention)."""
+    table = lra_mechanism.probe_table(runs, STATES2)
+    at = {(a, s): g.iloc[0] for (a, s), g in table.groupby(["arm", "state"])}
+    qk, pre = at["qk_transfer", "label_start"], at["qk_transfer", "pretrained"]
+    for g in ("Q", "K"):
+        assert qk[f"disp_group_init_{g}"] == pre[f"disp_group_init_{g}"] > 0
+    for g in ("V", "O", "mlp"):
+        assert qk[f"disp_group_init_{g}"] == 0.0 < pre[f"disp_group_init_{g}"]
+    assert at["spt", "label_start"].proximity_index == at["spt", "pretrained"].proximity_index
+    assert ("scratch", "label_start") not in at
 
 
 def test_the_probe_table_and_its_summary(runs, tmp_path):
@@ -38,12 +56,12 @@ def test_the_probe_table_and_its_summary(runs, tmp_path):
     assert list(table.columns[:6]) == ["task", "arm", "state", "seed", "layer", "head"]
     states = {a: list(dict.fromkeys(table[table.arm == a].state)) for a in ARMS}
     assert states == {"scratch": ["init", "final"], "spt": ["init", "pretrained", "final"],
-                      "frozen_attention": ["init", "final"]}
+                      "frozen_attention": ["init", "final"], "qk_transfer": ["init", "pretrained", "final"]}
     frozen = table[(table.arm == "frozen_attention") & (table.state == "final")]
     assert (frozen.disp_group_init_Q == 0.0).all() and (frozen.disp_group_init_K == 0.0).all()
     assert (table[table.state == "init"].filter(like="disp_group_init").to_numpy() == 0.0).all()
     s = lra_mechanism.summary(table)
-    assert list(s.columns) == lra_mechanism.COLUMNS and len(s) == 7  # 3 + 2 + 2 states, one layer
+    assert list(s.columns) == lra_mechanism.COLUMNS and len(s) == 10  # 3 + 2 + 2 + 3 states, one layer
     row = s[(s.arm == "spt") & (s.state == "final")].iloc[0]
     want = table[(table.arm == "spt") & (table.state == "final")].proximity_index.mean()
     assert row.proximity_index == want and row.n_seeds == 1
@@ -51,15 +69,15 @@ def test_the_probe_table_and_its_summary(runs, tmp_path):
     ctx = FigContext(out=tmp_path, tier="lra")
     labels = mechanism_specs({"pathfinder": task("pathfinder")}, seeds=(0,), cfg=CFG)  # the runs' tiny task
     twins = {("pathfinder", a, 0): labels[f"mechanism/pathfinder/{a}/0"] for a in ARMS}
-    ctx.study = SimpleNamespace(tasks={"pathfinder": task("pathfinder")}, mechanism=lambda: twins)
+    ctx.study = SimpleNamespace(data_of=lambda n: {"pathfinder": task("pathfinder").data}, mechanism=lambda n: twins)
     fig, frames = lra_mechanism.draw(ctx, runs)
     assert set(frames) == {"lra_mechanism", "lra_claims_probes"}
     pd.testing.assert_frame_equal(frames["lra_claims_probes"], table)
     meta = ctx.meta["lra_mechanism"]
-    assert meta["twins"] == 3 and meta["means"]["pathfinder"]["spt"]["final"]["L0"]["proximity_index"] == want
+    assert meta["twins"] == 4 and meta["means"]["pathfinder"]["spt"]["final"]["L0"]["proximity_index"] == want
     assert meta["means"]["pathfinder"]["frozen_attention"]["final"]["L0"]["rel_disp_Q"] == 0.0
     loss = meta["spt_loss"]["pathfinder"]["spt"]  # the only twin of the spt recipe
-    assert meta["spt_loss"].keys() == {"pathfinder"} and meta["spt_loss"]["pathfinder"].keys() == {"spt"}
+    assert meta["spt_loss"].keys() == {"pathfinder"} and meta["spt_loss"]["pathfinder"].keys() == {"spt"}  # recipe spt
     assert loss["n_seeds"] == 1 and loss["recon"] == "l1"
     assert loss["val_loss"] == pretrain_end(runs["pathfinder", "spt", 0]) > 0
     assert loss["below_constant"] == (loss["val_loss_max"] < loss["constant"])

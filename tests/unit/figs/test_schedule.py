@@ -160,7 +160,7 @@ def test_the_registry_is_in_the_order_a_reader_wants():
     main = [n for n in FIGURES if n not in ("task", "lra")]
     assert main[:7] == ["accuracy", "proximity", "ablations", "displacement", "blindness", "basin", "theory"]
     assert main[7:] == ["ucr", "real_data", "real_gain", "archive_scan", "archive_small", "real_gain_splits",
-                        "lra_claims", "lra_mechanism", "lra_claims2"]  # the lra tier last (a job of its own)
+                        "lra_claims", "lra_mechanism", "lra_claims2", "lra_mechanism2"]  # the lra tier last
     assert HEADLINE == main[0]
     assert FIGURES.index("lra") == FIGURES.index("theory") + 1  # after the toy figures, before the real data
     assert list(CONTRAST) == [n for n in FIGURES if n in CONTRAST]

@@ -61,6 +61,12 @@ def test_the_second_study_is_counted_apart_with_its_spt_only_parents():
     assert p["whole_seeds"] == [0] and p["cpu_seconds"] == pytest.approx(4.0 * len(seed0))
     assert p["recorded_runs"] == sum(1 for s in two.values() if s.seed == 0)
     assert p["remaining_cpu_hours"] * 3600 == pytest.approx(4.0 * (len(every) - len(seed0)))
+    twins = study.mechanism(2)  # every run at the mechanism's seeds, tracked: priced as its run and SPT parent
+    assert len(twins) == sum(1 for k in two if k[2] in (0, 1, 2)) and p["twins"]["recorded"] == 0
+    floor = sum(4.0 * (1 + (two[k].parent() is not None)) for k in twins)
+    assert p["twins"]["remaining_cpu_hours_at_least"] * 3600 == pytest.approx(floor) and p["twins"]["unmeasured"] == 0
+    with pytest.raises(ValueError, match="study: 1 or 2, got 3"):
+        study.mechanism(3)
 
 
 def test_a_missing_ledger_is_one_error_line(tmp_path, capsys):
