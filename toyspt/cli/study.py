@@ -96,7 +96,7 @@ def register(sub) -> None:
     q.add_argument("--stages", default=None,
                    help="which pilot stages (lra: 1: every task; 2: PathFinder's learnability; default both; "
                         "a, b, c: the second study's pilot: digits and ListOps, PathFinder at 20,000 and "
-                        "50,000 images)")
+                        "50,000 images, SPT and fine-tuning at 20,000 under the loss stage b chose)")
     q.set_defaults(func=pilot)
     r = s.add_parser("report", help="write the study's report page (docs/reports/NAME.md) from its sources")
     r.add_argument("name", metavar="NAME", help="the study (lra)")

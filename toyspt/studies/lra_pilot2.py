@@ -9,12 +9,15 @@ range (never used by a study), it asks per task
 * whether scratch trains out: label training stopped by the one rule every arm will use
   (:data:`PATIENCE` epochs without a higher validation accuracy, at most :data:`LABEL_CAP`);
 * for PathFinder, whether the task can be learned at all at 20,000 and 50,000 training images:
-  the small CNN (:mod:`toyspt.studies.lra_cnn`) beside the 1- and 2-layer Transformers on the same images.
+  the small CNN (:mod:`toyspt.studies.lra_cnn`) beside the 1- and 2-layer Transformers on the same images;
+  then (stage d) SPT and fine-tuning under the loss stage b chose (:func:`chosen_loss`): does SPT lift a
+  Transformer off chance where scratch stays there? :func:`pathfinder_rule` applies the second study's
+  admission rule (:data:`toyspt.studies.lra2_design.PATHFINDER_RULE`) to the table.
 
 Every run is a spec through one store, a run cache behind a committed ledger
 (:data:`LEDGER`), so a pilot that outlives one stretch of work resumes from the ledger. Stages
 (:data:`STAGES`) are trained in order, cheapest first. ``python -m toyspt.studies.lra_pilot2 --out DIR``
-writes ``lra_pilot2.csv`` and ``lra_pilot2.json`` (one row per run: test accuracy, SPT's loss
+writes ``pilot2.csv`` and ``pilot2.json`` (one row per run: test accuracy, SPT's loss
 against its constant, seconds).
 """
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from toyspt.analysis.stats import mcnemar_bound
 from toyspt.kinds import listops as lo
 from toyspt.kinds.pathfinder import PathfinderConfig
 from toyspt.kinds.tasks import DigitsSource, ListOpsSource, PathfinderSource
@@ -35,6 +39,7 @@ from toyspt.runs.ledger import StudyLedger
 from toyspt.runs.specs import RunSpec
 from toyspt.studies.lra_cnn import REFERENCE, CNNReferenceSpec
 from toyspt.train.recipes import TrainConfig
+from toyspt.util.atomic import write_text
 
 SEED = 1000  # the pilot's seed (a study's seeds lie below 1000)
 PATIENCE, LABEL_CAP = 10, 200  # label phase: epochs without a higher validation accuracy; the cap
@@ -80,6 +85,8 @@ def stage_specs(stage: str) -> dict[str, object]:
                "listops128/spt_only_ce": _spt(LISTOPS, "ce"), "digits8/cnn": CNNReferenceSpec(DIGITS, SEED, CNN)}
         out.update({f"digits8/spt_only_{r}": _spt(DIGITS, r) for r in PIXEL_LOSSES})
         return out
+    if stage == "d":
+        return _spt_arm()
     if stage in ("b", "c"):
         n = 20_000 if stage == "b" else 50_000
         pf, task = pathfinder(n), f"pathfinder16_n{n}"
@@ -94,7 +101,78 @@ def stage_specs(stage: str) -> dict[str, object]:
     raise ValueError(f"stage: one of {STAGES}, got {stage!r}")
 
 
-STAGES = ("a", "b", "c")
+STAGES = ("a", "b", "c", "d")
+PF20 = "pathfinder16_n20000"  # stage b's task: PathFinder at 20,000 training images
+ALPHA = 0.05  # the admission rule's level
+CNN_MIN = 0.70  # the admission rule's CNN test accuracy
+BUDGET_HOURS = 30.0  # the admission rule's price of the whole study
+
+
+def chosen_loss(frame: pd.DataFrame, task: str) -> str | None:
+    """The SPT loss of ``task``'s pilot rows whose validation loss is the smallest fraction of its
+    constant, if below 1 (SPT learned something from the context); None where none is, or where not
+    every loss of :data:`PIXEL_LOSSES` is recorded."""
+    rows = frame[(frame.task == task) & frame.arm.isin([f"spt_only_{r}" for r in PIXEL_LOSSES])]
+    if len(rows) < len(PIXEL_LOSSES):
+        return None
+    best = rows.loc[rows.loss_over_constant.idxmin()]
+    return str(best.recon) if best.loss_over_constant < 1 else None
+
+
+def _spt_arm() -> dict:
+    """Stage d: SPT then fine-tuning at 20,000 images under the loss stage b chose, continuing
+    stage b's SPT-only run of that loss (recorded in the pilot's ledger)."""
+    frame = run(("b",), None, None, None, recorded=True)
+    loss = chosen_loss(frame, PF20)
+    if loss is None:
+        missing = sorted({f"spt_only_{r}" for r in PIXEL_LOSSES} - set(frame.arm))
+        raise ValueError(f"stage d needs stage b's SPT runs recorded ({', '.join(missing) or 'none missing'}) and "
+                         "one of them below its constant: run stage b first")
+    parent = stage_specs("b")[f"{PF20}/spt_only_{loss}"]
+    return {f"{PF20}/spt_{loss}": replace(parent, recipe="spt", evaluate="peak")}
+
+
+def pathfinder_rule(frame: pd.DataFrame) -> dict:
+    """The second study's PathFinder admission rule on the pilot's table: per setting (20,000 and
+    50,000 images), the CNN's test accuracy against :data:`CNN_MIN`; each Transformer arm's test
+    accuracy at its validation peak against the majority class (the largest exact McNemar p its
+    accuracy allows, :func:`toyspt.analysis.stats.mcnemar_bound`; Holm over the setting's arms); the
+    study's price with PathFinder at that setting. ``admitted``: the cheapest setting passing all
+    three; ``pending`` names the runs of each setting the table lacks (the verdict may change with them)."""
+    from toyspt.analysis.multiplicity import holm
+
+    out, pending = {}, []
+    for n, stage in ((20_000, "b"), (50_000, "c")):
+        task = f"pathfinder16_n{n}"
+        rows = frame[frame.task == task]
+        want = [k.split("/")[1] for k in stage_specs(stage)]
+        loss = chosen_loss(frame, PF20)
+        want += [f"spt_{loss}"] if n == 20_000 and loss is not None else []  # stage d
+        missing = [a for a in want if a not in set(rows.arm)]
+        if missing:
+            pending.append(f"{task}: {', '.join(missing)}")
+        cnn = rows[rows.model == "cnn"]
+        arms = rows[rows.model.str.startswith("transformer") & ~rows.arm.str.startswith("spt_only")]
+        if cnn.empty or arms.empty:
+            continue
+        p = [mcnemar_bound(int(round(a * t)), int(t), int(m))
+             for a, t, m in zip(arms.test_at_peak, arms.n_test, arms.majority_count)]
+        adj = dict(zip(arms.arm, holm(p)))
+        loss = chosen_loss(frame, task) or chosen_loss(frame, PF20)
+        sec = {"scratch": rows.seconds[rows.arm == "scratch"],
+               "spt_only": frame.seconds[(frame.task.isin([task, PF20])) & (frame.arm == f"spt_only_{loss}")]}
+        hours = None
+        if all(len(v) for v in sec.values()):
+            from toyspt.studies.lra2_design import estimate_seconds
+
+            extra = estimate_seconds({"pathfinder": {k: float(v.iloc[0]) for k, v in sec.items()}})["pathfinder"]
+            hours = estimate(frame)["total_hours"] + extra / 3600
+        cnn_acc = float(cnn.test_at_peak.iloc[0])
+        out[task] = dict(cnn_test=cnn_acc, cnn_ok=cnn_acc >= CNN_MIN, arms_p_holm=adj,
+                         off_chance=sorted(a for a, q in adj.items() if q <= ALPHA), spt_loss=loss,
+                         study_hours=hours, priced_ok=hours is not None and hours <= BUDGET_HOURS)
+    ok = [t for t, v in out.items() if v["cnn_ok"] and v["off_chance"] and v["priced_ok"]]
+    return dict(admitted=bool(ok), setting=ok[0] if ok else None, settings=out, pending=pending)
 
 
 def row(label: str, spec, entry) -> dict:
@@ -107,8 +185,10 @@ def row(label: str, spec, entry) -> dict:
     if isinstance(spec, CNNReferenceSpec):
         return dict(base, model="cnn", **{k: v for k, v in entry.details.items() if k != "cnn_version"})
     s, d = entry.summary, spec.data.load()
-    base.update(model=f"transformer {spec.model.n_layers}L", recon=spec.train.recon if spec.recipe == "spt_only"
-                else "", majority_test=float(d.test.y.bincount().max()) / len(d.test.y))
+    count = int(d.test.y.bincount().max())
+    recon = spec.train.recon if spec.recipe in ("spt_only", "spt") else ""
+    base.update(model=f"transformer {spec.model.n_layers}L", recon=recon, majority_test=count / len(d.test.y),
+                majority_count=count, n_test=len(d.test.y))
     if spec.recipe == "spt_only":
         const = constant_recon_loss(d.train.x, d.val.x, spec.train.recon, LEVELS)
         last = s["final_recon_val_loss"]
@@ -126,7 +206,15 @@ def run(stages, out: Path | None, cache: Path | None, ledger: Path | None, worke
     from toyspt.runs.store import layered
     from toyspt.runs.sweeps import SweepOptions, sweep
 
-    specs = {k: v for st in stages for k, v in stage_specs(st).items()}
+    specs, built = {}, []
+    for st in stages:
+        try:
+            specs.update(stage_specs(st))
+            built.append(st)
+        except ValueError as e:  # the table of recorded runs says so and goes on; training stops here
+            if not (recorded and st == "d"):
+                raise
+            print(f"lra pilot 2: no stage d in the table: {e}", file=sys.stderr)
     book = LEDGER.open(ledger, tier="pilot2")
     if recorded:
         found = {k: (s, book.load(s)) for k, s in specs.items()}
@@ -138,12 +226,13 @@ def run(stages, out: Path | None, cache: Path | None, ledger: Path | None, worke
     frame = pd.DataFrame([row(k, s, e) for (k, s), e in zip(specs.items(), entries)])
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        frame.to_csv(out / "lra_pilot2.csv", index=False, float_format="%.6g")
+        write_text(out / "pilot2.csv", frame.to_csv(index=False, float_format="%.6g"))
         meta = dict(seed=SEED, patience=PATIENCE, label_cap=LABEL_CAP, pre_patience=PRE_PATIENCE, spt_cap=SPT_CAP,
-                    stages=list(stages), estimate=estimate(frame), keys={k: s.key() for k, s in specs.items()},
+                    stages=built, estimate=estimate(frame),
+                    pathfinder_rule=pathfinder_rule(frame), keys={k: s.key() for k, s in specs.items()},
                     runs={k: {c: v for c, v in r.items() if c not in ("task", "arm")}
                           for k, r in zip(specs, frame.to_dict("records"))})
-        (out / "lra_pilot2.json").write_text(json.dumps(meta, indent=1, default=str).replace("NaN", "null") + "\n")
+        write_text(out / "pilot2.json", json.dumps(meta, indent=1, default=str).replace("NaN", "null") + "\n")
     return frame
 
 
@@ -168,7 +257,7 @@ def estimate(frame: pd.DataFrame) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m toyspt.studies.lra_pilot2", description=__doc__.splitlines()[0])
     p.add_argument("--stages", default=",".join(STAGES), help=f"which stages, in order ({', '.join(STAGES)})")
-    p.add_argument("--out", type=Path, default=None, help="folder for lra_pilot2.csv and lra_pilot2.json")
+    p.add_argument("--out", type=Path, default=None, help="folder for pilot2.csv and pilot2.json")
     p.add_argument("--cache", type=Path, default=None, help="the run cache's folder (default: TOYSPT_CACHE)")
     p.add_argument("--ledger", type=Path, default=None, help=f"the pilot's ledger (default: {LEDGER.path})")
     p.add_argument("--workers", type=int, default=1, help="training processes")
@@ -178,7 +267,11 @@ def main(argv=None) -> int:
     bad = [s for s in stages if s not in STAGES]
     if bad:
         p.error(f"--stages: unknown {bad[0]!r}; known: {', '.join(STAGES)}")
-    frame = run(stages, args.out, args.cache, args.ledger, args.workers, args.recorded)
+    try:
+        frame = run(stages, args.out, args.cache, args.ledger, args.workers, args.recorded)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(frame.to_string(index=False))
     return 0

@@ -60,6 +60,31 @@ def test_mcnemar_refuses_bad_counts(args, match):
         stats.mcnemar_exact(*args)
 
 
+def test_the_mcnemar_bound_covers_every_set_of_predictions_with_that_accuracy():
+    """Binary labels, 7 of 12 in the majority class: for every prediction vector, its exact McNemar p
+    is at most the bound of its number of right answers, and the bound is one of them (attained)."""
+    import itertools
+
+    y = np.array([1] * 7 + [0] * 5)
+    seen: dict[int, list[float]] = {}
+    for pred in itertools.product((0, 1), repeat=12):
+        right = np.asarray(pred) == y
+        p = stats.mcnemar_exact(int((right & (y == 0)).sum()), int((~right & (y == 1)).sum()))
+        seen.setdefault(int(right.sum()), []).append(p)
+    for correct, ps in seen.items():
+        bound = stats.mcnemar_bound(correct, 12, 7)
+        assert max(ps) == bound and all(p <= bound for p in ps)
+    assert stats.mcnemar_bound(12, 12, 7) == pytest.approx(0.5 ** 5)  # all right: right where the rule is wrong on 5
+    assert stats.mcnemar_bound(7, 12, 7) >= 0.5  # no better than the rule: never significant
+
+
+@pytest.mark.parametrize("args,match", [((13, 12, 7), "correct <= n"), ((3, 12, 5), "n/2 <= majority"),
+                                        ((-1, 12, 7), "correct"), ((3, 12.0, 7), "n: expected a count")])
+def test_the_mcnemar_bound_refuses_bad_counts(args, match):
+    with pytest.raises(ValueError, match=match):
+        stats.mcnemar_bound(*args)
+
+
 
 
 # ---------------------------------------------------------------------------------------
