@@ -2,13 +2,15 @@
 :mod:`toyspt.studies.registry`).
 
     toyspt study progress lra [--ledger PATH] [--json OUT]   # recorded runs, hours, what the rest costs
-    toyspt study pilot lra --out DIR [--quick] [--stages 1,2|a,b,c] # the runs that fixed a design
+    toyspt study pilot lra --out DIR [--quick] [--stages 1,2|a,b,c,d] # the runs that fixed a design
     toyspt study report lra [--check]                        # write docs/reports/lra.md from its sources
 
 ``progress`` reads the study's ledger (default: the one it declares) and prints one sentence
 (``--json``: every number, as figures/studies/lra/progress.json holds them); a missing ledger is one error line,
-exit 2. ``pilot`` trains (or reads from the run cache) the pilot's runs and prints their table;
-``--out`` gets ``pilot.csv`` and ``pilot.json``. A study without a pilot says so, exit 2. ``report``
+exit 2. ``pilot`` trains (or reads from the run cache, ``--cache``) the pilot's runs and prints their
+table; ``--out`` gets ``pilot.csv`` and ``pilot.json`` (the second LRA pilot, stages a-d: ``pilot2.*``,
+through its ledger, ``--ledger``, ``--workers``; ``--recorded`` trains nothing and tabulates what the
+ledger holds). A study without a pilot says so, exit 2. ``report``
 writes the study's report page from its folder under figures/studies/ and the figures drawn from its
 ledger (:mod:`toyspt.figs.reports`); ``--check`` writes nothing and exits 1 when the page differs.
 """
@@ -18,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from toyspt.cli.flags import EXIT_FAILED, EXIT_OK, EXIT_USAGE, out_dir, out_file
+from toyspt.cli.flags import EXIT_FAILED, EXIT_OK, EXIT_USAGE, cache_dir, out_dir, out_file, workers_count
 
 NAMES = "ucr, lra"  # the registry's names, for --help (the registry itself imports torch)
 
@@ -53,7 +55,11 @@ def pilot(args) -> int:
     torch.set_num_threads(1)
     stages = {} if args.stages is None else dict(stages=tuple(int(x) if x.isdigit() else x
                                                               for x in args.stages.split(",")))
-    frame = study.pilot(None if args.out is None else Path(args.out), args.quick, progress=not args.quick, **stages)
+    given = dict(cache=args.cache is not None, ledger=args.ledger is not None, workers=args.workers != 1,
+                 recorded=args.recorded)
+    options = {k: getattr(args, k) for k, on in given.items() if on}  # given only when set: a study refuses the rest
+    frame = study.pilot(None if args.out is None else Path(args.out), args.quick, progress=not args.quick, **stages,
+                        **options)
     if frame is None:
         print(f"error: the {args.name} study has no pilot ({study.preregistration} fixed its design)",
               file=sys.stderr)
@@ -97,6 +103,12 @@ def register(sub) -> None:
                    help="which pilot stages (lra: 1: every task; 2: PathFinder's learnability; default both; "
                         "a, b, c: the second study's pilot: digits and ListOps, PathFinder at 20,000 and "
                         "50,000 images, SPT and fine-tuning at 20,000 under the loss stage b chose)")
+    q.add_argument("--cache", type=cache_dir, default=None, help="the run cache's folder (default: TOYSPT_CACHE)")
+    q.add_argument("--ledger", type=Path, default=None,
+                   help="the second LRA pilot's ledger (default: figures/ledger/lra_pilot2.jsonl)")
+    q.add_argument("--workers", type=workers_count, default=1, help="training processes (the second LRA pilot)")
+    q.add_argument("--recorded", action="store_true",
+                   help="train nothing: the table of the runs the ledger records (the second LRA pilot)")
     q.set_defaults(func=pilot)
     r = s.add_parser("report", help="write the study's report page (docs/reports/NAME.md) from its sources")
     r.add_argument("name", metavar="NAME", help="the study (lra)")

@@ -149,6 +149,7 @@ class Ledger:
     duplicates: list[Line] = field(default_factory=list, repr=False)  # records repeating a usable one
     _said: set[str] = field(default_factory=set, repr=False)  # conflicted keys already warned of
     problems: list[str] = field(default_factory=list, repr=False)
+    foreign: str | None = field(default=None, repr=False)  # why the file is no ledger at all (None: it is one)
 
     name = "ledger"
     keeps_weights = False
@@ -172,10 +173,15 @@ class Ledger:
     def lines(self) -> dict[str, Line]:
         """key -> its usable record (read once); :attr:`problems` names every line not used."""
         if self._lines is None:
-            got = read(self._raw(), str(self.path))
+            raw = self._raw()
+            got = read(raw, str(self.path))
             self._lines, self.problems, self.conflicted, self.unsealed = (got.good, got.problems,
                                                                           set(got.conflicts), got.unsealed)
             self.duplicates = got.duplicates
+            # no record and not even a JSON object's first byte: some other file (a damaged ledger's
+            # lines, or a killed first writer's cut-off line, still begin with "{")
+            if raw.strip() and not raw.lstrip().startswith(b"{") and not (got.good or got.duplicates or got.conflicts):
+                self.foreign = got.problems[0]
             for p in self.problems:
                 self.warn(p)
             if self.unsealed:
@@ -234,11 +240,18 @@ class Ledger:
     # ---- writing ---------------------------------------------------------------------------
     def check_writable(self) -> None:
         """:class:`LedgerError` now if records could not be appended to ``path`` (nor through a
-        link out of the working folder: :func:`toyspt.runs.ledger_append.locked`)."""
+        link out of the working folder: :func:`toyspt.runs.ledger_append.locked`), or if the file
+        holds not one record and does not begin as a record does (a file that is no ledger; one
+        with damaged lines is written to)."""
         refuse_link(self.path)
         where = self.path if self.path.exists() else next((p for p in self.path.parents if p.exists()), Path("."))
         if not os.access(where, os.W_OK) or (where == self.path and not self.path.is_file()):
             raise LedgerError(f"{self.path}: records cannot be appended there ({where} is not writable)")
+        if where == self.path:
+            self.lines()
+        if self.foreign is not None:
+            raise LedgerError(f"{self.path}: not a ledger, no line of it is a record ({self.foreign}); nothing is "
+                              "written to it (name a ledger file, or a path that does not exist yet)")
 
     def record(self, spec: Spec, entry: Entry) -> dict:
         """The record of ``spec``'s finished ``entry`` (weights summarised by their norms)."""
@@ -275,6 +288,8 @@ class Ledger:
                           f"({self.path} line {old.number}, {old.record.get('cpu')}): {len(diff)} differ, "
                           f"first {diff[0][:160]}; the record is kept")
             return False
+        if self.foreign is not None:
+            self.check_writable()
         rec = self.record(spec, entry)
         number = append_line(self.path, rec, self._tally)
         self.lines()[rec["key"]] = Line(number, raw=json.dumps(rec, separators=(",", ":"), ensure_ascii=True).encode())

@@ -284,9 +284,11 @@ class Study:
         return summary(progress)
 
     @classmethod
-    def pilot(cls, out, quick: bool = False, progress: bool = False, stages: tuple = (1, 2)):
-        """The pilot's runs, trained or read from the cache (:func:`toyspt.studies.lra_pilot.run_pilot`);
-        stages a, b, c: the second study's pilot (:func:`toyspt.studies.lra_pilot2.run`, through its ledger)."""
+    def pilot(cls, out, quick: bool = False, progress: bool = False, stages: tuple = (1, 2), cache=None,
+              ledger=None, workers: int = 1, recorded: bool = False):
+        """The pilot's runs, trained or read from the cache (:func:`toyspt.studies.lra_pilot.run_pilot`;
+        ``cache``: its folder); stages a-d: the second study's pilot (:func:`toyspt.studies.lra_pilot2.run`,
+        through its ``ledger``, with ``workers``; ``recorded``: the table of what the ledger holds)."""
         if all(isinstance(s, str) for s in stages):
             from toyspt.studies import lra_pilot2
 
@@ -296,10 +298,17 @@ class Study:
             bad = [s for s in stages if s not in lra_pilot2.STAGES]
             if bad:
                 raise ValueError(f"--stages: unknown {bad[0]!r}; the second pilot's are {', '.join(lra_pilot2.STAGES)}")
-            return lra_pilot2.run(stages, out, None, None)
+            return lra_pilot2.run(stages, out, cache, ledger, workers, recorded)
         if any(isinstance(s, str) for s in stages):
-            raise ValueError("--stages: the first pilot's (1, 2) or the second's (a, b, c), not both")
-        return run_pilot(out, quick, progress=progress, stages=stages)
+            raise ValueError("--stages: the first pilot's (1, 2) or the second's (a, b, c, d), not both")
+        unused = [f for f, on in (("--ledger", ledger is not None), ("--workers", workers != 1),
+                                  ("--recorded", recorded)) if on]
+        if unused:
+            raise ValueError(f"{unused[0]}: the first pilot (stages 1, 2) has no ledger and trains in one process; "
+                             "the second's (stages a-d) takes it")
+        from toyspt.runs.cache import RunCache
+
+        return run_pilot(out, quick, RunCache(cache) if cache else None, progress=progress, stages=stages)
 
     @staticmethod
     def phase(spec, facts) -> int | None:

@@ -16,13 +16,13 @@ range (never used by a study), it asks per task
 
 Every run is a spec through one store, a run cache behind a committed ledger
 (:data:`LEDGER`), so a pilot that outlives one stretch of work resumes from the ledger. Stages
-(:data:`STAGES`) are trained in order, cheapest first. ``python -m toyspt.studies.lra_pilot2 --out DIR``
-writes ``pilot2.csv`` and ``pilot2.json`` (one row per run: test accuracy, SPT's loss
+(:data:`STAGES`) are trained in order, cheapest first. ``toyspt study pilot lra --stages a,b,c,d --out DIR``
+(``--cache``, ``--ledger``, ``--workers``; ``--recorded``: the table of what the ledger holds, training
+nothing) writes ``pilot2.csv`` and ``pilot2.json`` (one row per run: test accuracy, SPT's loss
 against its constant, seconds).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import replace
@@ -77,7 +77,7 @@ def _scratch(data, n_layers: int = 1) -> RunSpec:
                    evaluate="peak")
 
 
-def stage_specs(stage: str) -> dict[str, object]:
+def stage_specs(stage: str, ledger: Path | None = None) -> dict[str, object]:
     """label -> spec of every run of ``stage`` (a: digits and ListOps; b: PathFinder at 20,000
     images; c: PathFinder at 50,000)."""
     if stage == "a":
@@ -86,7 +86,7 @@ def stage_specs(stage: str) -> dict[str, object]:
         out.update({f"digits8/spt_only_{r}": _spt(DIGITS, r) for r in PIXEL_LOSSES})
         return out
     if stage == "d":
-        return _spt_arm()
+        return _spt_arm(ledger)
     if stage in ("b", "c"):
         n = 20_000 if stage == "b" else 50_000
         pf, task = pathfinder(n), f"pathfinder16_n{n}"
@@ -119,10 +119,10 @@ def chosen_loss(frame: pd.DataFrame, task: str) -> str | None:
     return str(best.recon) if best.loss_over_constant < 1 else None
 
 
-def _spt_arm() -> dict:
+def _spt_arm(ledger: Path | None) -> dict:
     """Stage d: SPT then fine-tuning at 20,000 images under the loss stage b chose, continuing
-    stage b's SPT-only run of that loss (recorded in the pilot's ledger)."""
-    frame = run(("b",), None, None, None, recorded=True)
+    stage b's SPT-only run of that loss (recorded in the pilot's ``ledger``, default :data:`LEDGER`)."""
+    frame = run(("b",), None, None, ledger, recorded=True)
     loss = chosen_loss(frame, PF20)
     if loss is None:
         missing = sorted({f"spt_only_{r}" for r in PIXEL_LOSSES} - set(frame.arm))
@@ -209,17 +209,21 @@ def run(stages, out: Path | None, cache: Path | None, ledger: Path | None, worke
     specs, built = {}, []
     for st in stages:
         try:
-            specs.update(stage_specs(st))
+            specs.update(stage_specs(st, ledger))
             built.append(st)
         except ValueError as e:  # the table of recorded runs says so and goes on; training stops here
             if not (recorded and st == "d"):
                 raise
             print(f"lra pilot 2: no stage d in the table: {e}", file=sys.stderr)
+    if recorded and not Path(ledger or LEDGER.path).is_file():
+        raise ValueError(f"{ledger or LEDGER.path}: no such ledger file")
     book = LEDGER.open(ledger, tier="pilot2")
     if recorded:
         found = {k: (s, book.load(s)) for k, s in specs.items()}
         specs = {k: s for k, (s, e) in found.items() if e is not None}
         entries = [found[k][1] for k in specs]
+        if not specs:
+            raise ValueError(f"{ledger or LEDGER.path}: records no run of stages {', '.join(built)}")
     else:
         store = layered(RunCache(cache) if cache else RunCache(), book)
         entries = sweep(list(specs.values()), store, SweepOptions(workers=workers, progress=True, desc="lra pilot 2"))
@@ -252,30 +256,3 @@ def estimate(frame: pd.DataFrame) -> dict:
             got[task] = {a: float(v.iloc[0]) for a, v in sec.items()}
     hours = {t: v / 3600 for t, v in estimate_seconds(got).items()}
     return dict(hours=hours, total_hours=sum(hours.values()), from_seconds=got)
-
-
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m toyspt.studies.lra_pilot2", description=__doc__.splitlines()[0])
-    p.add_argument("--stages", default=",".join(STAGES), help=f"which stages, in order ({', '.join(STAGES)})")
-    p.add_argument("--out", type=Path, default=None, help="folder for pilot2.csv and pilot2.json")
-    p.add_argument("--cache", type=Path, default=None, help="the run cache's folder (default: TOYSPT_CACHE)")
-    p.add_argument("--ledger", type=Path, default=None, help=f"the pilot's ledger (default: {LEDGER.path})")
-    p.add_argument("--workers", type=int, default=1, help="training processes")
-    p.add_argument("--recorded", action="store_true", help="train nothing: the table of the runs the ledger records")
-    args = p.parse_args(argv)
-    stages = tuple(args.stages.split(","))
-    bad = [s for s in stages if s not in STAGES]
-    if bad:
-        p.error(f"--stages: unknown {bad[0]!r}; known: {', '.join(STAGES)}")
-    try:
-        frame = run(stages, args.out, args.cache, args.ledger, args.workers, args.recorded)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    with pd.option_context("display.width", 250, "display.max_columns", 30):
-        print(frame.to_string(index=False))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -50,9 +50,11 @@ class Study(Protocol):
         """What :meth:`progress` returned, in one sentence (``toyspt study progress NAME`` prints it)."""
 
     @classmethod
-    def pilot(cls, out: Path | None, quick: bool = False, progress: bool = False):
+    def pilot(cls, out: Path | None, quick: bool = False, progress: bool = False, **options):
         """Train (or read from the cache) the runs that fixed its design, writing them to ``out``;
-        returns their table, or None for a study without a pilot."""
+        returns their table, or None for a study without a pilot. ``options``: the pilot's own (the
+        CLI's ``--cache``, ``--ledger``, ``--workers``, ``--recorded``, given only when set), each
+        refused with a message where the pilot does not honour it."""
 
 
 MEMBERS = ("name", "ledger", "tiers", "lockstep", "figures", "preregistration", "for_tier", "refuse", "specs",

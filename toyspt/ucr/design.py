@@ -203,7 +203,7 @@ class Study:
                                                             if progress["skipped"] else ""))
 
     @classmethod
-    def pilot(cls, out, quick: bool = False, progress: bool = False) -> None:
+    def pilot(cls, out, quick: bool = False, progress: bool = False, **options) -> None:
         """None: the study had no pilot (its protocol fixed its metric before any run was looked at)."""
         return None
 

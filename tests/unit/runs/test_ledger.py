@@ -179,6 +179,34 @@ def test_an_append_after_a_truncated_line_starts_a_new_line(trained, tmp_path):
     assert len(led) == 2 and len(led.problems) == 1 and "line 2" in led.problems[0]
 
 
+def test_a_file_that_is_no_ledger_is_refused_before_anything_trains(trained, tmp_path, monkeypatch):
+    """Lines but not one record, and not beginning as a record does (a password file, a CSV): the
+    sweep refuses before training and the file keeps its bytes; a ledger with a damaged line, or only
+    a killed writer's cut-off last line, is written to."""
+    from toyspt.runs.ledger import LedgerError
+
+    root, specs, _ = trained
+    foreign = tmp_path / "passwd"
+    foreign.write_text("root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1::/usr/sbin:/usr/sbin/nologin\n")
+    before = foreign.read_bytes()
+    from toyspt.runs import sweeps
+
+    calls = []
+    monkeypatch.setattr(sweeps, "train_job", lambda *a, **k: calls.append(a))
+    with pytest.raises(LedgerError, match="passwd: not a ledger, no line of it is a record .*line 1: not JSON"):
+        sweep(specs[:1], LayeredStore((RunCache(tmp_path / "c"), toy_ledger(foreign))),
+              options=SweepOptions(progress=False))
+    assert foreign.read_bytes() == before and not calls
+    cache = RunCache(root / "cache")
+    damaged, cut = tmp_path / "damaged.jsonl", tmp_path / "cut.jsonl"
+    damaged.write_text("not a record\n" + _lines(root)[0] + "\n")
+    cut.write_text(_lines(root)[0][:40])  # a first writer killed mid-line: no record yet, still a ledger
+    for path in (damaged, cut):
+        led = toy_ledger(path)
+        led.check_writable()
+        assert led.store(specs[0], cache.load(specs[0])) and specs[0].key() in toy_ledger(path)
+
+
 def _entries(root, specs):
     """(spec, cached entry with weights) of the runs and their SPT-only parents."""
     cache = RunCache(root / "cache")

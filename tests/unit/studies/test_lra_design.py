@@ -1,6 +1,7 @@
 """The LRA study's design (toyspt.studies.lra_design) and the pilot's specs (toyspt.studies.lra_pilot): arms paired
 by seed, the pre-registered seeds, pilot seeds never reused, the pilot table rendered."""
 import pandas as pd
+import pytest
 
 from toyspt.studies.lra_design import CONFIRMATORY_ARMS, PAPER, TASKS, study_specs
 from toyspt.studies.lra_pilot import PILOT_SEEDS, markdown_table, pilot_specs
@@ -93,6 +94,24 @@ def test_the_pilot_stages_name_one_pilot_or_the_other():
         Study.pilot(None, stages=(1, "a"))
     with pytest.raises(ValueError, match="no smoke version"):
         Study.pilot(None, quick=True, stages=("a",))
+
+
+@pytest.mark.parametrize("flags, says", [(["--stages", "1", "--recorded"], "--recorded: the first pilot"),
+                                         (["--stages", "1,2", "--ledger", "x.jsonl"], "--ledger: the first pilot"),
+                                         (["--stages", "a", "--recorded", "--ledger", "{tmp}/none.jsonl"],
+                                          "none.jsonl: no such ledger file"),
+                                         (["--stages", "a,b", "--recorded", "--ledger", "{tmp}/empty.jsonl"],
+                                          "empty.jsonl: records no run of stages a, b")])
+def test_the_pilot_refuses_what_it_does_not_honour_in_one_line(tmp_path, capsys, flags, says):
+    """Each pilot option is honoured or refused by name (``--recorded`` among them: a flag the CLI
+    passes only when set), before anything trains."""
+    from toyspt.cli.main import main
+
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    argv = ["study", "pilot", "lra", *(f.format(tmp=tmp_path) for f in flags)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ") and says in err[-1]
 
 
 def test_the_second_study_is_paired_by_seed_with_one_rule_for_every_arm():
