@@ -132,13 +132,24 @@ def _spt_arm(ledger: Path | None) -> dict:
     return {f"{PF20}/spt_{loss}": replace(parent, recipe="spt", evaluate="peak")}
 
 
+def _price(frame: pd.DataFrame, scratch: float, spt_only: float) -> float:
+    """The second study's CPU-hours with PathFinder at a setting whose scratch and SPT-only runs
+    took these seconds (:func:`toyspt.studies.lra2_design.estimate_seconds`), the other tasks' added."""
+    from toyspt.studies.lra2_design import estimate_seconds
+
+    extra = estimate_seconds({"pathfinder": {"scratch": scratch, "spt_only": spt_only}})["pathfinder"]
+    return estimate(frame)["total_hours"] + extra / 3600
+
+
 def pathfinder_rule(frame: pd.DataFrame) -> dict:
     """The second study's PathFinder admission rule on the pilot's table: per setting (20,000 and
     50,000 images), the CNN's test accuracy against :data:`CNN_MIN`; each Transformer arm's test
     accuracy at its validation peak against the majority class (the largest exact McNemar p its
     accuracy allows, :func:`toyspt.analysis.stats.mcnemar_bound`; Holm over the setting's arms); the
-    study's price with PathFinder at that setting. ``admitted``: the cheapest setting passing all
-    three; ``pending`` names the runs of each setting the table lacks (the verdict may change with them)."""
+    study's price with PathFinder at that setting (``study_hours_at_least`` while SPT's seconds are not
+    measured: ``priced_out`` where even that is over :data:`BUDGET_HOURS`). ``admitted``: the cheapest
+    setting passing all three; ``pending`` names the runs of each setting the table lacks (the verdict
+    may change with them)."""
     from toyspt.analysis.multiplicity import holm
 
     out, pending = {}, []
@@ -159,18 +170,17 @@ def pathfinder_rule(frame: pd.DataFrame) -> dict:
              for a, t, m in zip(arms.test_at_peak, arms.n_test, arms.majority_count)]
         adj = dict(zip(arms.arm, holm(p)))
         loss = chosen_loss(frame, task) or chosen_loss(frame, PF20)
-        sec = {"scratch": rows.seconds[rows.arm == "scratch"],
-               "spt_only": frame.seconds[(frame.task.isin([task, PF20])) & (frame.arm == f"spt_only_{loss}")]}
-        hours = None
-        if all(len(v) for v in sec.values()):
-            from toyspt.studies.lra2_design import estimate_seconds
-
-            extra = estimate_seconds({"pathfinder": {k: float(v.iloc[0]) for k, v in sec.items()}})["pathfinder"]
-            hours = estimate(frame)["total_hours"] + extra / 3600
+        scratch, spt = rows.seconds[rows.arm == "scratch"], rows.seconds[rows.arm == f"spt_only_{loss}"]
+        hours = at_least = None
+        if len(scratch):
+            at_least = _price(frame, float(scratch.iloc[0]), 0.0)  # SPT's seconds not measured yet count as none
+            hours = _price(frame, float(scratch.iloc[0]), float(spt.iloc[0])) if len(spt) else None
         cnn_acc = float(cnn.test_at_peak.iloc[0])
         out[task] = dict(cnn_test=cnn_acc, cnn_ok=cnn_acc >= CNN_MIN, arms_p_holm=adj,
                          off_chance=sorted(a for a, q in adj.items() if q <= ALPHA), spt_loss=loss,
-                         study_hours=hours, priced_ok=hours is not None and hours <= BUDGET_HOURS)
+                         study_hours=hours, study_hours_at_least=at_least,
+                         priced_ok=hours is not None and hours <= BUDGET_HOURS,
+                         priced_out=at_least is not None and at_least > BUDGET_HOURS)
     ok = [t for t, v in out.items() if v["cnn_ok"] and v["off_chance"] and v["priced_ok"]]
     return dict(admitted=bool(ok), setting=ok[0] if ok else None, settings=out, pending=pending)
 

@@ -37,6 +37,13 @@ def test_pathfinder_is_admitted_only_where_the_cnn_learns_a_transformer_leaves_c
     assert not p2.pathfinder_rule(_table(cnn=0.69, scratch_right=1200))["admitted"]  # the CNN under 0.70
     dear = p2.pathfinder_rule(_table(scratch_right=1200, scratch_s=1400.0, spt_s=2000.0))["settings"][PF]
     assert dear["study_hours"] > p2.BUDGET_HOURS and not dear["priced_ok"]  # ~50 CPU-hours at these seconds
+    assert dear["priced_out"] and dear["study_hours_at_least"] < dear["study_hours"]
+    # SPT's seconds not measured (no loss chosen): a lower bound, scratch's label runs alone
+    bound = p2.pathfinder_rule(_table(scratch_s=1400.0, ratios=(1.1, 1.1, 1.1)))["settings"][PF]
+    assert bound["study_hours"] is None and not bound["priced_ok"] and bound["priced_out"]
+    assert bound["study_hours_at_least"] == pytest.approx(100 * 1400.0 / 3600)  # 20 x 3 + 10 x 4 scratch runs
+    cheap = p2.pathfinder_rule(_table(ratios=(1.1, 1.1, 1.1)))["settings"][PF]
+    assert not cheap["priced_out"] and not cheap["priced_ok"]  # not over by the bound, not priced either
 
 
 def test_stage_d_waits_for_stage_b(monkeypatch):
