@@ -97,11 +97,11 @@ def register(sub) -> None:
     g.set_defaults(func=progress)
     q = s.add_parser("pilot", help="train (or read from the cache) the runs that fixed the study's design")
     q.add_argument("name", metavar="NAME", help=f"the study ({NAMES})")
-    q.add_argument("--out", type=out_dir, default=None, help="folder for pilot.csv and pilot.json")
+    q.add_argument("--out", type=out_dir, default=None, help="folder for pilot.csv and pilot.json (the second LRA pilot: pilot2.*)")
     q.add_argument("--quick", action="store_true", help="tiny sizes (seconds)")
     q.add_argument("--stages", default=None,
                    help="which pilot stages (lra: 1: every task; 2: PathFinder's learnability; default both; "
-                        "a, b, c: the second study's pilot: digits and ListOps, PathFinder at 20,000 and "
+                        "a, b, c, d: the second study's pilot: digits and ListOps, PathFinder at 20,000 and "
                         "50,000 images, SPT and fine-tuning at 20,000 under the loss stage b chose)")
     q.add_argument("--cache", type=cache_dir, default=None, help="the run cache's folder (default: TOYSPT_CACHE)")
     q.add_argument("--ledger", type=Path, default=None,
