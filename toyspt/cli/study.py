@@ -97,7 +97,8 @@ def register(sub) -> None:
     g.set_defaults(func=progress)
     q = s.add_parser("pilot", help="train (or read from the cache) the runs that fixed the study's design")
     q.add_argument("name", metavar="NAME", help=f"the study ({NAMES})")
-    q.add_argument("--out", type=out_dir, default=None, help="folder for pilot.csv and pilot.json (the second LRA pilot: pilot2.*)")
+    q.add_argument("--out", type=out_dir, default=None,
+                   help="folder for pilot.csv and pilot.json (the second LRA pilot: pilot2.*)")
     q.add_argument("--quick", action="store_true", help="tiny sizes (seconds)")
     q.add_argument("--stages", default=None,
                    help="which pilot stages (lra: 1: every task; 2: PathFinder's learnability; default both; "
