@@ -8,7 +8,11 @@ seed (:func:`toyspt.analysis.paired.paired`): the mean with its 95% paired t int
 its Hodges-Lehmann estimate and interval ``hl``, ``hl_low``, ``hl_high``); ``tost_p``: the two
 one-sided t tests of arm - base within the study's margin for the task (``margin``);
 ``below_half_p``: beside each claimed gain, the one-sided t test that it is smaller than half the
-paper's (:func:`toyspt.analysis.gates.below_fraction_p`).
+paper's (:func:`toyspt.analysis.gates.below_fraction_p`). Descriptive, added once both studies were
+complete to compare gains across tasks whose scratch leaves different room: ``error_share`` (95% t
+interval ``error_share_low``, ``error_share_high``), the mean over seeds of (arm - base) / (1 - base),
+the share of the baseline's validation errors the arm removes (NaN where a baseline makes none), and
+``paper_error_share``, the paper's gain over its own scratch's errors (:data:`toyspt.studies.lra_design.PAPER_BASE`).
 
 Families, within each study (``family``, ``holm_family``, ``p_holm`` = Holm over the family's
 signed-rank p, :func:`toyspt.analysis.multiplicity.holm`): ``confirmatory`` is task x {spt,
@@ -57,7 +61,8 @@ TIERS = (design.TIER,)
 COLUMNS = ["study", "task", "arm", "n_seeds", "metric", "mean_diff", "ci_low", "ci_high", "p_holm", "family",
            "paper_value", "verdict", "gates", "ungated", "base", "claim", "test", "direction", "p", "holm_family",
            "holm_m", "hl", "hl_low", "hl_high", "tost_p", "tost_p_holm", "margin", "below_half_p", "wins", "ties",
-           "losses", "arm_mean", "base_mean"]
+           "losses", "arm_mean", "base_mean", "error_share", "error_share_low", "error_share_high",
+           "paper_error_share"]
 # per run, from its summary (test_at_peak: what the chance gates read)
 METRICS = ("peak_val_acc", "mean_test_last20", "final_test_acc", "final_train_acc", "test_at_peak")
 RUN_COLUMNS = ["study", "task", "arm", "seed", *METRICS, "stopped_by_rule", "seconds"]
@@ -68,7 +73,9 @@ CONFIRMED, CONTRADICTED, EQUIVALENT, UNRESOLVED = ("confirmed", "contradicted", 
                                                    "not resolved")
 VERDICTS = (CONFIRMED, CONTRADICTED, EQUIVALENT, UNRESOLVED)  # before the gates (``ungated``)
 META_FIELDS = ("n_seeds", "base_mean", "arm_mean", "mean_diff", "ci_low", "ci_high", "hl", "hl_low", "hl_high",
-               "p_holm", "tost_p", "tost_p_holm", "below_half_p", "verdict", "gates")  # per row, in metadata.json
+               "p_holm", "tost_p", "tost_p_holm", "below_half_p", "verdict", "gates", "error_share", "error_share_low",
+               "error_share_high", "paper_error_share")  # per row, in metadata.json
+SHARE_COLUMNS = dict(estimate="error_share", low="error_share_low", high="error_share_high")  # t test of the shares
 GENERAL_CLAIM = {"spt": 1, "qk_transfer": 1}  # the paper's claims where it gives no number: SPT and its W_Q, W_K help
 
 
@@ -131,6 +138,10 @@ def _row(frame: pd.DataFrame, study: int, task: str, arm: str, metric: str, marg
     confirmatory = design.family(task, arm) == "confirmatory" and base == "scratch" and metric == design.PRIMARY
     paper = design.PAPER.get((task, arm)) if base == "scratch" and metric == design.PRIMARY else None
     gain = paper if isinstance(paper, float) and paper > 0 else math.nan
+    room = (1 - pair[base]).to_numpy()  # the baseline's validation errors per seed
+    share = (columns(paired(d / room).t, SHARE_COLUMNS) if (room > 0).all()
+             else dict.fromkeys(SHARE_COLUMNS.values(), math.nan))
+    paper_base = design.PAPER_BASE.get((task, arm)) if isinstance(paper, float) else None
     return dict(study=study, task=task, arm=arm, n_seeds=p.n, metric=metric, **columns(p.t, T_COLUMNS),
                 family="confirmatory" if confirmatory else "descriptive",
                 paper_value=paper if isinstance(paper, float) else (0.0 if paper == "equal" else math.nan),
@@ -138,7 +149,8 @@ def _row(frame: pd.DataFrame, study: int, task: str, arm: str, metric: str, marg
                 p=p.rank.p, holm_family="confirmatory" if confirmatory else f"{arm} on {metric}",
                 **{k: v for k, v in columns(p.rank, RANK_COLUMNS).items() if k in ("hl", "hl_low", "hl_high")},
                 tost_p=tost(d, margin).p, margin=margin, below_half_p=below_fraction_p(d, gain), wins=p.wins,
-                ties=p.ties, losses=p.losses, arm_mean=float(pair[arm].mean()), base_mean=float(pair[base].mean()))
+                ties=p.ties, losses=p.losses, arm_mean=float(pair[arm].mean()), base_mean=float(pair[base].mean()),
+                **share, paper_error_share=paper / (1 - paper_base) if paper_base is not None else math.nan)
 
 
 def claims_table(frame: pd.DataFrame, alpha: float = design.ALPHA, margins=None, gates=None) -> pd.DataFrame:

@@ -128,12 +128,14 @@ def test_the_lra_claims_table_has_the_nine_confirmatory_rows_with_the_papers_num
 
     table = lc.claims_table(_frame())
     lines = claims(table).splitlines()
-    assert len(lines) == 2 + 9 and "TOST p (within ±0.02)" in lines[0] and "Holm p (signed-rank, of 9)" in lines[0]
+    assert len(lines) == 2 + 9 and "TOST p (margin)" in lines[0] and "Holm p (signed-rank, of 9)" in lines[0]
     r = table[(table.task == "pathfinder") & (table.arm == "spt") & (table.metric == "peak_val_acc")].iloc[0]
     want = (f"| SPT beats scratch: pathfinder | +0.18 | 10 | {r.base_mean:.3f} → {r.arm_mean:.3f} "
             f"| {r.mean_diff:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] "
             f"| {r.hl:+.3f} [{r.hl_low:+.3f}, {r.hl_high:+.3f}] "
-            f"| {r.p_holm:.3g} | ({r.wins}/{r.ties}/{r.losses}) | {r.tost_p:.3g} | confirmed | confirmed |")
+            f"| {r.p_holm:.3g} | ({r.wins}/{r.ties}/{r.losses}) | {r.tost_p:.3g} (±0.02) "
+            f"| {r.error_share:+.3f} [{r.error_share_low:+.3f}, {r.error_share_high:+.3f}] (+0.55) "
+            "| confirmed | confirmed |")
     assert lines[2] == want
     assert "| W_Q, W_K from SPT alone beat scratch: listops | no number (its general claim: a gain) |" in claims(table)
     assert "| attention frozen at random init: listops | unchanged | 10 |" in claims(table)

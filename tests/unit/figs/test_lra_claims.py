@@ -104,6 +104,21 @@ def test_below_half_the_papers_gain_is_tested_beside_each_claimed_gain():
     assert np.isnan(_row(t, "listops", "frozen_attention").below_half_p)  # no claimed gain
 
 
+def test_the_share_of_scratchs_errors_an_arm_removes_beside_the_papers():
+    """error_share: the mean over seeds of (arm - scratch) / (1 - scratch), with its t interval;
+    paper_error_share: the paper's gain over its own scratch's errors (0.18 / 0.33 on PathFinder)."""
+    f = _frame()
+    t = lc.claims_table(f)
+    d = f[(f.task == "pathfinder")].pivot_table(index="seed", columns="arm", values=design.PRIMARY)
+    share = ((d.spt - d.scratch) / (1 - d.scratch)).to_numpy()
+    r, p = _row(t, "pathfinder", "spt"), paired(share).t
+    assert (r.error_share, r.error_share_low, r.error_share_high) == (p.estimate, p.low, p.high)
+    assert r.paper_error_share == pytest.approx((0.85 - 0.67) / (1 - 0.67), abs=1e-15)
+    assert np.isnan(_row(t, "listops", "spt").paper_error_share)  # the paper gives no number there
+    f.loc[(f.task == "image") & (f.arm == "scratch") & (f.seed == 3), design.PRIMARY] = 1.0  # no errors to remove
+    assert np.isnan(_row(lc.claims_table(f), "image", "spt").error_share)
+
+
 def test_confirmatory_family_is_the_nine_and_holm_is_over_them():
     t = lc.claims_table(_frame())
     c = t[t.family == "confirmatory"]
