@@ -35,18 +35,18 @@ def mcnemar_exact(only_predictor: int, only_majority: int) -> float:
     return 1.0 if k == 0 else float(stats.binomtest(int(only_predictor), k, 0.5, alternative="greater").pvalue)
 
 
-def mcnemar_bound(correct: int, n: int, majority: int) -> float:
-    """The largest exact McNemar p (:func:`mcnemar_exact`) a binary classifier's ``correct`` answers
-    out of ``n`` can have against always answering the majority class (``majority`` of the ``n``
-    examples): where only its accuracy was recorded, every split of its right answers between the
-    majority class's examples and the others is possible, so a p at most alpha under every split
-    is a valid test at alpha (conservative)."""
-    for name, v in (("correct", correct), ("n", n), ("majority", majority)):
+def mcnemar_bound(correct: int, n: int, majority: int, classes: int = 2) -> float:
+    """The largest exact McNemar p (:func:`mcnemar_exact`) a classifier's ``correct`` answers out
+    of ``n`` can have against always answering the majority class (``majority`` of the ``n``
+    examples, of ``classes`` classes): where only its accuracy was recorded, every split of its
+    right answers between the majority class's examples and the others is possible, so a p at most
+    alpha under every split is a valid test at alpha (conservative)."""
+    for name, v in (("correct", correct), ("n", n), ("majority", majority), ("classes", classes)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
             raise ValueError(f"{name}: expected a count >= 0, got {v!r}")
-    if correct > n or majority > n or 2 * majority < n:
-        raise ValueError(f"counts: need correct <= n, n/2 <= majority <= n; got correct {correct}, n {n}, "
-                         f"majority {majority}")
+    if classes < 2 or correct > n or majority > n or classes * majority < n:
+        raise ValueError(f"counts: need classes >= 2, correct <= n, n/{classes} <= majority <= n; got correct "
+                         f"{correct}, n {n}, majority {majority}, classes {classes}")
     rest = n - majority  # right on one of these: right where the majority answer is wrong
     return max(mcnemar_exact(c0, majority - (correct - c0))
                for c0 in range(max(0, correct - majority), min(rest, correct) + 1))

@@ -52,7 +52,7 @@ from toyspt.analysis.gates import below_fraction_p, gated
 from toyspt.analysis.multiplicity import holm
 from toyspt.analysis.paired import paired, tost
 from toyspt.studies import lra_design as design
-from toyspt.studies.lra_claim_gates import describe, row_gates, stopped_by_rule, task_facts
+from toyspt.studies.lra_claim_gates import AT_PEAK, describe, row_gates, stopped_by_rule, task_facts
 from toyspt.util.plots import color
 
 NAME = "lra_claims"
@@ -65,7 +65,7 @@ COLUMNS = ["study", "task", "arm", "n_seeds", "metric", "mean_diff", "ci_low", "
            "paper_error_share"]
 # per run, from its summary (test_at_peak: what the chance gates read)
 METRICS = ("peak_val_acc", "mean_test_last20", "final_test_acc", "final_train_acc", "test_at_peak")
-RUN_COLUMNS = ["study", "task", "arm", "seed", *METRICS, "stopped_by_rule", "seconds"]
+RUN_COLUMNS = ["study", "task", "arm", "seed", *METRICS, "stopped_by_rule", "seconds", "above_majority"]
 BASES = {"depth2_spt": "depth2_scratch"}  # the baseline of an arm (others: scratch)
 REFERENCE = "cnn_reference"  # the arm name of the CNN references among the runs (toyspt.studies.lra_cnn)
 TEST = "signed-rank"  # the test behind direction, p and p_holm (mean_diff and its interval: the paired t test)
@@ -111,16 +111,22 @@ def verdict(sign: int | None, direction: int, p_holm: float, tost_p: float, alph
     return UNRESOLVED
 
 
-def run_frame(runs: dict) -> pd.DataFrame:
+def run_frame(runs: dict, facts=None) -> pd.DataFrame:
     """One row per run of ``{(study, task, arm, seed): result}`` (:data:`RUN_COLUMNS`); the label
-    rule's stop (:func:`toyspt.studies.lra_claim_gates.stopped_by_rule`) read off its history."""
+    rule's stop (:func:`toyspt.studies.lra_claim_gates.stopped_by_rule`) read off its history;
+    ``above_majority`` (descriptive, where ``facts(study, task)`` gives the task's
+    :class:`toyspt.studies.lra_claim_gates.TaskFacts`): whether the run's test accuracy at its
+    validation peak beats the majority class (exact McNemar bound, alpha :data:`ALPHA`, per run) or
+    stayed on the majority-class plateau."""
     first: dict = {}  # (study, task, arm) in the studies' order (tasks, then arms, scratch first); then the seeds
     for k in runs:
         first.setdefault(k[:3], len(first))
     keys = sorted(runs, key=lambda k: (first[k[:3]], k[3]))
     rows = [dict(study=n, task=t, arm=a, seed=s, **{m: runs[n, t, a, s].summary.get(m, math.nan) for m in METRICS},
                  stopped_by_rule=stopped_by_rule(runs[n, t, a, s]) if hasattr(runs[n, t, a, s], "history") else None,
-                 seconds=runs[n, t, a, s].seconds) for n, t, a, s in keys]
+                 seconds=runs[n, t, a, s].seconds,
+                 above_majority=facts(n, t).above_majority(runs[n, t, a, s].summary[AT_PEAK], design.ALPHA)
+                 if facts is not None and AT_PEAK in runs[n, t, a, s].summary else None) for n, t, a, s in keys]
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
 
@@ -196,7 +202,9 @@ def _run_means(frame: pd.DataFrame) -> dict:
     out: dict = {}
     for (task, arm), g in frame.groupby(["task", "arm"], sort=False):
         out.setdefault(task, {})[arm] = {**{m: float(g[m].mean()) for m in METRICS},
-                                         **{f"{m}_std": float(g[m].std()) for m in METRICS}}
+                                         **{f"{m}_std": float(g[m].std()) for m in METRICS}, "runs": len(g),
+                                         "above_majority": int(g.above_majority.eq(True).sum())
+                                         if g.above_majority.notna().any() else None}
     return out
 
 
@@ -209,14 +217,18 @@ def _meta(table: pd.DataFrame, frame: pd.DataFrame) -> dict:
                 secondary=_claims_meta(table[table.metric == design.SECONDARY]), run_means=_run_means(frame))
 
 
-def gate_function(ctx, runs: dict, alpha: float = design.ALPHA):
-    """``gates(study, task, arm, ungated, claim)`` for :func:`claims_table`: the gates of
-    :func:`toyspt.studies.lra_claim_gates.row_gates` read off ``runs`` (the CNN references' entries
-    among them, keyed ``(study, task, "cnn_reference", seed)``) and each task's data."""
+def _by_study(runs: dict) -> dict:
+    """study -> ``{(task, arm, seed): result}`` of its runs, the CNN references left out."""
+    return {n: {k[1:]: r for k, r in runs.items() if k[0] == n and k[2] != REFERENCE}
+            for n in dict.fromkeys(k[0] for k in runs)}
+
+
+def facts_function(ctx, runs: dict):
+    """``fact(study, task)``: the task's :class:`toyspt.studies.lra_claim_gates.TaskFacts` (its data,
+    the recons of its SPT arms among ``runs``, its CNN reference), each built once."""
     facts: dict = {}
-    margins = ctx.study.margins()  # each built once: a study's specs are many
-    data = {n: ctx.study.data_of(n) for n in dict.fromkeys(k[0] for k in runs)}
-    by_study = {n: {k[1:]: r for k, r in runs.items() if k[0] == n and k[2] != REFERENCE} for n in data}
+    data = {n: ctx.study.data_of(n) for n in dict.fromkeys(k[0] for k in runs)}  # a study's specs are many
+    by_study = _by_study(runs)
 
     def fact(n, t):
         if (n, t) not in facts:
@@ -225,6 +237,17 @@ def gate_function(ctx, runs: dict, alpha: float = design.ALPHA):
                       if tt == t and a in ("spt", "qk_transfer")]
             facts[n, t] = task_facts(data[n][t], recons, ref)
         return facts[n, t]
+    return fact
+
+
+def gate_function(ctx, runs: dict, alpha: float = design.ALPHA, fact=None):
+    """``gates(study, task, arm, ungated, claim)`` for :func:`claims_table`: the gates of
+    :func:`toyspt.studies.lra_claim_gates.row_gates` read off ``runs`` (the CNN references' entries
+    among them, keyed ``(study, task, "cnn_reference", seed)``) and each task's facts (``fact``,
+    default :func:`facts_function`)."""
+    margins = ctx.study.margins()
+    fact = fact or facts_function(ctx, runs)
+    by_study = _by_study(runs)
 
     def gates(n, t, a, ungated, c):
         return row_gates(by_study[n], t, a, ungated, c, fact(n, t), margins.get((n, t), design.MARGIN), alpha)
@@ -234,8 +257,9 @@ def gate_function(ctx, runs: dict, alpha: float = design.ALPHA):
 def draw(ctx, runs, name: str = NAME):
     """The claims of the study whose runs (and CNN references) ``runs`` holds: the table, the per-run
     table (``<name>_runs``) and a panel per task; what the docs quote in ``ctx.meta[name]``."""
-    frame = run_frame({k: r for k, r in runs.items() if k[2] != REFERENCE})
-    table = claims_table(frame, margins=ctx.study.margins(), gates=gate_function(ctx, runs))
+    fact = facts_function(ctx, runs)
+    frame = run_frame({k: r for k, r in runs.items() if k[2] != REFERENCE}, fact)
+    table = claims_table(frame, margins=ctx.study.margins(), gates=gate_function(ctx, runs, fact=fact))
     primary = table[table.metric == design.PRIMARY]
     confirm = table[table.family == "confirmatory"]
     ctx.meta[name] = dict(quick=ctx.quick, runs=len(frame), primary=design.PRIMARY, test=TEST, alpha=design.ALPHA,

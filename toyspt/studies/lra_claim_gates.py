@@ -40,6 +40,18 @@ class TaskFacts:
     n_val: int  # validation examples (one evaluation's noise)
     constants: dict = field(default_factory=dict)  # SPT loss name -> the best context-free prediction's loss
     reference: dict | None = None  # the CNN reference's summary (only_model, only_majority, ...), None: none
+    n_test: int = 0  # test examples (0: not known)
+    classes: int = 2  # the task's classes
+
+    def above_majority(self, accuracy: float, alpha: float) -> bool:
+        """Whether one run's test ``accuracy`` beats always answering the majority class by the
+        largest exact McNemar p that accuracy allows (:func:`toyspt.analysis.stats.mcnemar_bound`)."""
+        from toyspt.analysis.stats import mcnemar_bound
+
+        if self.n_test < 1:
+            raise ValueError("above_majority: the task's test size is not known (n_test 0)")
+        n = self.n_test
+        return mcnemar_bound(round(accuracy * n), n, round(self.chance * n), self.classes) <= alpha
 
 
 def task_facts(data, recons, reference: dict | None = None) -> TaskFacts:
@@ -48,7 +60,8 @@ def task_facts(data, recons, reference: dict | None = None) -> TaskFacts:
 
     d = data.load()
     return TaskFacts(float(d.test.y.bincount().max()) / len(d.test.y), len(d.val.y),
-                     {r: constant_recon_loss(d.train.x, d.val.x, r) for r in dict.fromkeys(recons)}, reference)
+                     {r: constant_recon_loss(d.train.x, d.val.x, r) for r in dict.fromkeys(recons)}, reference,
+                     len(d.test.y), int(max(d.train.y.max(), d.val.y.max(), d.test.y.max())) + 1)
 
 
 def pretrain_end(result) -> float:

@@ -78,7 +78,25 @@ def test_the_mcnemar_bound_covers_every_set_of_predictions_with_that_accuracy():
     assert stats.mcnemar_bound(7, 12, 7) >= 0.5  # no better than the rule: never significant
 
 
+def test_the_mcnemar_bound_covers_every_prediction_of_three_classes():
+    """Three classes, 4 of 8 examples in the majority class (0): for every one of the 6,561 prediction
+    vectors its exact McNemar p against always answering 0 is at most the bound of its number of right
+    answers, and the bound is attained."""
+    import itertools
+
+    y = np.array([0, 0, 0, 0, 1, 1, 2, 2])
+    seen: dict[int, list[float]] = {}
+    for pred in itertools.product((0, 1, 2), repeat=8):
+        right, base = np.asarray(pred) == y, y == 0
+        seen.setdefault(int(right.sum()), []).append(stats.mcnemar_exact(int((right & ~base).sum()),
+                                                                         int((~right & base).sum())))
+    for correct, ps in seen.items():
+        bound = stats.mcnemar_bound(correct, 8, 4, classes=3)
+        assert max(ps) <= bound and bound in ps, correct
+
+
 @pytest.mark.parametrize("args,match", [((13, 12, 7), "correct <= n"), ((3, 12, 5), "n/2 <= majority"),
+                                        ((3, 12, 3, 3), "n/3 <= majority"), ((3, 12, 7, 1), "classes >= 2"),
                                         ((-1, 12, 7), "correct"), ((3, 12.0, 7), "n: expected a count")])
 def test_the_mcnemar_bound_refuses_bad_counts(args, match):
     with pytest.raises(ValueError, match=match):

@@ -12,8 +12,10 @@ import pytest
 from toyspt.analysis import gates as gt
 from toyspt.analysis.multiplicity import holm
 from toyspt.analysis.paired import paired, tost
+from toyspt.analysis.stats import mcnemar_bound
 from toyspt.figs import lra_claims as lc
 from toyspt.studies import lra_design as design
+from toyspt.studies.lra_claim_gates import TaskFacts
 
 matplotlib.use("Agg")
 
@@ -188,10 +190,17 @@ def test_draw_writes_both_tables_from_the_runs(monkeypatch):
     frame = _frame()
     runs = {(1, r.task, r.arm, r.seed): SimpleNamespace(summary={m: getattr(r, m) for m in lc.METRICS},
                                                         seconds=r.seconds, history=[]) for r in frame.itertuples()}
-    monkeypatch.setattr(lc, "gate_function", lambda ctx, runs: lambda *a: [gt.Gate("learnable", True, "")])
+    monkeypatch.setattr(lc, "gate_function", lambda ctx, runs, fact=None: lambda *a: [gt.Gate("learnable", True, "")])
+    facts = TaskFacts(0.5, 200, n_test=100, classes=2)  # 100 test examples, half in the majority class
+    monkeypatch.setattr(lc, "facts_function", lambda ctx, runs: lambda n, t: facts)
     ctx = SimpleNamespace(meta={}, quick=True, study=SimpleNamespace(margins=dict))
     fig, tables = lc.draw(ctx, runs)
     assert set(tables) == {lc.NAME, f"{lc.NAME}_runs"} and len(tables[f"{lc.NAME}_runs"]) == len(frame)
+    # per run: above the majority class by the McNemar bound on 100 test examples (0.6 is not, 0.7 is)
+    per_run = tables[f"{lc.NAME}_runs"]
+    want = [mcnemar_bound(round(a * 100), 100, 50) <= design.ALPHA for a in per_run.test_at_peak]
+    assert per_run.above_majority.tolist() == want and 0 < sum(want) < len(want)
+    assert facts.above_majority(0.7, 0.05) and not facts.above_majority(0.6, 0.05)
     meta = ctx.meta[lc.NAME]
     assert meta["holm_m"] == 9 and meta["claims"]["pathfinder"]["spt"]["verdict"] == lc.CONFIRMED
     row = _row(tables[lc.NAME], "image", "qk_transfer")
@@ -205,4 +214,7 @@ def test_draw_writes_both_tables_from_the_runs(monkeypatch):
     g = frame[(frame.task == "image") & (frame.arm == "spt")].final_train_acc
     assert meta["run_means"]["image"]["spt"]["final_train_acc"] == g.mean()
     assert meta["run_means"]["image"]["spt"]["final_train_acc_std"] == g.std()
+    mine = per_run[(per_run.task == "image") & (per_run.arm == "spt")]
+    assert meta["run_means"]["image"]["spt"]["above_majority"] == int(mine.above_majority.sum())
+    assert meta["run_means"]["image"]["spt"]["runs"] == len(mine)
     assert len(fig.axes) == len(design.TASKS)
