@@ -201,9 +201,12 @@ def probe_rows(model: nn.Module, batch, directions: Sequence[str] = PROBE_DIRECT
 # --------------------------------------------------------------------------------------
 # callbacks
 
-def phase_end(ctx, train) -> bool:
-    """Whether the epoch just finished is the last of its phase (SPT: ``pre_epochs``; labels: the
-    recipe's label epochs), for trackers recording at phase starts and ends only (``ends=1``)."""
+def phase_end(ctx, train, record: dict | None = None) -> bool:
+    """Whether the epoch just finished is the last of its phase, for trackers recording at phase
+    starts and ends only (``ends=1``): its cap (SPT: ``pre_epochs``; labels: the recipe's label
+    epochs), or the epoch whose history ``record`` says a stopping rule ended the phase there."""
+    if record is not None and "stopped" in record:
+        return True
     return ctx.epoch == (train.pre_epochs if ctx.phase == "pretrain" else get_recipe(ctx.recipe).label_epochs(train))
 
 
@@ -246,7 +249,7 @@ class DisplacementTracker:
         _emit(ctx, self._rows(ctx))
 
     def on_epoch(self, ctx, record) -> None:
-        if self.train is None or phase_end(ctx, self.train):
+        if self.train is None or phase_end(ctx, self.train, record):
             _emit(ctx, self._rows(ctx))
 
 
@@ -272,7 +275,8 @@ class ProfileTracker:
 
     def on_epoch(self, ctx, record) -> None:
         full = ctx.epoch % self.every == 0
-        if (phase_end(ctx, self.train) if self.train is not None else full or self.at is None or ctx.epoch in self.at):
+        if (phase_end(ctx, self.train, record) if self.train is not None
+                else full or self.at is None or ctx.epoch in self.at):
             _emit(ctx, profile_rows(ctx.model, self.x, profiles=full, **self.kw))
 
 
@@ -301,7 +305,7 @@ class ProbeTracker:
             self.on_phase_start(ctx)
 
     def on_epoch(self, ctx, record) -> None:
-        if self.train is not None and phase_end(ctx, self.train):
+        if self.train is not None and phase_end(ctx, self.train, record):
             self.on_phase_start(ctx)
 
 

@@ -207,6 +207,9 @@ def at_state(records, state: str) -> list[dict]:
         return []
     which, end = _PHASE[state]
     g = f[f.phase == phases[which]]
+    if end == "end" and g.step.nunique() < 2:  # the phase's start alone: its end was never recorded
+        raise ValueError(f"state {state}: the run's {phases[which]} phase has records at its start only "
+                         f"(step {int(g.step.min())}), none at its end")
     sel = g[g.step == (g.step.max() if end == "end" else g.step.min())]
     return sel.to_dict("records")
 

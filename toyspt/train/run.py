@@ -110,9 +110,11 @@ def pretrain(lock: Lockstep, data: TaskData, cfg: TrainConfig, gens: Sequence[to
                              train_loss=sum(ls) / len(ls), val_loss=val.item()))
         for h, r in zip(histories, recs):
             h.append(r)
-        lock.report(recs)
-        if cfg.pre_patience is not None and plateaued(histories[0], cfg.pre_patience):
+        stop = cfg.pre_patience is not None and plateaued(histories[0], cfg.pre_patience)
+        if stop:  # said before the callbacks see the record: a tracker recording phase ends reads it
             histories[0][-1]["stopped"] = "plateau"
+        lock.report(recs)
+        if stop:
             break
     else:
         if cfg.pre_patience is not None and histories[0]:

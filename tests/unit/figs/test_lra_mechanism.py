@@ -35,6 +35,12 @@ def test_states_of_a_tracked_run(runs):
     assert {r["phase"] for r in start} == {"finetune"} and steps == {r["step"] for r in pre} and len(steps) == 1
     with pytest.raises(ValueError, match="state: one of init, pretrained, label_start, final"):
         at_state(spt, "best")
+    starts_only = [r for r in spt if r["step"] in {min(x["step"] for x in spt if x["phase"] == r["phase"])}]
+    with pytest.raises(ValueError, match="final: the run's finetune phase has records at its start only"):
+        at_state(starts_only, "final")  # never the start read as the end
+    with pytest.raises(ValueError, match="pretrained: the run's pretrain phase has records at its start only"):
+        at_state(starts_only, "pretrained")
+    assert pd.DataFrame(at_state(starts_only, "label_start")).equals(pd.DataFrame(start))
 
 
 def test_the_label_start_shows_what_a_transfer_carries(runs):

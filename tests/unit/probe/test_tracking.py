@@ -153,6 +153,28 @@ def test_run_spec_trackers_and_compare_columns(small_data):
     assert pi == pytest.approx(tracking.proximity_index(A).mean().item(), rel=1e-12)
 
 
+def test_ends_records_the_end_of_a_phase_a_stopping_rule_ended():
+    """``ends=1`` on a run whose SPT stops at its plateau and whose labels stop by patience, both long
+    before their caps: each phase's end is recorded at the epoch its rule stopped it (before, only the
+    caps counted as ends, so such a run's trackers recorded no phase end at all)."""
+    from toyspt.data.tasks import TaskConfig, make_task
+
+    data = make_task(TaskConfig(n_train=16, n_val=8, n_test=8, T=8))
+    train = TrainConfig(epochs=200, pre_epochs=200, batch_size=8, patience=1, pre_patience=1)
+    model = ModelConfig(d_in=data.train.x.shape[-1], d_model=8, n_heads=1, d_mlp=8, max_len=16)
+    names = ["displacement:ends=1,groups=1", "profile:ends=1,window=1,grid=4", "probes:ends=1,n=8"]
+    res = run_recipe(RunConfig("spt", model, train), data, 0, callbacks=tracking.make_trackers(names, data, train))
+    stops = {h["phase"]: (h["epoch"], h["stopped"]) for h in res.history if "stopped" in h}
+    assert stops["pretrain"][1] == "plateau" and stops["finetune"][1] == "patience"
+    assert stops["pretrain"][0] < 200 and stops["finetune"][0] < 200
+    seen = {(r["phase"], r["epoch"]) for r in res.records}
+    assert seen == {("pretrain", 0), ("pretrain", stops["pretrain"][0]), ("finetune", 0),
+                    ("finetune", stops["finetune"][0])}
+    for phase in ("pretrain", "finetune"):  # every tracker recorded the end
+        assert {r["metric"] for r in res.records if (r["phase"], r["epoch"]) == (phase, stops[phase][0])} >= {
+            "disp_group_init", "proximity_index", "ratio"}
+
+
 def test_ends_records_only_at_phase_starts_and_ends():
     """``ends=1``: displacement, profile and probes record at each phase's start and after its last
     epoch only (SPT: pre_epochs; labels: the recipe's label epochs), with the run's SPT loss."""
