@@ -202,12 +202,11 @@ def probe_rows(model: nn.Module, batch, directions: Sequence[str] = PROBE_DIRECT
 # callbacks
 
 def phase_end(ctx, train, record: dict | None = None) -> bool:
-    """Whether the epoch just finished is the last of its phase, for trackers recording at phase
-    starts and ends only (``ends=1``): its cap (SPT: ``pre_epochs``; labels: the recipe's label
-    epochs), or the epoch whose history ``record`` says a stopping rule ended the phase there."""
-    if record is not None and "stopped" in record:
-        return True
-    return ctx.epoch == (train.pre_epochs if ctx.phase == "pretrain" else get_recipe(ctx.recipe).label_epochs(train))
+    """Whether the epoch just finished ends its phase, for trackers recording at phase starts and
+    ends only (``ends=1``): a stopping rule ended it there (``stopped`` in its history ``record``) or
+    it is the cap (SPT: ``pre_epochs``; labels: the recipe's label epochs)."""
+    cap = train.pre_epochs if ctx.phase == "pretrain" else get_recipe(ctx.recipe).label_epochs(train)
+    return "stopped" in (record or {}) or ctx.epoch == cap
 
 
 def _ends(ends, train):
@@ -275,8 +274,7 @@ class ProfileTracker:
 
     def on_epoch(self, ctx, record) -> None:
         full = ctx.epoch % self.every == 0
-        if (phase_end(ctx, self.train, record) if self.train is not None
-                else full or self.at is None or ctx.epoch in self.at):
+        if phase_end(ctx, self.train, record) if self.train else full or self.at is None or ctx.epoch in self.at:
             _emit(ctx, profile_rows(ctx.model, self.x, profiles=full, **self.kw))
 
 
