@@ -14,7 +14,7 @@ from toyspt.runs.ledger import differences
 
 ROOT = Path(__file__).resolve().parents[2]
 FIGS = ("real_gain", "archive_scan", "real_gain_splits", "archive_small")
-LRA = ("lra_claims", "lra_mechanism", "lra_claims2")
+LRA = ("lra_claims", "lra_mechanism", "lra_claims2", "lra_mechanism2")
 VOLATILE = ("draw_seconds", "written_after_seconds", "written_on", "call")  # when, where and by which call
 
 
@@ -48,9 +48,9 @@ def test_the_study_figures_redraw_from_the_ledger_as_committed(tmp_path):
 
 
 def test_the_lra_figures_redraw_from_the_lra_ledger_as_committed(tmp_path):
-    """The LRA studies' claims and the first's mechanism (--tier lra --only
-    lra_claims,lra_mechanism,lra_claims2) from the committed ledger alone: their six CSVs byte for
-    byte, their metadata entries but for when and where, nothing trained."""
+    """Both LRA studies' claims and mechanism (--tier lra --only lra_claims,lra_mechanism,
+    lra_claims2,lra_mechanism2) from the committed ledger alone: their eight CSVs byte for byte,
+    their metadata entries but for when and where, nothing trained."""
     out = tmp_path / "figures"
     p = subprocess.run([sys.executable, "paper_figs.py", "--tier", "lra", "--only", ",".join(LRA), "--out", str(out),
                         "--cache", str(tmp_path / "empty"), "--workers", "1"],
@@ -58,7 +58,7 @@ def test_the_lra_figures_redraw_from_the_lra_ledger_as_committed(tmp_path):
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert json.loads((out / "metadata.json").read_text())["last_run"]["runs_trained"] == 0
     for name in ("lra_claims.csv", "lra_claims_runs.csv", "lra_mechanism.csv", "lra_claims_probes.csv",
-                 "lra_claims2.csv", "lra_claims2_runs.csv"):
+                 "lra_claims2.csv", "lra_claims2_runs.csv", "lra_mechanism2.csv", "lra_claims_probes2.csv"):
         assert (out / name).read_bytes() == (ROOT / "figures" / name).read_bytes(), name
     for name in LRA:
         assert not differences(_entry(ROOT / "figures" / "metadata.json", name), _entry(out / "metadata.json", name),
