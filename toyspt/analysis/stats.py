@@ -52,6 +52,12 @@ def mcnemar_bound(correct: int, n: int, majority: int, classes: int = 2) -> floa
                for c0 in range(max(0, correct - majority), min(rest, correct) + 1))
 
 
+def accuracy_bound(accuracy: float, n: int, majority: int, classes: int = 2) -> float:
+    """:func:`mcnemar_bound` of a recorded accuracy on ``n`` examples (its right answers are
+    ``round(accuracy * n)``): one run against always answering the majority class."""
+    return mcnemar_bound(int(round(accuracy * n)), int(n), int(majority), classes)
+
+
 def hits_vs_base_rate(predicted, actual) -> dict:
     """A binary predictor against always answering the majority class *on the same runs*:
     ``predicted`` and ``actual`` are boolean per run (e.g. "predicts proximity", "landed in
@@ -201,4 +207,5 @@ def within_set_association(frame: pd.DataFrame, group: str = "dataset", x: str =
     return dict(x=x, y=y, group=group, n_perm=n_perm, **out)
 
 
-__all__ = ["MIN_PERMUTATIONS", "mcnemar_exact", "mcnemar_bound", "hits_vs_base_rate", "within_set_association"]
+__all__ = ["MIN_PERMUTATIONS", "mcnemar_exact", "mcnemar_bound", "accuracy_bound", "hits_vs_base_rate",
+           "within_set_association"]

@@ -45,13 +45,12 @@ class TaskFacts:
 
     def above_majority(self, accuracy: float, alpha: float) -> bool:
         """Whether one run's test ``accuracy`` beats always answering the majority class by the
-        largest exact McNemar p that accuracy allows (:func:`toyspt.analysis.stats.mcnemar_bound`)."""
-        from toyspt.analysis.stats import mcnemar_bound
+        largest exact McNemar p that accuracy allows (:func:`toyspt.analysis.stats.accuracy_bound`)."""
+        from toyspt.analysis.stats import accuracy_bound
 
         if self.n_test < 1:
             raise ValueError("above_majority: the task's test size is not known (n_test 0)")
-        n = self.n_test
-        return mcnemar_bound(round(accuracy * n), n, round(self.chance * n), self.classes) <= alpha
+        return accuracy_bound(accuracy, self.n_test, round(self.chance * self.n_test), self.classes) <= alpha
 
 
 def task_facts(data, recons, reference: dict | None = None) -> TaskFacts:

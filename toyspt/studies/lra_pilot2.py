@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from toyspt.analysis.stats import mcnemar_bound
+from toyspt.analysis.stats import accuracy_bound
 from toyspt.kinds import listops as lo
 from toyspt.kinds.pathfinder import PathfinderConfig
 from toyspt.kinds.tasks import DigitsSource, ListOpsSource, PathfinderSource
@@ -145,7 +145,7 @@ def pathfinder_rule(frame: pd.DataFrame) -> dict:
     """The second study's PathFinder admission rule on the pilot's table: per setting (20,000 and
     50,000 images), the CNN's test accuracy against :data:`CNN_MIN`; each Transformer arm's test
     accuracy at its validation peak against the majority class (the largest exact McNemar p its
-    accuracy allows, :func:`toyspt.analysis.stats.mcnemar_bound`; Holm over the setting's arms); the
+    accuracy allows, :func:`toyspt.analysis.stats.accuracy_bound`; Holm over the setting's arms); the
     study's price with PathFinder at that setting (``study_hours_at_least`` while SPT's seconds are not
     measured: ``priced_out`` where even that is over :data:`BUDGET_HOURS`). ``admitted``: the cheapest
     setting passing all three; ``pending`` names the runs of each setting the table lacks (the verdict
@@ -166,8 +166,7 @@ def pathfinder_rule(frame: pd.DataFrame) -> dict:
         arms = rows[rows.model.str.startswith("transformer") & ~rows.arm.str.startswith("spt_only")]
         if cnn.empty or arms.empty:
             continue
-        p = [mcnemar_bound(int(round(a * t)), int(t), int(m))
-             for a, t, m in zip(arms.test_at_peak, arms.n_test, arms.majority_count)]
+        p = [accuracy_bound(a, t, m) for a, t, m in zip(arms.test_at_peak, arms.n_test, arms.majority_count)]
         adj = dict(zip(arms.arm, holm(p)))
         loss = chosen_loss(frame, task) or chosen_loss(frame, PF20)
         scratch, spt = rows.seconds[rows.arm == "scratch"], rows.seconds[rows.arm == f"spt_only_{loss}"]
